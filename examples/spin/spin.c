@@ -1,0 +1,174 @@
+/*
+ * spin: a CUDA driver-API sample that keeps one GPU busy with kernels of a
+ * known length and reports how many it got through.
+ *
+ * The kernel spins on %globaltimer for the nanoseconds in its first
+ * parameter. It is PTX, JIT-compiled by the driver, so no nvcc is needed;
+ * the same binary runs on a real GPU and on fakecuda (whose "spin*" kernels
+ * take exactly that long by definition).
+ */
+#include <cuda.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char spin_ptx[] =
+    ".version 7.0\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    ".visible .entry spin(.param .u64 spin_ns)\n"
+    "{\n"
+    "  .reg .pred %p;\n"
+    "  .reg .b64 %rd<5>;\n"
+    "  ld.param.u64 %rd1, [spin_ns];\n"
+    "  mov.u64 %rd2, %globaltimer;\n"
+    "LOOP:\n"
+    "  mov.u64 %rd3, %globaltimer;\n"
+    "  sub.u64 %rd4, %rd3, %rd2;\n"
+    "  setp.lt.u64 %p, %rd4, %rd1;\n"
+    "  @%p bra LOOP;\n"
+    "  ret;\n"
+    "}\n";
+
+#define MAX_DEPTH 1024
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+"Usage: spin [--kernel-us US] [--seconds S | --count N] [--depth D] [--device I]\n"
+"\n"
+"Launches kernels that each keep the GPU busy for US microseconds, one\n"
+"stream, at most D in flight, until S seconds have passed or N kernels ran.\n"
+"Then prints one line:\n"
+"  spin: pid=P device=I kernel_us=US kernels=K wall_s=W kernels_per_s=R\n"
+"\n"
+"Options:\n"
+"  --kernel-us US   length of each kernel in microseconds (default 1000)\n"
+"  --seconds S      run for S seconds (default 5; decimals allowed)\n"
+"  --count N        run exactly N kernels instead of a time\n"
+"  --depth D        kernels in flight at most, 1..%d (default 16)\n"
+"  --device I       device ordinal (default 0)\n"
+"  -h, --help       show this help\n"
+"\n"
+"Exit status: 0 on success, 1 on a usage error, 2 on a CUDA error.\n",
+            MAX_DEPTH);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int check(CUresult rc, const char *what)
+{
+    if (rc == CUDA_SUCCESS)
+        return 0;
+    const char *name = NULL;
+    if (cuGetErrorName(rc, &name) != CUDA_SUCCESS || !name)
+        name = "unknown CUDA error";
+    fprintf(stderr, "spin: %s failed: %s (%d)\n", what, name, (int)rc);
+    return 1;
+}
+
+static int parse_positive(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !(v > 0))
+        return 1;
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"kernel-us", required_argument, NULL, 'k'}, {"seconds", required_argument, NULL, 's'},
+        {"count", required_argument, NULL, 'n'},     {"depth", required_argument, NULL, 'd'},
+        {"device", required_argument, NULL, 'D'},    {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    double kernel_us = 1000, seconds = 5, count = 0, depth = 16, device = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        double *target = NULL;
+        switch (opt) {
+        case 'k': target = &kernel_us; break;
+        case 's': target = &seconds; break;
+        case 'n': target = &count; break;
+        case 'd': target = &depth; break;
+        case 'D':
+            device = atoi(optarg);
+            if (device < 0 || strspn(optarg, "0123456789") != strlen(optarg)) {
+                fprintf(stderr, "spin: --device needs a device ordinal, got '%s'\n", optarg);
+                return 1;
+            }
+            continue;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 1;
+        }
+        if (parse_positive(optarg, target)) {
+            fprintf(stderr, "spin: --%s needs a positive number, got '%s'\n",
+                    options[opt == 'k' ? 0 : opt == 's' ? 1 : opt == 'n' ? 2 : 3].name, optarg);
+            return 1;
+        }
+    }
+    if (optind != argc || depth > MAX_DEPTH) {
+        usage(stderr);
+        return 1;
+    }
+
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule module;
+    CUfunction fn;
+    CUstream stream;
+    CUevent done[MAX_DEPTH];
+    unsigned in_flight = (unsigned)depth;
+    if (check(cuInit(0), "cuInit") || check(cuDeviceGet(&dev, (int)device), "cuDeviceGet") ||
+        check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
+        check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent") ||
+        check(cuModuleLoadData(&module, spin_ptx), "cuModuleLoadData") ||
+        check(cuModuleGetFunction(&fn, module, "spin"), "cuModuleGetFunction") ||
+        check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
+        return 2;
+    for (unsigned i = 0; i < in_flight; i++)
+        if (check(cuEventCreate(&done[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate"))
+            return 2;
+
+    uint64_t spin_ns = (uint64_t)(kernel_us * 1000.0);
+    void *params[] = {&spin_ns};
+    uint64_t limit = count > 0 ? (uint64_t)count : UINT64_MAX;
+    double start = now_s(), stop = start + seconds;
+    uint64_t launched = 0;
+    while (launched < limit && (count > 0 || now_s() < stop)) {
+        CUevent ev = done[launched % in_flight];
+        if (launched >= in_flight && check(cuEventSynchronize(ev), "cuEventSynchronize"))
+            return 2;
+        if (check(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL), "cuLaunchKernel") ||
+            check(cuEventRecord(ev, stream), "cuEventRecord"))
+            return 2;
+        launched++;
+    }
+    if (check(cuStreamSynchronize(stream), "cuStreamSynchronize"))
+        return 2;
+    double wall = now_s() - start;
+    printf("spin: pid=%d device=%d kernel_us=%.0f kernels=%" PRIu64 " wall_s=%.3f kernels_per_s=%.1f\n",
+           (int)getpid(), (int)device, kernel_us, launched, wall, (double)launched / wall);
+    fflush(stdout);
+    for (unsigned i = 0; i < in_flight; i++)
+        cuEventDestroy(done[i]);
+    cuStreamDestroy(stream);
+    cuModuleUnload(module);
+    cuDevicePrimaryCtxRelease(dev);
+    return 0;
+}

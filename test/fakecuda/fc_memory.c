@@ -1,0 +1,741 @@
+/*
+ * fakecuda device memory: allocation on every path a real driver offers
+ * (plain, pitched, managed, stream-ordered, pools, VMM, arrays), the
+ * cross-process accounting in the state file, and copies and sets.
+ *
+ * Simulated device memory is host address space: each allocation is an
+ * mmap(MAP_NORESERVE) region, so device pointers are real addresses that
+ * copies can use, and untouched bytes cost nothing. Byte counts are exact
+ * (no page rounding) so that tests can reason about limits to the byte.
+ */
+#include "fc_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+enum alloc_kind { ALLOC_DEVICE, ALLOC_RESERVE };
+
+struct fc_alloc {
+    uint64_t base, size;
+    int device;
+    enum alloc_kind kind;
+    struct fc_ctx *ctx;
+};
+
+struct fc_counted {          /* an array, mipmapped array or VMM handle */
+    uint64_t handle;
+    int device;
+    uint64_t bytes;
+};
+
+struct fc_pool {
+    uint64_t handle;
+    int device;
+};
+
+/* This process's live device allocations, sorted by base; guarded by
+ * mem_lock. */
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fc_alloc *allocs;
+static size_t alloc_count, alloc_cap;
+/* Default memory pool per device; guarded by mem_lock. */
+static struct fc_pool *default_pools[FC_MAX_DEVICES];
+
+#define FC_VMM_GRANULARITY (2ull << 20)
+
+/* ---- accounting in the shared state ------------------------------------ */
+
+static CUresult account_alloc(int device, uint64_t bytes)
+{
+    struct fc_shared *s = fc_shared_state();
+    int slot = fc_self_slot();
+    struct fc_device_state *d = &s->dev[device];
+    fc_state_lock(s);
+    if (d->total_mem - d->used_mem < bytes)
+        fc_state_reap_locked(s); /* a dead process's memory may be reclaimable */
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (d->total_mem - d->used_mem >= bytes) {
+        d->used_mem += bytes;
+        struct fc_proc_slot *p = &s->procs[slot];
+        p->mem_used[device] += bytes;
+        if (p->mem_used[device] > p->mem_peak[device])
+            p->mem_peak[device] = p->mem_used[device];
+        rc = CUDA_SUCCESS;
+    }
+    fc_state_unlock(s);
+    return rc;
+}
+
+static void account_free(int device, uint64_t bytes)
+{
+    struct fc_shared *s = fc_shared_state();
+    struct fc_proc_slot *p = &s->procs[fc_self_slot()];
+    fc_state_lock(s);
+    s->dev[device].used_mem -= bytes > s->dev[device].used_mem ? s->dev[device].used_mem : bytes;
+    p->mem_used[device] -= bytes > p->mem_used[device] ? p->mem_used[device] : bytes;
+    fc_state_unlock(s);
+}
+
+/* ---- the allocation table --------------------------------------------- */
+
+static size_t alloc_lower_bound(uint64_t addr)
+{
+    size_t lo = 0, hi = alloc_count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (allocs[mid].base < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static bool alloc_insert(const struct fc_alloc *a)
+{
+    pthread_mutex_lock(&mem_lock);
+    if (alloc_count == alloc_cap) {
+        size_t cap = alloc_cap ? alloc_cap * 2 : 64;
+        struct fc_alloc *grown = realloc(allocs, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&mem_lock);
+            return false;
+        }
+        allocs = grown;
+        alloc_cap = cap;
+    }
+    size_t at = alloc_lower_bound(a->base);
+    memmove(&allocs[at + 1], &allocs[at], (alloc_count - at) * sizeof *allocs);
+    allocs[at] = *a;
+    alloc_count++;
+    pthread_mutex_unlock(&mem_lock);
+    return true;
+}
+
+/* Removes the allocation that starts exactly at base; false if none. */
+static bool alloc_remove(uint64_t base, enum alloc_kind kind, struct fc_alloc *out)
+{
+    pthread_mutex_lock(&mem_lock);
+    size_t at = alloc_lower_bound(base);
+    bool found = at < alloc_count && allocs[at].base == base && allocs[at].kind == kind;
+    if (found) {
+        *out = allocs[at];
+        memmove(&allocs[at], &allocs[at + 1], (alloc_count - at - 1) * sizeof *allocs);
+        alloc_count--;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    return found;
+}
+
+bool fc_mem_range_valid(CUdeviceptr ptr, size_t bytes)
+{
+    pthread_mutex_lock(&mem_lock);
+    size_t at = alloc_lower_bound((uint64_t)ptr + 1);
+    bool ok = false;
+    if (at > 0) {
+        const struct fc_alloc *a = &allocs[at - 1];
+        ok = ptr >= a->base && bytes <= a->size && ptr - a->base <= a->size - bytes;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    return ok;
+}
+
+void fc_mem_release_ctx(struct fc_ctx *ctx)
+{
+    pthread_mutex_lock(&mem_lock);
+    size_t kept = 0;
+    for (size_t i = 0; i < alloc_count; i++) {
+        struct fc_alloc a = allocs[i];
+        if (a.ctx != ctx || a.kind != ALLOC_DEVICE) {
+            allocs[kept++] = a;
+            continue;
+        }
+        munmap((void *)(uintptr_t)a.base, a.size);
+        account_free(a.device, a.size);
+    }
+    alloc_count = kept;
+    pthread_mutex_unlock(&mem_lock);
+}
+
+void fc_mem_atfork_prepare(void) { pthread_mutex_lock(&mem_lock); }
+void fc_mem_atfork_parent(void) { pthread_mutex_unlock(&mem_lock); }
+
+void fc_mem_atfork_child(void)
+{
+    /* The parent's allocations are the parent's to count and free. */
+    alloc_count = 0;
+    memset(default_pools, 0, sizeof default_pools);
+    pthread_mutex_unlock(&mem_lock);
+}
+
+/* ---- allocation and free ---------------------------------------------- */
+
+static CUresult device_alloc(struct fc_ctx *ctx, int device, CUdeviceptr *dptr, uint64_t bytes)
+{
+    if (!dptr || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = account_alloc(device, bytes);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        account_free(device, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    struct fc_alloc a = {(uint64_t)(uintptr_t)p, bytes, device, ALLOC_DEVICE, ctx};
+    if (!alloc_insert(&a)) {
+        munmap(p, bytes);
+        account_free(device, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult device_free(CUdeviceptr dptr)
+{
+    struct fc_alloc a;
+    if (!alloc_remove((uint64_t)dptr, ALLOC_DEVICE, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Queued copies may still touch the memory: let them finish. */
+    fc_ctx_drain(a.ctx);
+    munmap((void *)(uintptr_t)a.base, a.size);
+    account_free(a.device, a.size);
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    CUresult rc;
+    struct fc_ctx *ctx = fc_current_ctx(&rc);
+    if (!ctx)
+        return rc;
+    return device_alloc(ctx, ctx->device, dptr, bytesize);
+}
+
+FC_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                   unsigned int element_size)
+{
+    CUresult rc;
+    struct fc_ctx *ctx = fc_current_ctx(&rc);
+    if (!ctx)
+        return rc;
+    if (!pitch || width == 0 || height == 0 ||
+        (element_size != 4 && element_size != 8 && element_size != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t row = (width + 511) & ~(size_t)511;
+    if (row < width || height > SIZE_MAX / row)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = device_alloc(ctx, ctx->device, dptr, (uint64_t)row * height);
+    if (rc == CUDA_SUCCESS)
+        *pitch = row;
+    return rc;
+}
+
+FC_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    CUresult rc;
+    struct fc_ctx *ctx = fc_current_ctx(&rc);
+    if (!ctx)
+        return rc;
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    return device_alloc(ctx, ctx->device, dptr, bytesize);
+}
+
+FC_API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return device_free(dptr);
+}
+
+FC_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hstream)
+{
+    struct fc_stream *stream;
+    CUresult rc = fc_resolve_stream(hstream, &stream);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return device_alloc(stream->ctx, stream->ctx->device, dptr, bytesize);
+}
+
+FC_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hstream)
+{
+    struct fc_stream *stream;
+    CUresult rc = fc_resolve_stream(hstream, &stream);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return device_free(dptr);
+}
+
+FC_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+    CUresult rc;
+    struct fc_ctx *ctx = fc_current_ctx(&rc);
+    if (!ctx)
+        return rc;
+    if (!free_bytes || !total_bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fc_shared *s = fc_shared_state();
+    fc_state_lock(s);
+    fc_state_reap_locked(s);
+    *total_bytes = s->dev[ctx->device].total_mem;
+    *free_bytes = s->dev[ctx->device].total_mem - s->dev[ctx->device].used_mem;
+    fc_state_unlock(s);
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct fc_shared *s = fc_shared_state();
+    if (dev < 0 || (uint32_t)dev >= s->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    *bytes = s->dev[dev].total_mem;
+    return CUDA_SUCCESS;
+}
+
+/* ---- memory pools ------------------------------------------------------ */
+
+static struct fc_pool *pool_new(int device)
+{
+    struct fc_pool *pool = calloc(1, sizeof *pool);
+    if (!pool)
+        return NULL;
+    pool->device = device;
+    pool->handle = fc_handle_new(FC_H_MEMPOOL, pool);
+    if (!pool->handle) {
+        free(pool);
+        return NULL;
+    }
+    return pool;
+}
+
+FC_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dev < 0 || (uint32_t)dev >= fc_shared_state()->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mem_lock);
+    if (!default_pools[dev])
+        default_pools[dev] = pool_new(dev);
+    struct fc_pool *pool = default_pools[dev];
+    pthread_mutex_unlock(&mem_lock);
+    if (!pool)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *pool_out = (CUmemoryPool)(uintptr_t)pool->handle;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemPoolCreate(CUmemoryPool *pool_out, const CUmemPoolProps *props)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pool_out || !props || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (props->location.id < 0 || (uint32_t)props->location.id >= fc_shared_state()->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct fc_pool *pool = pool_new(props->location.id);
+    if (!pool)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *pool_out = (CUmemoryPool)(uintptr_t)pool->handle;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemPoolDestroy(CUmemoryPool hpool)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct fc_pool *pool = fc_handle_get(FC_H_MEMPOOL, (uint64_t)(uintptr_t)hpool);
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mem_lock);
+    bool is_default = default_pools[pool->device] == pool;
+    pthread_mutex_unlock(&mem_lock);
+    if (is_default)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_handle_free(FC_H_MEMPOOL, pool->handle);
+    free(pool);
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool hpool,
+                                        CUstream hstream)
+{
+    struct fc_stream *stream;
+    CUresult rc = fc_resolve_stream(hstream, &stream);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct fc_pool *pool = fc_handle_get(FC_H_MEMPOOL, (uint64_t)(uintptr_t)hpool);
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    return device_alloc(stream->ctx, pool->device, dptr, bytesize);
+}
+
+/* ---- virtual memory management ----------------------------------------- */
+
+FC_API CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                              CUmemAllocationGranularity_flags option)
+{
+    (void)option;
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!granularity || !prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    *granularity = FC_VMM_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+static CUresult counted_new(enum fc_handle_type type, int device, uint64_t bytes, uint64_t *handle)
+{
+    if (bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fc_counted *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = account_alloc(device, bytes);
+    if (rc != CUDA_SUCCESS) {
+        free(c);
+        return rc;
+    }
+    c->device = device;
+    c->bytes = bytes;
+    c->handle = fc_handle_new(type, c);
+    if (!c->handle) {
+        account_free(device, bytes);
+        free(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *handle = c->handle;
+    return CUDA_SUCCESS;
+}
+
+static CUresult counted_free(enum fc_handle_type type, uint64_t handle)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct fc_counted *c = fc_handle_get(type, handle);
+    if (!c)
+        return type == FC_H_ARRAY || type == FC_H_MIPMAP ? CUDA_ERROR_INVALID_HANDLE
+                                                         : CUDA_ERROR_INVALID_VALUE;
+    fc_handle_free(type, handle);
+    account_free(c->device, c->bytes);
+    free(c);
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!handle || !prop || flags != 0 || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || size % FC_VMM_GRANULARITY != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (prop->location.id < 0 || (uint32_t)prop->location.id >= fc_shared_state()->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    uint64_t h;
+    rc = counted_new(FC_H_MEMHANDLE, prop->location.id, size, &h);
+    if (rc == CUDA_SUCCESS)
+        *handle = h;
+    return rc;
+}
+
+FC_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    return counted_free(FC_H_MEMHANDLE, handle);
+}
+
+FC_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                    unsigned long long flags)
+{
+    (void)alignment;
+    (void)addr;
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!ptr || size == 0 || flags != 0 || size % FC_VMM_GRANULARITY != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct fc_alloc a = {(uint64_t)(uintptr_t)p, size, 0, ALLOC_RESERVE, NULL};
+    if (!alloc_insert(&a)) {
+        munmap(p, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *ptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct fc_alloc a;
+    if (!alloc_remove((uint64_t)ptr, ALLOC_RESERVE, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    (void)size;
+    munmap((void *)(uintptr_t)a.base, a.size);
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                         unsigned long long flags)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct fc_counted *c = fc_handle_get(FC_H_MEMHANDLE, handle);
+    if (!c)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (flags != 0 || offset != 0 || size == 0 || size > c->bytes || !fc_mem_range_valid(ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (size == 0 || !fc_mem_range_valid(ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Fresh, inaccessible pages: the data goes with the mapping. */
+    void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!desc || count == 0 || !fc_mem_range_valid(ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+/* ---- arrays ------------------------------------------------------------- */
+
+static uint64_t format_bytes(CUarray_format format)
+{
+    switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+    case CU_AD_FORMAT_UNORM_INT8X1:
+    case CU_AD_FORMAT_SNORM_INT8X1:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+    case CU_AD_FORMAT_UNORM_INT8X2:
+    case CU_AD_FORMAT_SNORM_INT8X2:
+    case CU_AD_FORMAT_UNORM_INT16X1:
+    case CU_AD_FORMAT_SNORM_INT16X1:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+    case CU_AD_FORMAT_UNORM_INT8X4:
+    case CU_AD_FORMAT_SNORM_INT8X4:
+    case CU_AD_FORMAT_UNORM_INT16X2:
+    case CU_AD_FORMAT_SNORM_INT16X2:
+        return 4;
+    case CU_AD_FORMAT_UNORM_INT16X4:
+    case CU_AD_FORMAT_SNORM_INT16X4:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
+/* Bytes of one level: width x height x depth elements (0 stands for 1). */
+static uint64_t level_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format format, unsigned channels)
+{
+    uint64_t elem = format_bytes(format);
+    if (elem == 0 || (channels != 1 && channels != 2 && channels != 4) || w == 0)
+        return 0;
+    uint64_t dims[3] = {w, h ? h : 1, d ? d : 1};
+    uint64_t bytes = elem * channels;
+    for (int i = 0; i < 3; i++) {
+        if (dims[i] > UINT64_MAX / bytes)
+            return 0;
+        bytes *= dims[i];
+    }
+    return bytes;
+}
+
+static CUresult array_create(enum fc_handle_type type, uint64_t bytes, uint64_t *handle)
+{
+    CUresult rc;
+    struct fc_ctx *ctx = fc_current_ctx(&rc);
+    if (!ctx)
+        return rc;
+    if (!handle || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return counted_new(type, ctx->device, bytes, handle);
+}
+
+FC_API CUresult cuArrayCreate_v2(CUarray *handle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+    uint64_t bytes = desc ? level_bytes(desc->Width, desc->Height, 0, desc->Format, desc->NumChannels) : 0;
+    return array_create(FC_H_ARRAY, bytes, (uint64_t *)handle);
+}
+
+FC_API CUresult cuArray3DCreate_v2(CUarray *handle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+    uint64_t bytes = desc ? level_bytes(desc->Width, desc->Height, desc->Depth, desc->Format,
+                                        desc->NumChannels) : 0;
+    return array_create(FC_H_ARRAY, bytes, (uint64_t *)handle);
+}
+
+FC_API CUresult cuArrayDestroy(CUarray handle)
+{
+    return counted_free(FC_H_ARRAY, (uint64_t)(uintptr_t)handle);
+}
+
+FC_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *handle, const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                       unsigned int levels)
+{
+    uint64_t total = 0;
+    if (desc && levels > 0 && levels <= 32) {
+        uint64_t w = desc->Width, h = desc->Height, d = desc->Depth;
+        for (unsigned i = 0; i < levels; i++) {
+            uint64_t b = level_bytes(w, h, d, desc->Format, desc->NumChannels);
+            if (b == 0) {
+                total = 0;
+                break;
+            }
+            total += b;
+            w = w > 1 ? w / 2 : 1;
+            h = h > 1 ? h / 2 : h;
+            d = d > 1 ? d / 2 : d;
+        }
+    }
+    return array_create(FC_H_MIPMAP, total, (uint64_t *)handle);
+}
+
+FC_API CUresult cuMipmappedArrayDestroy(CUmipmappedArray handle)
+{
+    return counted_free(FC_H_MIPMAP, (uint64_t)(uintptr_t)handle);
+}
+
+/* ---- copies and sets ---------------------------------------------------- */
+
+/* Runs a copy or set: synchronous ones wait for the context's queue first,
+ * as the legacy default stream does. */
+static CUresult transfer(struct fc_op *op, CUstream hstream, bool async)
+{
+    struct fc_stream *stream;
+    CUresult rc = fc_resolve_stream(hstream, &stream);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (async)
+        return fc_submit(stream, op);
+    fc_ctx_drain(stream->ctx);
+    if (op->kind == FC_OP_COPY) {
+        memmove(op->dst, op->src, op->bytes);
+    } else {
+        rc = fc_submit(stream, op);
+        fc_ctx_drain(stream->ctx);
+    }
+    return rc;
+}
+
+static CUresult copy(CUdeviceptr dst_dev, void *dst_host, CUdeviceptr src_dev, const void *src_host,
+                     size_t bytes, CUstream hstream, bool async)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (bytes == 0)
+        return CUDA_SUCCESS;
+    if ((dst_host == NULL && !fc_mem_range_valid(dst_dev, bytes)) ||
+        (src_host == NULL && !fc_mem_range_valid(src_dev, bytes)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fc_op op = {
+        .kind = FC_OP_COPY,
+        .dst = dst_host ? dst_host : (void *)(uintptr_t)dst_dev,
+        .src = src_host ? src_host : (const void *)(uintptr_t)src_dev,
+        .bytes = bytes,
+    };
+    return transfer(&op, hstream, async);
+}
+
+#define HOST_OR_FAIL(p) if (!(p)) return CUDA_ERROR_INVALID_VALUE
+
+FC_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    HOST_OR_FAIL(src);
+    return copy(dst, NULL, 0, src, n, NULL, false);
+}
+
+FC_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    HOST_OR_FAIL(dst);
+    return copy(0, dst, src, NULL, n, NULL, false);
+}
+
+FC_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return copy(dst, NULL, src, NULL, n, NULL, false);
+}
+
+FC_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    HOST_OR_FAIL(src);
+    return copy(dst, NULL, 0, src, n, s, true);
+}
+
+FC_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    HOST_OR_FAIL(dst);
+    return copy(0, dst, src, NULL, n, s, true);
+}
+
+FC_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return copy(dst, NULL, src, NULL, n, s, true);
+}
+
+static CUresult set(CUdeviceptr dst, uint32_t value, unsigned elem, size_t count, CUstream s, bool async)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (count == 0)
+        return CUDA_SUCCESS;
+    if (count > SIZE_MAX / elem || !fc_mem_range_valid(dst, count * elem) || dst % elem != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fc_op op = {.kind = FC_OP_SET, .dst = (void *)(uintptr_t)dst, .bytes = count,
+                       .value = value, .elem_size = elem};
+    return transfer(&op, s, async);
+}
+
+FC_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) { return set(dst, v, 1, n, NULL, false); }
+FC_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short v, size_t n) { return set(dst, v, 2, n, NULL, false); }
+FC_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n) { return set(dst, v, 4, n, NULL, false); }
+FC_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) { return set(dst, v, 1, n, s, true); }
+FC_API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream s) { return set(dst, v, 2, n, s, true); }
+FC_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) { return set(dst, v, 4, n, s, true); }
