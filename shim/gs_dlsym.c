@@ -1,0 +1,42 @@
+/*
+ * The dlsym override: how libgpuslice.so sees the entry points that
+ * libcudart, PyTorch, JAX and CuPy fetch with dlopen("libcuda.so.1") and
+ * dlsym. Lookups of wrapped CUDA names return the wrapper; every other
+ * lookup returns exactly what glibc's dlsym returns.
+ *
+ * glibc's dlsym(RTLD_NEXT, ...) searches after the object that called it,
+ * which it learns from its return address. So the exported dlsym is a small
+ * assembly stub (gs_dlsym_<arch>.S) that tail-jumps straight into glibc's
+ * dlsym for RTLD_NEXT, leaving the caller's return address in place, and
+ * jumps here for every other handle. Only public interfaces are used:
+ * glibc's dlsym is found with dlvsym(RTLD_NEXT, "dlsym", version).
+ */
+#include "gs_driver.h"
+#include "gs_log.h"
+
+#include <dlfcn.h>
+
+__attribute__((visibility("hidden"))) void *gs_dlsym_hook(void *handle, const char *name);
+
+void *gs_dlsym_hook(void *handle, const char *name)
+{
+    void *result = gs_call_real_dlsym(handle, name);
+    /* Only names the shim wraps can load the driver: a process that looks
+     * up curl_easy_init must not find libcuda opened behind its back. */
+    if (result && handle != RTLD_NEXT && gs_driver_is_wrapped_name(name)) {
+        void *wrapped = gs_driver_wrap(result);
+        if (wrapped != result)
+            GS_DEBUG("dlsym(%s): wrapped", name);
+        result = wrapped;
+    }
+    return result;
+}
+
+#if !defined(__x86_64__) && !defined(__aarch64__)
+/* No tail-jump stub for this architecture: RTLD_NEXT lookups made through
+ * this path resolve relative to libgpuslice.so instead of the caller. */
+GS_EXPORT void *dlsym(void *handle, const char *name)
+{
+    return gs_dlsym_hook(handle, name);
+}
+#endif

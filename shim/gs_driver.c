@@ -1,0 +1,190 @@
+/*
+ * The real CUDA driver behind libgpuslice.so (see gs_driver.h): finding
+ * glibc's own dlsym, opening libcuda.so.1 (or GPUSLICE_REAL_LIBCUDA) on
+ * first use, resolving every wrapped symbol in it, and mapping real
+ * functions to their wrappers.
+ *
+ * Nothing here runs when the library loads except finding dlsym: a process
+ * that never calls CUDA never opens the driver.
+ */
+#include "gs_driver.h"
+#include "gs_glibc_compat.h"
+#include "gs_hooks.h"
+#include "gs_log.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+gs_entry gs_real_fn[GS_ENTRY_COUNT];
+_Atomic int gs_driver_state;
+
+/* glibc's dlsym; written once by resolve_real_dlsym (this library's
+ * constructor, or the driver loading if that comes first), read by the
+ * dlsym stub in gs_dlsym_*.S without a lock. Until it is set the stub
+ * passes every lookup straight to glibc. */
+__attribute__((visibility("hidden"))) void *gs_real_dlsym_ptr;
+
+/* Serialises driver loading; in_driver_init marks the loading thread so
+ * that calls back from the real driver's constructor are not re-entered. */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread bool in_driver_init;
+
+#define GS_LAUNCH(name, params, args, stream) #name,
+#define GS_MEMORY(name, params, args) #name,
+#define GS_LIFECYCLE(name, params, args) #name,
+#define GS_LOOKUP(name, params, args) #name,
+static const char *const entry_names[GS_ENTRY_COUNT] = {
+#include "gs_entries.h"
+};
+#undef GS_LAUNCH
+#undef GS_MEMORY
+#undef GS_LIFECYCLE
+#undef GS_LOOKUP
+
+#define GS_LAUNCH(name, params, args, stream) (gs_entry)name,
+#define GS_MEMORY(name, params, args) (gs_entry)name,
+#define GS_LIFECYCLE(name, params, args) (gs_entry)name,
+#define GS_LOOKUP(name, params, args) (gs_entry)name,
+static const gs_entry wrappers[GS_ENTRY_COUNT] = {
+#include "gs_entries.h"
+};
+#undef GS_LAUNCH
+#undef GS_MEMORY
+#undef GS_LIFECYCLE
+#undef GS_LOOKUP
+
+void *gs_entry_to_ptr(gs_entry fn)
+{
+    void *ptr;
+    memcpy(&ptr, &fn, sizeof ptr);
+    return ptr;
+}
+
+gs_entry gs_ptr_to_entry(void *ptr)
+{
+    gs_entry fn;
+    memcpy(&fn, &ptr, sizeof fn);
+    return fn;
+}
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+/* Finds glibc's dlsym. Newest version first: 2.34 moved dlsym into libc;
+ * before that it lived in libdl at the architecture's base version.
+ * Called by the dlsym stub before this library's constructor has run, and
+ * possibly before a sanitizer runtime is ready: so it is not instrumented
+ * and calls nothing but dlvsym. */
+__attribute__((visibility("hidden"), no_sanitize("address", "thread", "undefined")))
+void *gs_resolve_real_dlsym_early(void);
+
+void *gs_resolve_real_dlsym_early(void)
+{
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
+    void *found = NULL;
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0] && !found; i++)
+        found = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    return found;
+}
+
+static dlsym_fn resolve_real_dlsym(void)
+{
+    void *found = __atomic_load_n(&gs_real_dlsym_ptr, __ATOMIC_ACQUIRE);
+    if (!found) {
+        /* Storing it arms the dlsym stub: from here on, lookups go through
+         * gs_dlsym_hook. */
+        if (!(found = gs_resolve_real_dlsym_early())) {
+            gs_log(GS_LOG_ERROR, "cannot find glibc's dlsym: %s", dlerror());
+            return NULL;
+        }
+        __atomic_store_n(&gs_real_dlsym_ptr, found, __ATOMIC_RELEASE);
+    }
+    return (dlsym_fn)gs_ptr_to_entry(found);
+}
+
+void *gs_call_real_dlsym(void *handle, const char *name)
+{
+    dlsym_fn real = resolve_real_dlsym();
+    return real ? real(handle, name) : NULL;
+}
+
+static void load_driver(void)
+{
+    const char *path = getenv("GPUSLICE_REAL_LIBCUDA");
+    if (!path || !*path)
+        path = "libcuda.so.1";
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        gs_log(GS_LOG_ERROR, "cannot load the CUDA driver %s: %s", path, dlerror());
+        atomic_store_explicit(&gs_driver_state, GS_DRIVER_FAILED, memory_order_release);
+        return;
+    }
+    for (int i = 0; i < GS_ENTRY_COUNT; i++)
+        gs_real_fn[i] = gs_ptr_to_entry(gs_call_real_dlsym(handle, entry_names[i]));
+    if (gs_real_fn[GS_IDX_cuInit] == wrappers[GS_IDX_cuInit]) {
+        gs_log(GS_LOG_ERROR, "%s resolves to libgpuslice itself; point GPUSLICE_REAL_LIBCUDA at NVIDIA's libcuda.so.1", path);
+        memset(gs_real_fn, 0, sizeof gs_real_fn);
+        atomic_store_explicit(&gs_driver_state, GS_DRIVER_FAILED, memory_order_release);
+        return;
+    }
+    if (GS_LOG_ENABLED(GS_LOG_DEBUG)) {
+        Dl_info info;
+        void *where = gs_entry_to_ptr(gs_real_fn[GS_IDX_cuInit]);
+        const char *file = where && dladdr(where, &info) && info.dli_fname ? info.dli_fname : path;
+        gs_log(GS_LOG_DEBUG, "real CUDA driver loaded from %s", file);
+    }
+    atomic_store_explicit(&gs_driver_state, GS_DRIVER_READY, memory_order_release);
+}
+
+CUresult gs_driver_init_slow(void)
+{
+    int state = atomic_load_explicit(&gs_driver_state, memory_order_acquire);
+    if (state == GS_DRIVER_UNLOADED && !in_driver_init) {
+        pthread_mutex_lock(&init_lock);
+        if (atomic_load_explicit(&gs_driver_state, memory_order_acquire) == GS_DRIVER_UNLOADED) {
+            in_driver_init = true;
+            load_driver();
+            in_driver_init = false;
+        }
+        pthread_mutex_unlock(&init_lock);
+        state = atomic_load_explicit(&gs_driver_state, memory_order_acquire);
+    }
+    return state == GS_DRIVER_READY ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+void *gs_driver_wrap(void *real)
+{
+    if (!real || gs_driver_init() != CUDA_SUCCESS)
+        return real;
+    gs_entry fn = gs_ptr_to_entry(real);
+    for (int i = 0; i < GS_ENTRY_COUNT; i++)
+        if (gs_real_fn[i] == fn)
+            return gs_entry_to_ptr(wrappers[i]);
+    return real;
+}
+
+bool gs_driver_is_wrapped_name(const char *name)
+{
+    if (!name || name[0] != 'c' || name[1] != 'u')
+        return false;
+    for (int i = 0; i < GS_ENTRY_COUNT; i++)
+        if (strcmp(entry_names[i], name) == 0)
+            return true;
+    return false;
+}
+
+static void atfork_prepare(void) { pthread_mutex_lock(&init_lock); }
+static void atfork_parent(void) { pthread_mutex_unlock(&init_lock); }
+static void atfork_child(void)
+{
+    pthread_mutex_unlock(&init_lock);
+    gs_hooks_after_fork_child();
+}
+
+__attribute__((constructor)) static void gpuslice_load(void)
+{
+    gs_log_init();
+    resolve_real_dlsym();
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}

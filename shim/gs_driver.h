@@ -1,0 +1,82 @@
+/*
+ * The real CUDA driver behind libgpuslice.so: loading it, the table of its
+ * functions the shim wraps, and the map from a real function to its
+ * wrapper (used by the dlsym and cuGetProcAddress paths).
+ */
+#ifndef GPUSLICE_DRIVER_H
+#define GPUSLICE_DRIVER_H
+
+#define __CUDA_API_VERSION_INTERNAL 1 /* every versioned name, literally */
+#include <cuda.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#define GS_EXPORT __attribute__((visibility("default")))
+
+/* A generic function pointer: what the tables hold. */
+typedef void (*gs_entry)(void);
+
+#define GS_LAUNCH(name, params, args, stream) GS_IDX_##name,
+#define GS_MEMORY(name, params, args) GS_IDX_##name,
+#define GS_LIFECYCLE(name, params, args) GS_IDX_##name,
+#define GS_LOOKUP(name, params, args) GS_IDX_##name,
+enum gs_entry_index {
+#include "gs_entries.h"
+    GS_ENTRY_COUNT
+};
+#undef GS_LAUNCH
+#undef GS_MEMORY
+#undef GS_LIFECYCLE
+#undef GS_LOOKUP
+
+/* A typedef and a declaration for every wrapped symbol. The declarations
+ * also check each listed signature against cuda.h. */
+#define GS_LAUNCH(name, params, args, stream) typedef CUresult (*gs_fn_##name) params; CUresult name params;
+#define GS_MEMORY(name, params, args) typedef CUresult (*gs_fn_##name) params; CUresult name params;
+#define GS_LIFECYCLE(name, params, args) typedef CUresult (*gs_fn_##name) params; CUresult name params;
+#define GS_LOOKUP(name, params, args) typedef CUresult (*gs_fn_##name) params; CUresult name params;
+#include "gs_entries.h"
+#undef GS_LAUNCH
+#undef GS_MEMORY
+#undef GS_LIFECYCLE
+#undef GS_LOOKUP
+
+/* The real driver's functions, by GS_IDX_*; NULL where the driver lacks
+ * one. Written once by gs_driver_init before gs_driver_state becomes
+ * GS_DRIVER_READY (release); read-only afterwards, without a lock. */
+extern gs_entry gs_real_fn[GS_ENTRY_COUNT];
+
+enum { GS_DRIVER_UNLOADED = 0, GS_DRIVER_READY = 1, GS_DRIVER_FAILED = 2 };
+extern _Atomic int gs_driver_state;
+
+#define GS_REAL(name) ((gs_fn_##name)gs_real_fn[GS_IDX_##name])
+
+/* Loads the real driver once, from any thread. Returns CUDA_SUCCESS, or
+ * CUDA_ERROR_NOT_INITIALIZED when it cannot be loaded (logged once) or
+ * when called back from inside the real driver's own loading. */
+CUresult gs_driver_init_slow(void);
+
+static inline CUresult gs_driver_init(void)
+{
+    if (__builtin_expect(atomic_load_explicit(&gs_driver_state, memory_order_acquire) == GS_DRIVER_READY, 1))
+        return CUDA_SUCCESS;
+    return gs_driver_init_slow();
+}
+
+/* The shim's wrapper of a real driver function, or `real` itself when the
+ * shim does not wrap it. Loads the driver if needed. */
+void *gs_driver_wrap(void *real);
+
+/* Whether `name` is one of the exact symbols the shim wraps. */
+bool gs_driver_is_wrapped_name(const char *name);
+
+/* glibc's dlsym, found with dlvsym; NULL only if no known version exists. */
+void *gs_call_real_dlsym(void *handle, const char *name);
+
+/* Converts between object and function pointers, which ISO C does not
+ * cast but POSIX guarantees to have the same representation. */
+void *gs_entry_to_ptr(gs_entry fn);
+gs_entry gs_ptr_to_entry(void *ptr);
+
+#endif

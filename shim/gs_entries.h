@@ -1,0 +1,117 @@
+/*
+ * The driver entry points libgpuslice.so wraps: the one list from which
+ * the wrappers, the table of real functions and the pointer map are all
+ * generated. Anything not listed here passes through untouched.
+ *
+ * Each line is one exact, versioned driver symbol:
+ *   GS_LAUNCH(name, (parameters), (arguments), stream expression)
+ *       compute submission; the launch gate runs around it
+ *   GS_MEMORY(name, (parameters), (arguments))
+ *       device memory: allocation, free and the queries that report it
+ *   GS_LIFECYCLE(name, (parameters), (arguments))
+ *       initialisation and contexts
+ * cuGetProcAddress and cuGetProcAddress_v2 are wrapped by hand
+ * (gs_procaddress.c) but listed so their real pointers map to them.
+ */
+/* Compute submission. */
+GS_LAUNCH(cuLaunchKernel,
+          (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+           unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
+           void **extra),
+          (f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra), stream)
+GS_LAUNCH(cuLaunchKernel_ptsz,
+          (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+           unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
+           void **extra),
+          (f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra), stream)
+GS_LAUNCH(cuLaunchKernelEx,
+          (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),
+          (config, f, params, extra), config ? config->hStream : NULL)
+GS_LAUNCH(cuLaunchKernelEx_ptsz,
+          (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),
+          (config, f, params, extra), config ? config->hStream : NULL)
+GS_LAUNCH(cuLaunchCooperativeKernel,
+          (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+           unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params),
+          (f, gx, gy, gz, bx, by, bz, shmem, stream, params), stream)
+GS_LAUNCH(cuLaunchCooperativeKernel_ptsz,
+          (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+           unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params),
+          (f, gx, gy, gz, bx, by, bz, shmem, stream, params), stream)
+GS_LAUNCH(cuLaunchCooperativeKernelMultiDevice,
+          (CUDA_LAUNCH_PARAMS *list, unsigned int ndevices, unsigned int flags),
+          (list, ndevices, flags), NULL)
+GS_LAUNCH(cuGraphLaunch, (CUgraphExec exec, CUstream stream), (exec, stream), stream)
+GS_LAUNCH(cuGraphLaunch_ptsz, (CUgraphExec exec, CUstream stream), (exec, stream), stream)
+GS_LAUNCH(cuLaunch, (CUfunction f), (f), NULL)
+GS_LAUNCH(cuLaunchGrid, (CUfunction f, int w, int h), (f, w, h), NULL)
+GS_LAUNCH(cuLaunchGridAsync, (CUfunction f, int w, int h, CUstream stream), (f, w, h, stream), stream)
+
+/* Device memory. */
+GS_MEMORY(cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytes), (dptr, bytes))
+GS_MEMORY(cuMemAlloc, (CUdeviceptr_v1 *dptr, unsigned int bytes), (dptr, bytes))
+GS_MEMORY(cuMemAllocPitch_v2,
+          (CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem),
+          (dptr, pitch, width, height, elem))
+GS_MEMORY(cuMemAllocPitch,
+          (CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int width, unsigned int height,
+           unsigned int elem),
+          (dptr, pitch, width, height, elem))
+GS_MEMORY(cuMemAllocManaged, (CUdeviceptr *dptr, size_t bytes, unsigned int flags), (dptr, bytes, flags))
+GS_MEMORY(cuMemAllocAsync, (CUdeviceptr *dptr, size_t bytes, CUstream stream), (dptr, bytes, stream))
+GS_MEMORY(cuMemAllocAsync_ptsz, (CUdeviceptr *dptr, size_t bytes, CUstream stream), (dptr, bytes, stream))
+GS_MEMORY(cuMemAllocFromPoolAsync,
+          (CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream),
+          (dptr, bytes, pool, stream))
+GS_MEMORY(cuMemAllocFromPoolAsync_ptsz,
+          (CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream),
+          (dptr, bytes, pool, stream))
+GS_MEMORY(cuMemCreate,
+          (CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+           unsigned long long flags),
+          (handle, size, prop, flags))
+GS_MEMORY(cuMemRelease, (CUmemGenericAllocationHandle handle), (handle))
+GS_MEMORY(cuMemFree_v2, (CUdeviceptr dptr), (dptr))
+GS_MEMORY(cuMemFree, (CUdeviceptr_v1 dptr), (dptr))
+GS_MEMORY(cuMemFreeAsync, (CUdeviceptr dptr, CUstream stream), (dptr, stream))
+GS_MEMORY(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream stream), (dptr, stream))
+GS_MEMORY(cuArrayCreate_v2, (CUarray *handle, const CUDA_ARRAY_DESCRIPTOR *desc), (handle, desc))
+GS_MEMORY(cuArrayCreate, (CUarray *handle, const CUDA_ARRAY_DESCRIPTOR_v1 *desc), (handle, desc))
+GS_MEMORY(cuArray3DCreate_v2, (CUarray *handle, const CUDA_ARRAY3D_DESCRIPTOR *desc), (handle, desc))
+GS_MEMORY(cuArray3DCreate, (CUarray *handle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc), (handle, desc))
+GS_MEMORY(cuArrayDestroy, (CUarray handle), (handle))
+GS_MEMORY(cuMipmappedArrayCreate,
+          (CUmipmappedArray *handle, const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int levels),
+          (handle, desc, levels))
+GS_MEMORY(cuMipmappedArrayDestroy, (CUmipmappedArray handle), (handle))
+GS_MEMORY(cuMemGetInfo_v2, (size_t *free_bytes, size_t *total_bytes), (free_bytes, total_bytes))
+GS_MEMORY(cuMemGetInfo, (unsigned int *free_bytes, unsigned int *total_bytes), (free_bytes, total_bytes))
+GS_MEMORY(cuDeviceTotalMem_v2, (size_t *bytes, CUdevice dev), (bytes, dev))
+GS_MEMORY(cuDeviceTotalMem, (unsigned int *bytes, CUdevice dev), (bytes, dev))
+
+/* Initialisation and contexts. */
+GS_LIFECYCLE(cuInit, (unsigned int flags), (flags))
+GS_LIFECYCLE(cuCtxCreate, (CUcontext *pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))
+GS_LIFECYCLE(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))
+GS_LIFECYCLE(cuCtxCreate_v3,
+             (CUcontext *pctx, CUexecAffinityParam *params, int nparams, unsigned int flags, CUdevice dev),
+             (pctx, params, nparams, flags, dev))
+GS_LIFECYCLE(cuCtxCreate_v4,
+             (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
+             (pctx, params, flags, dev))
+GS_LIFECYCLE(cuCtxDestroy, (CUcontext ctx), (ctx))
+GS_LIFECYCLE(cuCtxDestroy_v2, (CUcontext ctx), (ctx))
+GS_LIFECYCLE(cuDevicePrimaryCtxRetain, (CUcontext *pctx, CUdevice dev), (pctx, dev))
+GS_LIFECYCLE(cuDevicePrimaryCtxRelease, (CUdevice dev), (dev))
+GS_LIFECYCLE(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), (dev))
+GS_LIFECYCLE(cuDevicePrimaryCtxReset, (CUdevice dev), (dev))
+GS_LIFECYCLE(cuDevicePrimaryCtxReset_v2, (CUdevice dev), (dev))
+
+/* Entry-point lookup (hand-written wrappers). */
+GS_LOOKUP(cuGetProcAddress,
+          (const char *symbol, void **pfn, int version, cuuint64_t flags),
+          (symbol, pfn, version, flags))
+GS_LOOKUP(cuGetProcAddress_v2,
+          (const char *symbol, void **pfn, int version, cuuint64_t flags,
+           CUdriverProcAddressQueryResult *status),
+          (symbol, pfn, version, flags, status))

@@ -1,0 +1,46 @@
+/*
+ * The wrappers libgpuslice.so exports under the driver's own names, one per
+ * line of gs_entries.h. Each one makes sure the real driver is loaded, logs
+ * the call at debug level, runs the hook points and calls the real function.
+ *
+ * Hot path: once the driver is loaded, a wrapper costs an acquire load, a
+ * predictable branch on the log level and the hooks; no lock, no syscall.
+ */
+#include "gs_driver.h"
+#include "gs_hooks.h"
+#include "gs_log.h"
+
+/* The prologue every wrapper shares. A symbol the real driver lacks is
+ * "not found", as the driver itself would answer through cuGetProcAddress. */
+#define GS_PROLOGUE(name)                                               \
+    CUresult gs_rc = gs_driver_init();                                  \
+    if (__builtin_expect(gs_rc != CUDA_SUCCESS, 0))                     \
+        return gs_rc;                                                   \
+    if (__builtin_expect(!gs_real_fn[GS_IDX_##name], 0))                \
+        return CUDA_ERROR_NOT_FOUND;                                    \
+    GS_DEBUG("intercepted %s", #name)
+
+#define GS_LAUNCH(name, params, args, stream)                           \
+    GS_EXPORT CUresult name params                                      \
+    {                                                                   \
+        GS_PROLOGUE(name);                                              \
+        CUstream gs_stream = (stream);                                  \
+        if ((gs_rc = gs_hook_launch_enter(gs_stream)) != CUDA_SUCCESS)  \
+            return gs_rc;                                               \
+        gs_rc = GS_REAL(name) args;                                     \
+        gs_hook_launch_exit(gs_stream, gs_rc);                          \
+        return gs_rc;                                                   \
+    }
+
+#define GS_PASS(name, params, args)                                     \
+    GS_EXPORT CUresult name params                                      \
+    {                                                                   \
+        GS_PROLOGUE(name);                                              \
+        return GS_REAL(name) args;                                      \
+    }
+
+#define GS_MEMORY(name, params, args) GS_PASS(name, params, args)
+#define GS_LIFECYCLE(name, params, args) GS_PASS(name, params, args)
+#define GS_LOOKUP(name, params, args) /* gs_procaddress.c */
+
+#include "gs_entries.h"
