@@ -1,0 +1,129 @@
+/*
+ * launch_overhead_bench: what libgpuslice.so adds to a kernel launch.
+ *
+ * One process opens the real driver (fakecuda here, via LD_LIBRARY_PATH)
+ * and the shim side by side, and launches empty kernels through each in
+ * alternating batches, so both see the same machine at the same moment.
+ * Each batch starts behind one 2 ms spin kernel (untimed), so the
+ * simulated device is busy and its worker never contends with the
+ * launches being timed; the queue is drained, untimed, between batches, so
+ * no batch ever blocks on a full queue. What is left is the cost of the
+ * call itself. Prints ns per launch for each (median over batches) and the
+ * median of the per-round differences.
+ *
+ *   launch_overhead_bench SHIM.so [ROUNDS [BATCH]]
+ */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, CUstream, void **, void **);
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int compare(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, compare);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void *must_sym(void *lib, const char *name)
+{
+    void *p = dlsym(lib, name);
+    if (!p) {
+        fprintf(stderr, "launch_overhead_bench: %s: %s\n", name, dlerror());
+        exit(2);
+    }
+    return p;
+}
+
+#define CALL(lib, name, type, ...) ((type)(uintptr_t)must_sym(lib, name))(__VA_ARGS__)
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: launch_overhead_bench SHIM.so [ROUNDS [BATCH]]\n");
+        return 1;
+    }
+    size_t rounds = argc > 2 ? strtoul(argv[2], NULL, 10) : 2000;
+    size_t batch = argc > 3 ? strtoul(argv[3], NULL, 10) : 500;
+    if (rounds == 0 || batch == 0 || batch > 1000) {
+        fprintf(stderr, "launch_overhead_bench: ROUNDS > 0 and 0 < BATCH <= 1000\n");
+        return 1;
+    }
+    void *real = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *shim = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!real || !shim) {
+        fprintf(stderr, "launch_overhead_bench: %s\n", dlerror());
+        return 2;
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction fn, spin;
+    if (CALL(real, "cuInit", CUresult (*)(unsigned), 0) ||
+        CALL(real, "cuDeviceGet", CUresult (*)(CUdevice *, int), &dev, 0) ||
+        CALL(real, "cuDevicePrimaryCtxRetain", CUresult (*)(CUcontext *, CUdevice), &ctx, dev) ||
+        CALL(real, "cuCtxSetCurrent", CUresult (*)(CUcontext), ctx) ||
+        CALL(real, "cuModuleLoadData", CUresult (*)(CUmodule *, const void *), &mod, "empty") ||
+        CALL(real, "cuModuleGetFunction", CUresult (*)(CUfunction *, CUmodule, const char *), &fn, mod,
+             "empty") ||
+        CALL(real, "cuModuleGetFunction", CUresult (*)(CUfunction *, CUmodule, const char *), &spin, mod,
+             "spin")) {
+        fprintf(stderr, "launch_overhead_bench: CUDA setup failed\n");
+        return 2;
+    }
+    CUresult (*sync)(void) = (CUresult (*)(void))(uintptr_t)must_sym(real, "cuCtxSynchronize");
+    launch_fn variants[2] = {(launch_fn)(uintptr_t)must_sym(real, "cuLaunchKernel"),
+                             (launch_fn)(uintptr_t)must_sym(shim, "cuLaunchKernel")};
+    double *per_launch[2], *diff = calloc(rounds, sizeof *diff);
+    per_launch[0] = calloc(rounds, sizeof(double));
+    per_launch[1] = calloc(rounds, sizeof(double));
+    if (!diff || !per_launch[0] || !per_launch[1])
+        return 2;
+
+    for (size_t r = 0; r < rounds; r++) {
+        for (int k = 0; k < 2; k++) {
+            int v = (int)((r + (size_t)k) % 2); /* alternate which goes first */
+            launch_fn launch = variants[v];
+            uint64_t spin_ns = 2000000;
+            void *spin_args[] = {&spin_ns};
+            variants[0](spin, 1, 1, 1, 1, 1, 1, 0, NULL, spin_args, NULL);
+            uint64_t t0 = now_ns();
+            for (size_t i = 0; i < batch; i++)
+                if (launch(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS) {
+                    fprintf(stderr, "launch_overhead_bench: launch failed\n");
+                    return 2;
+                }
+            per_launch[v][r] = (double)(now_ns() - t0) / (double)batch;
+            sync();
+        }
+        diff[r] = per_launch[1][r] - per_launch[0][r];
+    }
+    double d = median(diff, rounds);
+    double without = median(per_launch[0], rounds), with = median(per_launch[1], rounds);
+    printf("launches: %zu per variant (%zu rounds of %zu)\n", rounds * batch, rounds, batch);
+    printf("without shim: %.1f ns/launch (median)\n", without);
+    printf("with shim:    %.1f ns/launch (median)\n", with);
+    printf("overhead:     %.1f ns/launch (median of per-round differences)\n", d);
+    printf("ratio:        %.3f\n", with / without);
+    return 0;
+}
