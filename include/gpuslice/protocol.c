@@ -1,0 +1,221 @@
+/*
+ * The gpuslice wire protocol's encoder and decoder (see protocol.h): the
+ * only code that turns messages into bytes and back. Compiled into the
+ * shim, the server and gpuslicectl alike; fuzzed by test/fuzz.
+ */
+#include "protocol.h"
+
+#include <string.h>
+
+static void put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t get_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* The body length each fixed-size type has; 0 for none, -1 for variable. */
+static long body_size(int type)
+{
+    switch (type) {
+    case GS_MSG_HELLO: return 4;
+    case GS_MSG_WELCOME: return GS_NAME_MAX;
+    case GS_MSG_ERROR: return GS_REASON_MAX;
+    case GS_MSG_DEVICE: return 4 + 16;
+    case GS_MSG_ACQUIRE: return 4;
+    case GS_MSG_GRANT:
+    case GS_MSG_REVOKE:
+    case GS_MSG_RELEASE: return 4 + 8 + 8;
+    case GS_MSG_STATUS_REQUEST: return 4;
+    case GS_MSG_STATUS_REPLY: return -1;
+    default: return -2;
+    }
+}
+
+static void put_string(uint8_t *p, const char *s, size_t field)
+{
+    size_t n = strnlen(s, field - 1);
+    memcpy(p, s, n);
+    memset(p + n, 0, field - n);
+}
+
+static int get_string(char *dst, const uint8_t *p, size_t field)
+{
+    if (!memchr(p, '\0', field))
+        return -1;
+    memcpy(dst, p, field);
+    return 0;
+}
+
+size_t gs_msg_encode(const struct gs_msg *msg, uint8_t *buf, size_t cap)
+{
+    long size = body_size(msg->type);
+    if (size == -2)
+        return 0;
+    size_t body = size >= 0 ? (size_t)size : msg->text_len;
+    if (size < 0 && (msg->text_len > GS_MSG_MAX - GS_HEADER_SIZE || (!msg->text && msg->text_len)))
+        return 0;
+    if (cap < GS_HEADER_SIZE + body)
+        return 0;
+    put_u32(buf, GS_PROTOCOL_MAGIC);
+    put_u16(buf + 4, GS_PROTOCOL_VERSION);
+    put_u16(buf + 6, (uint16_t)msg->type);
+    put_u32(buf + 8, (uint32_t)body);
+    put_u32(buf + 12, 0);
+    uint8_t *b = buf + GS_HEADER_SIZE;
+    switch (msg->type) {
+    case GS_MSG_HELLO:
+        put_u32(b, msg->u.hello.pid);
+        break;
+    case GS_MSG_WELCOME:
+        put_string(b, msg->u.welcome.tenant, GS_NAME_MAX);
+        break;
+    case GS_MSG_ERROR:
+        put_string(b, msg->u.error.reason, GS_REASON_MAX);
+        break;
+    case GS_MSG_DEVICE:
+        put_u32(b, msg->u.device.slot);
+        memcpy(b + 4, msg->u.device.uuid, 16);
+        break;
+    case GS_MSG_ACQUIRE:
+        put_u32(b, msg->u.acquire.slot);
+        break;
+    case GS_MSG_GRANT:
+    case GS_MSG_REVOKE:
+    case GS_MSG_RELEASE:
+        put_u32(b, msg->u.grant.slot);
+        put_u64(b + 4, msg->u.grant.grant);
+        put_u64(b + 12, msg->u.grant.deadline_ns);
+        break;
+    case GS_MSG_STATUS_REQUEST:
+        put_u32(b, msg->u.status.format);
+        break;
+    case GS_MSG_STATUS_REPLY:
+        if (body)
+            memcpy(b, msg->text, body);
+        break;
+    }
+    return GS_HEADER_SIZE + body;
+}
+
+enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_msg *msg)
+{
+    if (len < GS_HEADER_SIZE)
+        return GS_DECODE_TRUNCATED;
+    if (get_u32(buf) != GS_PROTOCOL_MAGIC)
+        return GS_DECODE_BAD_MAGIC;
+    if (get_u16(buf + 4) != GS_PROTOCOL_VERSION)
+        return GS_DECODE_BAD_VERSION;
+    int type = get_u16(buf + 6);
+    uint32_t body = get_u32(buf + 8);
+    long size = body_size(type);
+    if (size == -2)
+        return GS_DECODE_UNKNOWN_TYPE;
+    if (body > GS_MSG_MAX - GS_HEADER_SIZE || get_u32(buf + 12) != 0)
+        return GS_DECODE_BAD_LENGTH;
+    if (len - GS_HEADER_SIZE < body)
+        return GS_DECODE_TRUNCATED;
+    if (len - GS_HEADER_SIZE != body || (size >= 0 && body != (uint32_t)size))
+        return GS_DECODE_BAD_LENGTH;
+    memset(msg, 0, sizeof *msg);
+    msg->type = (enum gs_msg_type)type;
+    const uint8_t *b = buf + GS_HEADER_SIZE;
+    switch (msg->type) {
+    case GS_MSG_HELLO:
+        msg->u.hello.pid = get_u32(b);
+        break;
+    case GS_MSG_WELCOME:
+        if (get_string(msg->u.welcome.tenant, b, GS_NAME_MAX))
+            return GS_DECODE_BAD_FIELD;
+        break;
+    case GS_MSG_ERROR:
+        if (get_string(msg->u.error.reason, b, GS_REASON_MAX))
+            return GS_DECODE_BAD_FIELD;
+        break;
+    case GS_MSG_DEVICE:
+        msg->u.device.slot = get_u32(b);
+        memcpy(msg->u.device.uuid, b + 4, 16);
+        if (msg->u.device.slot >= GS_MAX_DEVICES)
+            return GS_DECODE_BAD_FIELD;
+        break;
+    case GS_MSG_ACQUIRE:
+        msg->u.acquire.slot = get_u32(b);
+        if (msg->u.acquire.slot >= GS_MAX_DEVICES)
+            return GS_DECODE_BAD_FIELD;
+        break;
+    case GS_MSG_GRANT:
+    case GS_MSG_REVOKE:
+    case GS_MSG_RELEASE:
+        msg->u.grant.slot = get_u32(b);
+        msg->u.grant.grant = get_u64(b + 4);
+        msg->u.grant.deadline_ns = get_u64(b + 12);
+        if (msg->u.grant.slot >= GS_MAX_DEVICES)
+            return GS_DECODE_BAD_FIELD;
+        break;
+    case GS_MSG_STATUS_REQUEST:
+        msg->u.status.format = get_u32(b);
+        if (msg->u.status.format > GS_STATUS_TABLE)
+            return GS_DECODE_BAD_FIELD;
+        break;
+    case GS_MSG_STATUS_REPLY:
+        msg->text = (const char *)b;
+        msg->text_len = body;
+        break;
+    }
+    return GS_DECODE_OK;
+}
+
+const char *gs_decode_result_str(enum gs_decode_result result)
+{
+    switch (result) {
+    case GS_DECODE_OK: return "ok";
+    case GS_DECODE_TRUNCATED: return "truncated message";
+    case GS_DECODE_BAD_MAGIC: return "not a gpuslice message (bad magic)";
+    case GS_DECODE_BAD_VERSION: return "protocol version mismatch";
+    case GS_DECODE_UNKNOWN_TYPE: return "unknown message type";
+    case GS_DECODE_BAD_LENGTH: return "length does not match the message type";
+    case GS_DECODE_BAD_FIELD: return "malformed field";
+    }
+    return "unknown decode result";
+}
+
+const char *gs_msg_type_str(int type)
+{
+    static const char *const names[] = {
+        "?", "HELLO", "WELCOME", "ERROR", "DEVICE", "ACQUIRE", "GRANT",
+        "REVOKE", "RELEASE", "STATUS_REQUEST", "STATUS_REPLY",
+    };
+    return type > 0 && type <= GS_MSG_STATUS_REPLY ? names[type] : "unknown";
+}

@@ -1,0 +1,130 @@
+/*
+ * The gpuslice wire protocol: every message the shim, gpuslice-server and
+ * gpuslicectl exchange, defined once here and encoded and decoded only by
+ * protocol.c. Both sides use these functions; nothing is parsed by hand.
+ *
+ * Transport: SOCK_SEQPACKET Unix sockets, so one send is one message and
+ * message boundaries are kept. Every message starts with a 16-byte header:
+ *
+ *   u32 magic   "GSLC" (0x434c5347 little-endian)
+ *   u16 version GS_PROTOCOL_VERSION
+ *   u16 type    enum gs_msg_type
+ *   u32 length  bytes after the header
+ *   u32 reserved, zero
+ *
+ * then a body whose layout is fixed per type (little-endian integers,
+ * NUL-padded fixed-size strings), except GS_MSG_STATUS_REPLY, whose body
+ * is text. The decoder rejects a wrong magic or version, an unknown
+ * type, a length that does not match the type, and strings without a NUL.
+ *
+ * Conversation (client = one process of a tenant):
+ *   client HELLO -> server WELCOME (or ERROR and close)
+ *   client DEVICE(slot, uuid)        declares a GPU it uses, by UUID
+ *   client ACQUIRE(slot)             wants the time slice on that GPU
+ *   server GRANT(slot, grant, deadline)   holds it until deadline; a GRANT
+ *                                    with the same grant id extends it
+ *   server REVOKE(slot, grant)       stop now: drain and release
+ *   client RELEASE(slot, grant)      drained; the GPU is free
+ *   server ERROR(reason) and close   e.g. the tenant was removed
+ * Admin socket: STATUS_REQUEST(format) -> STATUS_REPLY (JSON or a table).
+ */
+#ifndef GPUSLICE_PROTOCOL_H
+#define GPUSLICE_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GS_PROTOCOL_MAGIC 0x434c5347u /* "GSLC" */
+#define GS_PROTOCOL_VERSION 1
+#define GS_HEADER_SIZE 16
+#define GS_NAME_MAX 64       /* tenant names, including the NUL */
+#define GS_REASON_MAX 192    /* error texts, including the NUL */
+#define GS_MAX_DEVICES 16    /* device slots per client */
+#define GS_MSG_MAX 65536     /* the largest message, header included */
+
+enum gs_msg_type {
+    GS_MSG_HELLO = 1,
+    GS_MSG_WELCOME = 2,
+    GS_MSG_ERROR = 3,
+    GS_MSG_DEVICE = 4,
+    GS_MSG_ACQUIRE = 5,
+    GS_MSG_GRANT = 6,
+    GS_MSG_REVOKE = 7,
+    GS_MSG_RELEASE = 8,
+    GS_MSG_STATUS_REQUEST = 9,
+    GS_MSG_STATUS_REPLY = 10,
+};
+
+struct gs_msg_hello {
+    uint32_t pid;
+};
+
+struct gs_msg_welcome {
+    char tenant[GS_NAME_MAX];
+};
+
+struct gs_msg_error {
+    char reason[GS_REASON_MAX];
+};
+
+struct gs_msg_device {
+    uint32_t slot;           /* 0 .. GS_MAX_DEVICES-1, the client's name for it */
+    uint8_t uuid[16];
+};
+
+struct gs_msg_slot {         /* ACQUIRE */
+    uint32_t slot;
+};
+
+enum gs_status_format { GS_STATUS_JSON = 0, GS_STATUS_TABLE = 1 };
+
+struct gs_msg_status_request {
+    uint32_t format;         /* enum gs_status_format */
+};
+
+struct gs_msg_grant {        /* GRANT, REVOKE, RELEASE */
+    uint32_t slot;
+    uint64_t grant;          /* server-chosen, never 0 */
+    uint64_t deadline_ns;    /* CLOCK_MONOTONIC; GRANT only */
+};
+
+struct gs_msg {
+    enum gs_msg_type type;
+    union {
+        struct gs_msg_hello hello;
+        struct gs_msg_welcome welcome;
+        struct gs_msg_error error;
+        struct gs_msg_device device;
+        struct gs_msg_slot acquire;
+        struct gs_msg_grant grant;     /* GRANT, REVOKE and RELEASE */
+        struct gs_msg_status_request status;
+    } u;
+    /* STATUS_REPLY: the JSON text, pointing into the decoded buffer. */
+    const char *text;
+    size_t text_len;
+};
+
+enum gs_decode_result {
+    GS_DECODE_OK = 0,
+    GS_DECODE_TRUNCATED,     /* shorter than its header or its length */
+    GS_DECODE_BAD_MAGIC,
+    GS_DECODE_BAD_VERSION,
+    GS_DECODE_UNKNOWN_TYPE,
+    GS_DECODE_BAD_LENGTH,    /* length does not fit the type */
+    GS_DECODE_BAD_FIELD,     /* a string without NUL, a slot out of range */
+};
+
+/* Encodes msg into buf. Returns the number of bytes, or 0 if cap is too
+ * small or the message is invalid (e.g. STATUS_REPLY text too long). */
+size_t gs_msg_encode(const struct gs_msg *msg, uint8_t *buf, size_t cap);
+
+/* Decodes one whole message of len bytes. On GS_DECODE_OK, msg is filled;
+ * msg->text points into buf. Never reads outside [buf, buf+len). */
+enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_msg *msg);
+
+/* A short description of a decode result, for logs. */
+const char *gs_decode_result_str(enum gs_decode_result result);
+/* The name of a message type, or "unknown". */
+const char *gs_msg_type_str(int type);
+
+#endif

@@ -1,0 +1,114 @@
+/*
+ * The server's event loop: one epoll set, watches that call back with the
+ * ready events, and one-shot timers on timerfds.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The epoll set and the stop flag; owned by the loop's (only) thread. */
+static int epoll_fd = -1;
+static bool stopping;
+
+uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int loop_init(void)
+{
+    epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    return epoll_fd < 0 ? -1 : 0;
+}
+
+int loop_add(struct loop_watch *w, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+    return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, w->fd, &ev);
+}
+
+void loop_del(struct loop_watch *w)
+{
+    if (w->fd >= 0)
+        epoll_ctl(epoll_fd, EPOLL_CTL_DEL, w->fd, NULL);
+}
+
+void loop_stop(void)
+{
+    stopping = true;
+}
+
+int loop_run(void)
+{
+    struct epoll_event events[64];
+    while (!stopping) {
+        int n = epoll_wait(epoll_fd, events, 64, -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            slog(LOG_ERR, "epoll_wait: %s", strerror(errno));
+            return -1;
+        }
+        for (int i = 0; i < n && !stopping; i++) {
+            struct loop_watch *w = events[i].data.ptr;
+            w->fn(w->arg, events[i].events);
+        }
+    }
+    return 0;
+}
+
+static void timer_fired(void *arg, uint32_t events)
+{
+    (void)events;
+    struct timer *t = arg;
+    uint64_t expirations;
+    if (read(t->watch.fd, &expirations, sizeof expirations) != sizeof expirations)
+        return; /* disarmed or re-armed in between: nothing is due */
+    t->fn(t->arg);
+}
+
+int timer_init(struct timer *t, void (*fn)(void *), void *arg)
+{
+    t->fn = fn;
+    t->arg = arg;
+    t->watch.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    t->watch.fn = timer_fired;
+    t->watch.arg = t;
+    if (t->watch.fd < 0)
+        return -1;
+    if (loop_add(&t->watch, EPOLLIN) != 0) {
+        close(t->watch.fd);
+        t->watch.fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+void timer_at(struct timer *t, uint64_t when_ns)
+{
+    struct itimerspec its = {0};
+    if (when_ns) {
+        its.it_value.tv_sec = (time_t)(when_ns / 1000000000ull);
+        its.it_value.tv_nsec = (long)(when_ns % 1000000000ull);
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1;
+    }
+    if (timerfd_settime(t->watch.fd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
+        slog(LOG_ERR, "timerfd_settime: %s", strerror(errno));
+}
+
+void timer_close(struct timer *t)
+{
+    if (t->watch.fd >= 0) {
+        loop_del(&t->watch);
+        close(t->watch.fd);
+        t->watch.fd = -1;
+    }
+}

@@ -1,0 +1,344 @@
+/*
+ * Per-GPU time slices. Each device has at most one holder tenant at a time;
+ * all of that tenant's processes that want the device run under the same
+ * slice, and no other tenant's work runs until every one of them has
+ * drained and released.
+ *
+ * Who is next: virtual-time fair queuing. A tenant's virtual time grows by
+ * the device time it used divided by its share; the waiting tenant with the
+ * smallest virtual time goes next. So busy tenants split the device in
+ * proportion to their shares.
+ *   - The time charged is from grant to the last release: overrun past the
+ *     deadline is charged to the tenant that caused it.
+ *   - No banking: a tenant that becomes active again starts no lower than
+ *     the smallest virtual time among the active tenants, so idling earns
+ *     no catch-up burst, and a newcomer gets its share at once.
+ *   - Work-conserving: with nobody else waiting, the holder's slice is
+ *     extended shortly before its deadline instead of being drained.
+ *   - Limits: after a slice that used u ns, a tenant with limit L is not
+ *     granted again before u * (1/L - 1) ns have passed, alone or not; so it
+ *     never exceeds L over any window longer than a slice or two.
+ *
+ * A holder that does not release by deadline + grace (stopped, hung) loses
+ * the slice and is charged for all of it; its late release is ignored.
+ */
+#include "server.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct device *devices;
+
+#define EXTEND_MARGIN_NS 1000000ull /* decide on extension 1 ms before the deadline */
+
+static void device_timer(void *arg);
+
+struct device *device_get(const uint8_t uuid[16])
+{
+    for (struct device *d = devices; d; d = d->next)
+        if (memcmp(d->uuid, uuid, 16) == 0)
+            return d;
+    struct device *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    memcpy(d->uuid, uuid, 16);
+    d->state = DEV_IDLE;
+    if (timer_init(&d->timer, device_timer, d) != 0) {
+        free(d);
+        return NULL;
+    }
+    d->next = devices;
+    devices = d;
+    return d;
+}
+
+static struct device_tenant *dt_get(struct device *d, struct tenant *t)
+{
+    for (size_t i = 0; i < d->ntenants; i++)
+        if (d->tenants[i].tenant == t)
+            return &d->tenants[i];
+    struct device_tenant *grown = realloc(d->tenants, (d->ntenants + 1) * sizeof *grown);
+    if (!grown)
+        return NULL;
+    /* realloc may move the array: re-point the holder */
+    if (d->holder)
+        d->holder = grown + (d->holder - d->tenants);
+    d->tenants = grown;
+    struct device_tenant *dt = &d->tenants[d->ntenants++];
+    memset(dt, 0, sizeof *dt);
+    dt->tenant = t;
+    return dt;
+}
+
+/* The smallest virtual time among active tenants other than `except`;
+ * -1 if there is none. */
+static double min_active_vtime(const struct device *d, const struct device_tenant *except)
+{
+    double min = -1;
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct device_tenant *dt = &d->tenants[i];
+        if (dt != except && dt->active && (min < 0 || dt->vtime < min))
+            min = dt->vtime;
+    }
+    return min;
+}
+
+static void activate(struct device *d, struct device_tenant *dt)
+{
+    if (dt->active)
+        return;
+    double floor = min_active_vtime(d, dt);
+    if (floor > dt->vtime)
+        dt->vtime = floor;
+    dt->active = true;
+}
+
+static void record_usage(struct device_tenant *dt, uint64_t end, uint64_t used)
+{
+    dt->used_ns += used;
+    /* one-second buckets, for the achieved share over the last 10 s */
+    uint64_t second = end / 1000000000ull;
+    size_t b = second % 10;
+    if (dt->window_start[b] != second) {
+        dt->window_start[b] = second;
+        dt->window_used[b] = 0;
+    }
+    dt->window_used[b] += used;
+}
+
+double device_tenant_recent_share(const struct device_tenant *dt, uint64_t now)
+{
+    uint64_t second = now / 1000000000ull, used = 0;
+    for (size_t b = 0; b < 10; b++)
+        if (dt->window_start[b] + 10 > second && dt->window_start[b] <= second)
+            used += dt->window_used[b];
+    return (double)used / 10e9;
+}
+
+static void send_grant(struct client *c, int slot, const struct device *d)
+{
+    struct gs_msg msg = {.type = GS_MSG_GRANT};
+    msg.u.grant.slot = (uint32_t)slot;
+    msg.u.grant.grant = d->grant;
+    msg.u.grant.deadline_ns = d->deadline;
+    c->wants[slot] = false;
+    c->holds[slot] = d->grant;
+    client_send(c, &msg);
+}
+
+static bool has_competitor(const struct device *d, uint64_t now)
+{
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct device_tenant *dt = &d->tenants[i];
+        if (dt != d->holder && dt->waiting > 0 && dt->eligible_at <= now)
+            return true;
+    }
+    return false;
+}
+
+/* Grants the device to the best waiting tenant, or arms the timer for the
+ * first one a limit holds back. */
+static void schedule(struct device *d)
+{
+    if (d->state != DEV_IDLE)
+        return;
+    uint64_t now = now_ns(), next_eligible = 0;
+    struct device_tenant *best = NULL;
+    for (size_t i = 0; i < d->ntenants; i++) {
+        struct device_tenant *dt = &d->tenants[i];
+        if (dt->waiting == 0)
+            continue;
+        if (dt->eligible_at > now) {
+            if (!next_eligible || dt->eligible_at < next_eligible)
+                next_eligible = dt->eligible_at;
+            continue;
+        }
+        if (!best || dt->vtime < best->vtime)
+            best = dt;
+    }
+    if (!best) {
+        timer_at(&d->timer, next_eligible);
+        return;
+    }
+    d->state = DEV_RUNNING;
+    d->holder = best;
+    d->grant++;
+    d->slices++;
+    d->slice_start = now;
+    d->deadline = now + best->tenant->config.quantum_ns;
+    d->holders = 0;
+    best->slices++;
+    best->wait_ns += now - best->waiting_since;
+    for (struct client *c = clients; c; c = c->next) {
+        int slot = client_slot(c, d);
+        if (c->tenant == best->tenant && slot >= 0 && c->wants[slot]) {
+            send_grant(c, slot, d);
+            d->holders++;
+        }
+    }
+    best->waiting = 0;
+    uint64_t margin = best->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
+    timer_at(&d->timer, d->deadline - margin);
+}
+
+static void end_slice(struct device *d)
+{
+    uint64_t now = now_ns();
+    struct device_tenant *dt = d->holder;
+    uint64_t used = now - d->slice_start;
+    dt->vtime += (double)used / dt->tenant->config.share;
+    record_usage(dt, now, used);
+    double limit = dt->tenant->config.limit;
+    if (limit < 1.0)
+        dt->eligible_at = now + (uint64_t)((double)used * (1.0 / limit - 1.0));
+    /* Forget grants still held (a holder revoked after its grace). */
+    for (struct client *c = clients; c; c = c->next) {
+        int slot = client_slot(c, d);
+        if (slot >= 0 && c->holds[slot] == d->grant)
+            c->holds[slot] = 0;
+    }
+    d->state = DEV_IDLE;
+    d->holder = NULL;
+    d->holders = 0;
+    dt->active = dt->waiting > 0;
+    d->handoffs++;
+    timer_at(&d->timer, 0);
+    schedule(d);
+}
+
+static void revoke(struct device *d)
+{
+    d->state = DEV_REVOKING;
+    for (struct client *c = clients; c; c = c->next) {
+        int slot = client_slot(c, d);
+        if (slot >= 0 && c->holds[slot] == d->grant) {
+            struct gs_msg msg = {.type = GS_MSG_REVOKE};
+            msg.u.grant.slot = (uint32_t)slot;
+            msg.u.grant.grant = d->grant;
+            client_send(c, &msg);
+        }
+    }
+    timer_at(&d->timer, d->deadline + options.grace_ns);
+}
+
+static void device_timer(void *arg)
+{
+    struct device *d = arg;
+    uint64_t now = now_ns();
+    switch (d->state) {
+    case DEV_IDLE:
+        schedule(d);
+        break;
+    case DEV_RUNNING:
+        if (d->holder->tenant->config.limit >= 1.0 && !has_competitor(d, now)) {
+            /* Nobody else may have it: extend rather than drain. */
+            d->deadline += d->holder->tenant->config.quantum_ns;
+            for (struct client *c = clients; c; c = c->next) {
+                int slot = client_slot(c, d);
+                if (slot >= 0 && c->holds[slot] == d->grant)
+                    send_grant(c, slot, d);
+            }
+            uint64_t margin = d->holder->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
+            timer_at(&d->timer, d->deadline - margin);
+        } else if (now < d->deadline) {
+            timer_at(&d->timer, d->deadline); /* revoke at the deadline itself */
+        } else {
+            revoke(d);
+        }
+        break;
+    case DEV_REVOKING:
+        /* Grace is over: take the slice back from whoever still holds it. */
+        for (struct client *c = clients; c; c = c->next) {
+            int slot = client_slot(c, d);
+            if (slot >= 0 && c->holds[slot] == d->grant)
+                slog(LOG_WARN, "tenant %s pid %u: did not release within %llu ms of its deadline; slice revoked",
+                     c->tenant->name, c->pid, (unsigned long long)(options.grace_ns / 1000000));
+        }
+        end_slice(d);
+        break;
+    }
+}
+
+void sched_acquire(struct client *c, int slot)
+{
+    struct device *d = c->devices[slot];
+    if (c->wants[slot] || c->holds[slot] == d->grant)
+        return; /* already waiting or holding */
+    struct device_tenant *dt = dt_get(d, c->tenant);
+    if (!dt) {
+        client_close(c, "server out of memory");
+        return;
+    }
+    c->wants[slot] = true;
+    /* Join the running slice of its own tenant. */
+    if (d->state == DEV_RUNNING && d->holder == dt) {
+        send_grant(c, slot, d);
+        d->holders++;
+        return;
+    }
+    if (dt->waiting++ == 0)
+        dt->waiting_since = now_ns();
+    activate(d, dt);
+    if (d->state == DEV_IDLE)
+        schedule(d);
+}
+
+void sched_release(struct client *c, int slot, uint64_t grant)
+{
+    struct device *d = c->devices[slot];
+    if (grant == 0 || c->holds[slot] != grant)
+        return; /* stale: revoked already, or never held */
+    c->holds[slot] = 0;
+    if (d->state == DEV_IDLE || grant != d->grant)
+        return;
+    if (d->holders > 0)
+        d->holders--;
+    if (d->holders == 0)
+        end_slice(d);
+}
+
+void sched_client_gone(struct client *c)
+{
+    for (int slot = 0; slot < GS_MAX_DEVICES; slot++) {
+        struct device *d = c->devices[slot];
+        if (!d)
+            continue;
+        if (c->wants[slot]) {
+            c->wants[slot] = false;
+            struct device_tenant *dt = dt_get(d, c->tenant);
+            if (dt && dt->waiting > 0 && --dt->waiting == 0 && dt != d->holder)
+                dt->active = false;
+        }
+        if (c->holds[slot] && c->holds[slot] == d->grant && d->state != DEV_IDLE) {
+            c->holds[slot] = 0;
+            if (d->holders > 0)
+                d->holders--;
+            if (d->holders == 0)
+                end_slice(d);
+        }
+        c->devices[slot] = NULL;
+    }
+}
+
+void sched_tenant_gone(struct tenant *t)
+{
+    for (struct device *d = devices; d; d = d->next) {
+        for (size_t i = 0; i < d->ntenants; i++) {
+            if (d->tenants[i].tenant != t)
+                continue;
+            if (d->holder == &d->tenants[i]) {
+                /* its clients are already closed; this ends the slice */
+                d->state = DEV_IDLE;
+                d->holder = NULL;
+                d->holders = 0;
+            }
+            struct device_tenant *holder = d->holder;
+            memmove(&d->tenants[i], &d->tenants[i + 1], (d->ntenants - i - 1) * sizeof d->tenants[0]);
+            d->ntenants--;
+            if (holder && holder > &d->tenants[i])
+                d->holder = holder - 1;
+            break;
+        }
+        schedule(d);
+    }
+}
