@@ -34,26 +34,34 @@ static __thread bool in_driver_init;
 #define GS_LAUNCH(name, params, args, stream) #name,
 #define GS_MEMORY(name, params, args) #name,
 #define GS_LIFECYCLE(name, params, args) #name,
+#define GS_CTX_DESTROY(name, params, args, ctx) #name,
 #define GS_LOOKUP(name, params, args) #name,
+#define GS_INTERNAL(name, params, args) #name,
 static const char *const entry_names[GS_ENTRY_COUNT] = {
 #include "gs_entries.h"
 };
 #undef GS_LAUNCH
 #undef GS_MEMORY
 #undef GS_LIFECYCLE
+#undef GS_CTX_DESTROY
 #undef GS_LOOKUP
+#undef GS_INTERNAL
 
 #define GS_LAUNCH(name, params, args, stream) (gs_entry)name,
 #define GS_MEMORY(name, params, args) (gs_entry)name,
 #define GS_LIFECYCLE(name, params, args) (gs_entry)name,
+#define GS_CTX_DESTROY(name, params, args, ctx) (gs_entry)name,
 #define GS_LOOKUP(name, params, args) (gs_entry)name,
+#define GS_INTERNAL(name, params, args) NULL, /* not wrapped */
 static const gs_entry wrappers[GS_ENTRY_COUNT] = {
 #include "gs_entries.h"
 };
 #undef GS_LAUNCH
 #undef GS_MEMORY
 #undef GS_LIFECYCLE
+#undef GS_CTX_DESTROY
 #undef GS_LOOKUP
+#undef GS_INTERNAL
 
 void *gs_entry_to_ptr(gs_entry fn)
 {
@@ -159,7 +167,7 @@ void *gs_driver_wrap(void *real)
         return real;
     gs_entry fn = gs_ptr_to_entry(real);
     for (int i = 0; i < GS_ENTRY_COUNT; i++)
-        if (gs_real_fn[i] == fn)
+        if (gs_real_fn[i] == fn && wrappers[i])
             return gs_entry_to_ptr(wrappers[i]);
     return real;
 }
@@ -169,17 +177,27 @@ bool gs_driver_is_wrapped_name(const char *name)
     if (!name || name[0] != 'c' || name[1] != 'u')
         return false;
     for (int i = 0; i < GS_ENTRY_COUNT; i++)
-        if (strcmp(entry_names[i], name) == 0)
+        if (wrappers[i] && strcmp(entry_names[i], name) == 0)
             return true;
     return false;
 }
 
-static void atfork_prepare(void) { pthread_mutex_lock(&init_lock); }
-static void atfork_parent(void) { pthread_mutex_unlock(&init_lock); }
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&init_lock);
+    gs_hooks_before_fork();
+}
+
+static void atfork_parent(void)
+{
+    gs_hooks_after_fork_parent();
+    pthread_mutex_unlock(&init_lock);
+}
+
 static void atfork_child(void)
 {
-    pthread_mutex_unlock(&init_lock);
     gs_hooks_after_fork_child();
+    pthread_mutex_unlock(&init_lock);
 }
 
 __attribute__((constructor)) static void gpuslice_load(void)

@@ -10,6 +10,10 @@
  *       device memory: allocation, free and the queries that report it
  *   GS_LIFECYCLE(name, (parameters), (arguments))
  *       initialisation and contexts
+ *   GS_CTX_DESTROY(name, (parameters), (arguments), context expression)
+ *       a context call that destroys the context named
+ *   GS_INTERNAL(name, (parameters), (arguments))
+ *       not wrapped: the real function, for the shim's own use
  * cuGetProcAddress and cuGetProcAddress_v2 are wrapped by hand
  * (gs_procaddress.c) but listed so their real pointers map to them.
  */
@@ -99,13 +103,25 @@ GS_LIFECYCLE(cuCtxCreate_v3,
 GS_LIFECYCLE(cuCtxCreate_v4,
              (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
              (pctx, params, flags, dev))
-GS_LIFECYCLE(cuCtxDestroy, (CUcontext ctx), (ctx))
-GS_LIFECYCLE(cuCtxDestroy_v2, (CUcontext ctx), (ctx))
+GS_CTX_DESTROY(cuCtxDestroy, (CUcontext ctx), (ctx), ctx)
+GS_CTX_DESTROY(cuCtxDestroy_v2, (CUcontext ctx), (ctx), ctx)
+GS_LIFECYCLE(cuCtxSetCurrent, (CUcontext ctx), (ctx))
+GS_LIFECYCLE(cuCtxPushCurrent, (CUcontext ctx), (ctx))
+GS_LIFECYCLE(cuCtxPushCurrent_v2, (CUcontext ctx), (ctx))
+GS_LIFECYCLE(cuCtxPopCurrent, (CUcontext *pctx), (pctx))
+GS_LIFECYCLE(cuCtxPopCurrent_v2, (CUcontext *pctx), (pctx))
 GS_LIFECYCLE(cuDevicePrimaryCtxRetain, (CUcontext *pctx, CUdevice dev), (pctx, dev))
 GS_LIFECYCLE(cuDevicePrimaryCtxRelease, (CUdevice dev), (dev))
 GS_LIFECYCLE(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), (dev))
 GS_LIFECYCLE(cuDevicePrimaryCtxReset, (CUdevice dev), (dev))
 GS_LIFECYCLE(cuDevicePrimaryCtxReset_v2, (CUdevice dev), (dev))
+
+/* Used by the gate, not wrapped. */
+GS_INTERNAL(cuCtxGetCurrent, (CUcontext *pctx), (pctx))
+GS_INTERNAL(cuCtxGetDevice, (CUdevice *dev), (dev))
+GS_INTERNAL(cuCtxSynchronize, (void), ())
+GS_INTERNAL(cuDeviceGetUuid, (CUuuid *uuid, CUdevice dev), (uuid, dev))
+GS_INTERNAL(cuDeviceGetUuid_v2, (CUuuid *uuid, CUdevice dev), (uuid, dev))
 
 /* Entry-point lookup (hand-written wrappers). */
 GS_LOOKUP(cuGetProcAddress,

@@ -1,31 +1,47 @@
 /*
- * The hook points every wrapper calls around the real driver call. The
- * launch gate (time-slice tokens) and memory accounting fill them in; on
- * their own they pass everything through.
+ * The hook points every wrapper calls around the real driver call: the
+ * launch gate around compute submissions, and context tracking.
  *
- * Hot-path rule: gs_hook_launch_enter with a valid slice takes no lock and
- * makes no system call.
+ * Hot path: gs_hook_launch_enter for a thread whose device already holds
+ * a slice with budget left is three relaxed loads and one atomic add; no
+ * lock, no system call, no clock read. Everything else is gs_gate_slow.
  */
 #ifndef GPUSLICE_HOOKS_H
 #define GPUSLICE_HOOKS_H
 
-#include "gs_driver.h"
+#include "gs_gate.h"
 
-/* Before and after a compute submission on `stream` (NULL: the default
- * stream). A non-success result from enter is returned to the application
- * instead of launching. */
-static inline CUresult gs_hook_launch_enter(CUstream stream)
+static inline CUresult gs_hook_launch_enter(struct gs_dev **out)
 {
-    (void)stream;
-    return CUDA_SUCCESS;
+    struct gs_dev *d = gs_tls_dev;
+    if (__builtin_expect(d != NULL, 1) &&
+        __builtin_expect(atomic_load_explicit(&d->open, memory_order_relaxed), 1) &&
+        __builtin_expect(atomic_load_explicit(&d->admitted, memory_order_relaxed) <
+                             atomic_load_explicit(&d->budget, memory_order_relaxed), 1)) {
+        atomic_fetch_add_explicit(&d->admitted, 1, memory_order_relaxed);
+        *out = d;
+        return CUDA_SUCCESS;
+    }
+    *out = NULL;
+    CUresult rc = gs_gate_slow(out);
+    /* No current context: let the driver answer the launch itself. */
+    return rc == CUDA_ERROR_INVALID_CONTEXT ? CUDA_SUCCESS : rc;
 }
 
-static inline void gs_hook_launch_exit(CUstream stream, CUresult rc)
+static inline void gs_hook_launch_exit(struct gs_dev *d)
 {
-    (void)stream;
-    (void)rc;
+    if (d)
+        atomic_fetch_add_explicit(&d->submitted, 1, memory_order_release);
 }
 
+/* The calling thread's current context may have changed. */
+static inline void gs_hook_context_changed(void)
+{
+    gs_tls_dev = NULL;
+}
+
+void gs_hooks_before_fork(void);
+void gs_hooks_after_fork_parent(void);
 /* Called in a forked child, before it returns from fork(). */
 void gs_hooks_after_fork_child(void);
 

@@ -24,11 +24,12 @@
     GS_EXPORT CUresult name params                                      \
     {                                                                   \
         GS_PROLOGUE(name);                                              \
-        CUstream gs_stream = (stream);                                  \
-        if ((gs_rc = gs_hook_launch_enter(gs_stream)) != CUDA_SUCCESS)  \
+        struct gs_dev *gs_dev;                                          \
+        (void)(stream);                                                 \
+        if ((gs_rc = gs_hook_launch_enter(&gs_dev)) != CUDA_SUCCESS)    \
             return gs_rc;                                               \
         gs_rc = GS_REAL(name) args;                                     \
-        gs_hook_launch_exit(gs_stream, gs_rc);                          \
+        gs_hook_launch_exit(gs_dev);                                    \
         return gs_rc;                                                   \
     }
 
@@ -39,8 +40,28 @@
         return GS_REAL(name) args;                                      \
     }
 
+/* Context calls may change the calling thread's current device. */
+#define GS_LIFECYCLE(name, params, args)                                \
+    GS_EXPORT CUresult name params                                      \
+    {                                                                   \
+        GS_PROLOGUE(name);                                              \
+        gs_rc = GS_REAL(name) args;                                     \
+        gs_hook_context_changed();                                      \
+        return gs_rc;                                                   \
+    }
+
+#define GS_CTX_DESTROY(name, params, args, ctx)                         \
+    GS_EXPORT CUresult name params                                      \
+    {                                                                   \
+        GS_PROLOGUE(name);                                              \
+        gs_gate_forget_ctx(ctx);                                        \
+        gs_rc = GS_REAL(name) args;                                     \
+        gs_hook_context_changed();                                      \
+        return gs_rc;                                                   \
+    }
+
 #define GS_MEMORY(name, params, args) GS_PASS(name, params, args)
-#define GS_LIFECYCLE(name, params, args) GS_PASS(name, params, args)
 #define GS_LOOKUP(name, params, args) /* gs_procaddress.c */
+#define GS_INTERNAL(name, params, args) /* not wrapped */
 
 #include "gs_entries.h"

@@ -109,7 +109,7 @@ static void handle(struct client *c, const struct gs_msg *msg)
             drop(c, "RELEASE for an undeclared device");
             return;
         }
-        sched_release(c, (int)msg->u.grant.slot, msg->u.grant.grant);
+        sched_release(c, (int)msg->u.grant.slot, msg->u.grant.grant, msg->u.grant.flags & GS_RELEASE_MORE);
         break;
     default: {
         char what[64];

@@ -262,7 +262,7 @@ static void device_timer(void *arg)
 void sched_acquire(struct client *c, int slot)
 {
     struct device *d = c->devices[slot];
-    if (c->wants[slot] || c->holds[slot] == d->grant)
+    if (c->wants[slot] || (c->holds[slot] && c->holds[slot] == d->grant))
         return; /* already waiting or holding */
     struct device_tenant *dt = dt_get(d, c->tenant);
     if (!dt) {
@@ -283,11 +283,25 @@ void sched_acquire(struct client *c, int slot)
         schedule(d);
 }
 
-void sched_release(struct client *c, int slot, uint64_t grant)
+void sched_release(struct client *c, int slot, uint64_t grant, bool more)
 {
     struct device *d = c->devices[slot];
-    if (grant == 0 || c->holds[slot] != grant)
+    if (more && !c->wants[slot]) {
+        /* Queue again before the slice ends, so that ending it does not
+         * count the tenant as idle. */
+        struct device_tenant *dt = dt_get(d, c->tenant);
+        if (dt) {
+            c->wants[slot] = true;
+            if (dt->waiting++ == 0)
+                dt->waiting_since = now_ns();
+            activate(d, dt);
+        }
+    }
+    if (grant == 0 || c->holds[slot] != grant) {
+        if (more && d->state == DEV_IDLE)
+            schedule(d);
         return; /* stale: revoked already, or never held */
+    }
     c->holds[slot] = 0;
     if (d->state == DEV_IDLE || grant != d->grant)
         return;

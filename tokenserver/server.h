@@ -161,7 +161,7 @@ extern struct device *devices;
 
 struct device *device_get(const uint8_t uuid[16]);
 void sched_acquire(struct client *c, int slot);
-void sched_release(struct client *c, int slot, uint64_t grant);
+void sched_release(struct client *c, int slot, uint64_t grant, bool more);
 /* A client went away: drop its waits and holds everywhere. */
 void sched_client_gone(struct client *c);
 /* A tenant was removed or changed. */

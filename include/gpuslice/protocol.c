@@ -57,7 +57,7 @@ static long body_size(int type)
     case GS_MSG_ACQUIRE: return 4;
     case GS_MSG_GRANT:
     case GS_MSG_REVOKE:
-    case GS_MSG_RELEASE: return 4 + 8 + 8;
+    case GS_MSG_RELEASE: return 4 + 8 + 8 + 4;
     case GS_MSG_STATUS_REQUEST: return 4;
     case GS_MSG_STATUS_REPLY: return -1;
     default: return -2;
@@ -118,6 +118,7 @@ size_t gs_msg_encode(const struct gs_msg *msg, uint8_t *buf, size_t cap)
         put_u32(b, msg->u.grant.slot);
         put_u64(b + 4, msg->u.grant.grant);
         put_u64(b + 12, msg->u.grant.deadline_ns);
+        put_u32(b + 20, msg->u.grant.flags);
         break;
     case GS_MSG_STATUS_REQUEST:
         put_u32(b, msg->u.status.format);
@@ -181,7 +182,8 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
         msg->u.grant.slot = get_u32(b);
         msg->u.grant.grant = get_u64(b + 4);
         msg->u.grant.deadline_ns = get_u64(b + 12);
-        if (msg->u.grant.slot >= GS_MAX_DEVICES)
+        msg->u.grant.flags = get_u32(b + 20);
+        if (msg->u.grant.slot >= GS_MAX_DEVICES || (msg->u.grant.flags & ~GS_RELEASE_MORE))
             return GS_DECODE_BAD_FIELD;
         break;
     case GS_MSG_STATUS_REQUEST:

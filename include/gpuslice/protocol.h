@@ -24,7 +24,10 @@
  *   server GRANT(slot, grant, deadline)   holds it until deadline; a GRANT
  *                                    with the same grant id extends it
  *   server REVOKE(slot, grant)       stop now: drain and release
- *   client RELEASE(slot, grant)      drained; the GPU is free
+ *   client RELEASE(slot, grant, flags) drained; the GPU is free. With
+ *                                    GS_RELEASE_MORE it also asks for the
+ *                                    next slice (one message, so that the
+ *                                    tenant keeps its place in line)
  *   server ERROR(reason) and close   e.g. the tenant was removed
  * Admin socket: STATUS_REQUEST(format) -> STATUS_REPLY (JSON or a table).
  */
@@ -86,7 +89,10 @@ struct gs_msg_grant {        /* GRANT, REVOKE, RELEASE */
     uint32_t slot;
     uint64_t grant;          /* server-chosen, never 0 */
     uint64_t deadline_ns;    /* CLOCK_MONOTONIC; GRANT only */
+    uint32_t flags;          /* RELEASE: GS_RELEASE_MORE */
 };
+
+#define GS_RELEASE_MORE 1u
 
 struct gs_msg {
     enum gs_msg_type type;

@@ -1,0 +1,370 @@
+/*
+ * The gate thread: the shim's one connection to gpuslice-server. It is
+ * started by the first launch that needs a slice, so a process that never
+ * calls CUDA never connects and starts no thread.
+ *
+ * It connects to GPUSLICE_SOCKET (default /run/gpuslice/gpuslice.sock),
+ * declares each GPU the process uses by UUID, asks for slices when
+ * launching threads wait, opens admission on GRANT, and closes it, drains
+ * and releases at the deadline, on REVOKE, or when the process goes idle.
+ *
+ * When the server is unreachable, GPUSLICE_ON_SERVER_DOWN decides:
+ *   wait (default)  launches block; it reconnects with backoff (at most
+ *                   1 s between tries) and logs one line per 10 s
+ *   open            launches run unthrottled; it logs once and keeps
+ *                   trying to reconnect in the background
+ */
+#include "gs_gate.h"
+#include "gs_glibc_compat.h"
+#include "gs_log.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define IDLE_RELEASE_NS 2000000ull  /* nothing launched for 2 ms: release */
+#define TICK_NS 1000000ull
+
+/* The gate thread's state; guarded by gs_gate_lock. */
+static bool started;
+static pthread_t thread;
+static int wake_fd = -1;        /* eventfd: app threads and drainers wake the gate thread */
+static int sock = -1;
+static bool connected;          /* HELLO answered with WELCOME */
+static bool policy_open;        /* GPUSLICE_ON_SERVER_DOWN=open */
+static bool policy_read;
+static char socket_path[108];
+
+static void read_policy_locked(void)
+{
+    if (policy_read)
+        return;
+    policy_read = true;
+    const char *policy = getenv("GPUSLICE_ON_SERVER_DOWN");
+    if (policy && strcmp(policy, "open") == 0)
+        policy_open = true;
+    else if (policy && *policy && strcmp(policy, "wait") != 0)
+        gs_log(GS_LOG_WARN, "GPUSLICE_ON_SERVER_DOWN=%s is not 'wait' or 'open'; using wait", policy);
+    const char *path = getenv("GPUSLICE_SOCKET");
+    if (!path || !*path)
+        path = "/run/gpuslice/gpuslice.sock";
+    if (strlen(path) >= sizeof socket_path)
+        gs_log(GS_LOG_ERROR, "GPUSLICE_SOCKET is longer than %zu bytes", sizeof socket_path - 1);
+    snprintf(socket_path, sizeof socket_path, "%s", path);
+}
+
+bool gs_client_policy_open(void)
+{
+    read_policy_locked();
+    return policy_open;
+}
+
+bool gs_client_connected_locked(void)
+{
+    return connected;
+}
+
+void gs_client_wake(void)
+{
+    uint64_t one = 1;
+    if (wake_fd >= 0 && write(wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        gs_log(GS_LOG_DEBUG, "wake: %s", strerror(errno));
+}
+
+static int send_msg(const struct gs_msg *msg)
+{
+    uint8_t buf[GS_MSG_MAX];
+    size_t len = gs_msg_encode(msg, buf, sizeof buf);
+    if (len == 0 || sock < 0)
+        return -1;
+    return send(sock, buf, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+static void send_slot_msg(enum gs_msg_type type, struct gs_dev *d)
+{
+    struct gs_msg msg = {.type = type};
+    if (type == GS_MSG_DEVICE) {
+        msg.u.device.slot = (uint32_t)d->slot;
+        memcpy(msg.u.device.uuid, d->uuid, 16);
+    } else {
+        msg.u.acquire.slot = (uint32_t)d->slot;
+    }
+    send_msg(&msg);
+}
+
+static void send_release(struct gs_dev *d, bool more)
+{
+    struct gs_msg msg = {.type = GS_MSG_RELEASE};
+    msg.u.grant.slot = (uint32_t)d->slot;
+    msg.u.grant.grant = d->grant;
+    msg.u.grant.flags = more ? GS_RELEASE_MORE : 0;
+    send_msg(&msg);
+}
+
+/* Everything a lost connection invalidates. Admission closes (wait) or
+ * opens wide (open); slices held are gone with the server. */
+static void disconnected_locked(const char *why)
+{
+    static uint64_t last_log;
+    static bool logged_open;
+    uint64_t now = gs_now_ns();
+    if (sock >= 0)
+        close(sock);
+    sock = -1;
+    bool was_connected = connected;
+    connected = false;
+    for (int i = 0; i < GS_MAX_DEVICES; i++) {
+        struct gs_dev *d = &gs_devs[i];
+        d->declared = false;
+        if (d->used && (d->state == GS_DEV_WANT || d->state == GS_DEV_HOLD))
+            d->state = GS_DEV_NONE;
+    }
+    if (policy_open) {
+        gs_gate_set_all_open_locked(true);
+        if (!logged_open) {
+            gs_log(GS_LOG_WARN, "gpuslice-server unreachable at %s (%s): running unthrottled "
+                   "(GPUSLICE_ON_SERVER_DOWN=open) until it is back", socket_path, why);
+            logged_open = true;
+        }
+    } else {
+        gs_gate_set_all_open_locked(false);
+        if (was_connected || last_log == 0 || now - last_log >= 10000000000ull) {
+            gs_log(GS_LOG_WARN, "gpuslice-server unreachable at %s (%s): GPU work waits until it is back",
+                   socket_path, why);
+            last_log = now;
+        }
+    }
+}
+
+static void try_connect_locked(void)
+{
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    memcpy(addr.sun_path, socket_path, sizeof addr.sun_path - 1);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        const char *why = strerror(errno);
+        if (fd >= 0)
+            close(fd);
+        disconnected_locked(why);
+        return;
+    }
+    sock = fd;
+    struct gs_msg hello = {.type = GS_MSG_HELLO};
+    hello.u.hello.pid = (uint32_t)getpid();
+    if (send_msg(&hello) != 0)
+        disconnected_locked(strerror(errno));
+}
+
+static void handle_locked(const struct gs_msg *msg, uint64_t now)
+{
+    switch (msg->type) {
+    case GS_MSG_WELCOME:
+        connected = true;
+        gs_log(GS_LOG_INFO, "connected to gpuslice-server as tenant %s", msg->u.welcome.tenant);
+        if (policy_open)
+            gs_gate_set_all_open_locked(false); /* throttled again from here on */
+        for (int i = 0; i < GS_MAX_DEVICES; i++) {
+            struct gs_dev *d = &gs_devs[i];
+            if (d->used) {
+                atomic_store(&d->budget, atomic_load(&d->admitted));
+                d->state = GS_DEV_NONE;
+            }
+        }
+        break;
+    case GS_MSG_GRANT: {
+        struct gs_dev *d = &gs_devs[msg->u.grant.slot];
+        if (!d->used || msg->u.grant.grant == d->last_released)
+            break; /* an extension of a slice already given back */
+        bool extension = msg->u.grant.grant == d->grant && (d->state == GS_DEV_HOLD || d->state == GS_DEV_DRAIN);
+        if (!extension && d->state != GS_DEV_WANT)
+            break;
+        if (!extension) {
+            d->slice_start_ns = now;
+            d->seen_admitted = atomic_load(&d->admitted);
+            d->quiet_since_ns = now;
+        }
+        d->grant = msg->u.grant.grant;
+        d->deadline_ns = msg->u.grant.deadline_ns;
+        if (d->state == GS_DEV_DRAIN && d->drain_requested) {
+            /* extended while draining: keep draining, then hold again */
+            d->state = GS_DEV_HOLD;
+        }
+        d->state = GS_DEV_HOLD;
+        gs_gate_update_budget_locked(d, now);
+        break;
+    }
+    case GS_MSG_REVOKE: {
+        struct gs_dev *d = &gs_devs[msg->u.grant.slot];
+        if (d->used && d->state == GS_DEV_HOLD && msg->u.grant.grant == d->grant) {
+            d->deadline_ns = now;
+            gs_gate_begin_drain_locked(d);
+        }
+        break;
+    }
+    case GS_MSG_ERROR:
+        gs_log(GS_LOG_WARN, "gpuslice-server: %s", msg->u.error.reason);
+        break;
+    default:
+        gs_log(GS_LOG_WARN, "unexpected %s message from gpuslice-server", gs_msg_type_str(msg->type));
+        break;
+    }
+}
+
+static void read_socket_locked(uint64_t now)
+{
+    uint8_t buf[GS_MSG_MAX];
+    for (;;) {
+        ssize_t n = recv(sock, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            disconnected_locked(n == 0 ? "the server closed the connection" : strerror(errno));
+            return;
+        }
+        struct gs_msg msg;
+        enum gs_decode_result r = (size_t)n > sizeof buf ? GS_DECODE_BAD_LENGTH
+                                                         : gs_msg_decode(buf, (size_t)n, &msg);
+        if (r != GS_DECODE_OK) {
+            if (r == GS_DECODE_BAD_VERSION)
+                gs_log(GS_LOG_ERROR, "protocol version mismatch: this shim speaks %d, gpuslice-server %u",
+                       GS_PROTOCOL_VERSION, (unsigned)(buf[4] | (buf[5] << 8)));
+            else
+                gs_log(GS_LOG_ERROR, "bad message from gpuslice-server: %s", gs_decode_result_str(r));
+            disconnected_locked("bad message");
+            return;
+        }
+        handle_locked(&msg, now);
+        if (sock < 0)
+            return;
+    }
+}
+
+/* The per-tick work for each device: ask, close at the deadline, notice
+ * idleness, release when drained. */
+static void service_devices_locked(uint64_t now)
+{
+    for (int i = 0; i < GS_MAX_DEVICES; i++) {
+        struct gs_dev *d = &gs_devs[i];
+        if (!d->used)
+            continue;
+        if (connected && !d->declared) {
+            send_slot_msg(GS_MSG_DEVICE, d);
+            d->declared = true;
+        }
+        switch (d->state) {
+        case GS_DEV_NONE:
+            if (connected && d->waiters > 0) {
+                send_slot_msg(GS_MSG_ACQUIRE, d);
+                d->state = GS_DEV_WANT;
+            }
+            break;
+        case GS_DEV_WANT:
+            break;
+        case GS_DEV_HOLD: {
+            uint64_t admitted = atomic_load(&d->admitted);
+            if (admitted != d->seen_admitted || d->waiters > 0) {
+                d->seen_admitted = admitted;
+                d->quiet_since_ns = now;
+            }
+            bool queue_empty = d->completed >= atomic_load(&d->submitted) && admitted == atomic_load(&d->submitted);
+            if (now >= d->deadline_ns ||
+                (queue_empty && d->waiters == 0 && now - d->quiet_since_ns >= IDLE_RELEASE_NS))
+                gs_gate_begin_drain_locked(d);
+            else
+                gs_gate_update_budget_locked(d, now);
+            break;
+        }
+        case GS_DEV_DRAIN:
+            if (gs_gate_drained_locked(d)) {
+                bool more = d->waiters > 0;
+                if (connected)
+                    send_release(d, more);
+                d->last_released = d->grant;
+                d->state = connected && more ? GS_DEV_WANT : GS_DEV_NONE;
+            }
+            break;
+        }
+    }
+}
+
+static void *gate_main(void *arg)
+{
+    (void)arg;
+    uint64_t backoff = 50000000ull, next_try = 0;
+    pthread_mutex_lock(&gs_gate_lock);
+    for (;;) {
+        uint64_t now = gs_now_ns();
+        if (sock < 0 && now >= next_try) {
+            try_connect_locked();
+            if (sock < 0) {
+                next_try = now + backoff;
+                backoff = backoff * 2 > 1000000000ull ? 1000000000ull : backoff * 2;
+            } else {
+                backoff = 50000000ull;
+            }
+        }
+        service_devices_locked(now);
+
+        /* Sleep until a message, a wake-up, the next tick (while a slice
+         * is held or draining) or the next reconnection try. */
+        int timeout_ms = -1;
+        for (int i = 0; i < GS_MAX_DEVICES; i++)
+            if (gs_devs[i].used && (gs_devs[i].state == GS_DEV_HOLD || gs_devs[i].state == GS_DEV_DRAIN))
+                timeout_ms = 1;
+        if (sock < 0) {
+            int ms = (int)((next_try > now ? next_try - now : 0) / 1000000ull) + 1;
+            timeout_ms = timeout_ms < 0 || ms < timeout_ms ? ms : timeout_ms;
+        }
+        struct pollfd fds[2] = {{.fd = wake_fd, .events = POLLIN}, {.fd = sock, .events = POLLIN}};
+        int sock_fd = sock;
+        pthread_mutex_unlock(&gs_gate_lock);
+        int n = poll(fds, sock_fd >= 0 ? 2 : 1, timeout_ms);
+        pthread_mutex_lock(&gs_gate_lock);
+        if (n > 0 && (fds[0].revents & POLLIN)) {
+            uint64_t count;
+            ssize_t ignored = read(wake_fd, &count, sizeof count);
+            (void)ignored;
+        }
+        if (n > 0 && sock_fd >= 0 && sock == sock_fd && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)))
+            read_socket_locked(gs_now_ns());
+    }
+    return NULL;
+}
+
+void gs_client_start_locked(void)
+{
+    if (started)
+        return;
+    read_policy_locked();
+    wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd < 0) {
+        gs_log(GS_LOG_ERROR, "eventfd: %s", strerror(errno));
+        return;
+    }
+    if (pthread_create(&thread, NULL, gate_main, NULL) != 0) {
+        gs_log(GS_LOG_ERROR, "cannot start the gate thread");
+        close(wake_fd);
+        wake_fd = -1;
+        return;
+    }
+    started = true;
+}
+
+void gs_client_after_fork_child(void)
+{
+    /* The parent's connection and gate thread are not the child's. */
+    if (sock >= 0)
+        close(sock);
+    if (wake_fd >= 0)
+        close(wake_fd);
+    sock = wake_fd = -1;
+    started = connected = false;
+}

@@ -1,0 +1,99 @@
+/*
+ * The launch gate: a process submits GPU work on a device only while its
+ * tenant holds that device's time slice from gpuslice-server.
+ *
+ * Per device the gate keeps an admission flag and a budget, read by
+ * launching threads without a lock (the fast path); everything else is
+ * the business of the gate thread (gs_client.c), which talks to the
+ * server, and of one drainer thread per device, which waits for the
+ * device's queue to empty. All cold state is guarded by gs_gate_lock.
+ */
+#ifndef GPUSLICE_GATE_H
+#define GPUSLICE_GATE_H
+
+#include "gs_driver.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpuslice/protocol.h"
+
+#define GS_GATE_MAX_CTX 8
+
+enum gs_dev_state {
+    GS_DEV_NONE,   /* no slice, none asked for */
+    GS_DEV_WANT,   /* ACQUIRE sent */
+    GS_DEV_HOLD,   /* slice held: admission open while budget lasts */
+    GS_DEV_DRAIN,  /* admission closed, waiting for the queue to empty */
+};
+
+struct gs_dev {
+    /* Hot: read and counted by launching threads, no lock. */
+    _Atomic int open;            /* admission open */
+    _Atomic uint64_t admitted;   /* launches let through */
+    _Atomic uint64_t budget;     /* admitted may reach this */
+    _Atomic uint64_t submitted;  /* launches back from the driver */
+    char pad[64];
+
+    /* Cold: guarded by gs_gate_lock. */
+    bool used;
+    int slot;
+    CUdevice ordinal;
+    uint8_t uuid[16];
+    bool declared;               /* DEVICE sent on this connection */
+    enum gs_dev_state state;
+    uint64_t grant, deadline_ns, slice_start_ns, last_released;
+    int waiters;                 /* threads blocked in the slow path */
+    CUcontext ctxs[GS_GATE_MAX_CTX];
+    int nctx;
+    /* idle detection (gate thread) */
+    uint64_t seen_admitted, quiet_since_ns;
+    /* the drainer thread */
+    pthread_t drainer;
+    bool drainer_started;
+    bool drain_requested;
+    uint64_t completed;          /* launches known finished */
+    uint64_t last_sync_end_ns;
+    double kernel_ns;            /* estimated device time per launch; 0 = unknown */
+};
+
+/* Guards the cold state of every gs_dev and the gate thread's state;
+ * gs_gate_cv wakes threads blocked in the slow path. */
+extern pthread_mutex_t gs_gate_lock;
+extern pthread_cond_t gs_gate_cv;
+extern struct gs_dev gs_devs[GS_MAX_DEVICES];
+
+/* The calling thread's device gate for its current context; NULL until
+ * the slow path has resolved it, and again after a context change. */
+extern __thread struct gs_dev *gs_tls_dev;
+
+/* The slow path: resolves the device, starts the gate thread on first
+ * use, and blocks until the launch may proceed. */
+CUresult gs_gate_slow(struct gs_dev **out);
+
+/* Called with gs_gate_lock held: (re)computes a held device's budget. */
+void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now);
+/* Called with gs_gate_lock held: closes admission and asks the drainer to
+ * empty the queue. */
+void gs_gate_begin_drain_locked(struct gs_dev *d);
+/* Whether the drainer has emptied the queue after a drain request. */
+bool gs_gate_drained_locked(const struct gs_dev *d);
+/* Opens or closes every device unconditionally (server-down policy). */
+void gs_gate_set_all_open_locked(bool open);
+
+/* A context is being destroyed: forget it. */
+void gs_gate_forget_ctx(CUcontext ctx);
+void gs_gate_after_fork_child(void);
+
+/* gs_client.c: the gate thread. */
+void gs_client_start_locked(void);
+void gs_client_wake(void);
+bool gs_client_policy_open(void);
+bool gs_client_connected_locked(void);
+void gs_client_after_fork_child(void);
+
+uint64_t gs_now_ns(void);
+
+#endif
