@@ -70,3 +70,89 @@ def parse_line(text, prefix):
         if line.startswith(prefix + ":"):
             return dict(kv.split("=", 1) for kv in line.split()[1:])
     return None
+
+
+SERVER = os.path.join(BUILD, "tokenserver", "gpuslice-server")
+CTL = os.path.join(BUILD, "tokenserver", "gpuslicectl")
+SHIM = os.path.join(BUILD, "shim", "libgpuslice.so")
+PROTO_CLIENT = os.path.join(BUILD, "test", "proto_client")
+
+
+class Server:
+    """A gpuslice-server on a private config and run directory, with tenants
+    given as {name: "key = value\\n..."}; processes are started inside a
+    tenant with tenant_env()."""
+
+    def __init__(self, machine, tenants, grace_ms=250, extra_env=None):
+        import time
+        self.machine = machine
+        self.conf = os.path.join(machine.dir, "tenants.d")
+        self.run_dir = os.path.join(machine.dir, "run")
+        os.makedirs(self.conf, exist_ok=True)
+        for name, text in tenants.items():
+            self.write_tenant(name, text)
+        self.grace_ms = grace_ms
+        self.log_path = os.path.join(machine.dir, "server.log")
+        self.proc = None
+        self.start()
+
+    def write_tenant(self, name, text):
+        tmp = os.path.join(self.conf, ".%s.tmp" % name)
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.rename(tmp, os.path.join(self.conf, name + ".conf"))
+
+    def start(self):
+        import time
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen([SERVER, "--config-dir", self.conf, "--run-dir", self.run_dir,
+                                      "--grace-ms", str(self.grace_ms), "--log-level", "info"],
+                                     stdout=log, stderr=log)
+        deadline = time.monotonic() + 5
+        while not os.path.exists(os.path.join(self.run_dir, "admin.sock")):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("gpuslice-server did not start: " + open(self.log_path).read())
+            time.sleep(0.01)
+
+    def kill(self, sig=9):
+        self.proc.send_signal(sig)
+        self.proc.wait()
+        # a killed server leaves its sockets; the next start replaces them
+        if sig != 9:
+            return
+        try:
+            os.unlink(os.path.join(self.run_dir, "admin.sock"))
+        except FileNotFoundError:
+            pass
+
+    def socket(self, tenant):
+        return os.path.join(self.run_dir, "tenants", tenant, "gpuslice.sock")
+
+    def tenant_env(self, tenant, **extra):
+        env = dict(self.machine.env)
+        env.update({"LD_PRELOAD": SHIM, "GPUSLICE_SOCKET": self.socket(tenant)})
+        env.update({k: str(v) for k, v in extra.items()})
+        return env
+
+    def spin(self, tenant, seconds, kernel_us=1000, depth=16, **extra):
+        argv = [SPIN, "--seconds", str(seconds), "--kernel-us", str(kernel_us), "--depth", str(depth)]
+        return self.machine.spawn(argv, env=self.tenant_env(tenant, **extra))
+
+    def status(self):
+        out = subprocess.run([CTL, "--run-dir", self.run_dir, "status", "--json"], check=True,
+                             capture_output=True, text=True).stdout
+        return json.loads(out)
+
+    def log(self):
+        return open(self.log_path).read()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait()
+
+
+def tenant_shares(meter, pids_by_tenant):
+    """Sums the meter's per-process shares by tenant."""
+    share = {p["pid"]: p["share"] for p in meter["processes"]}
+    return {t: sum(share.get(pid, 0.0) for pid in pids) for t, pids in pids_by_tenant.items()}

@@ -1,0 +1,68 @@
+"""Time-slice shares under gpuslice-server, judged by the fakecuda meter:
+weights, limits, work conservation, and tenants of several processes."""
+import time
+
+from testlib import Checks, Machine, Server, tenant_shares
+
+checks = Checks()
+WINDOW = 5.0   # seconds measured; CI tolerance is +-3 points over 5 s
+WARMUP = 0.7   # let every process connect and queue work first
+
+
+def measure(server, tenants, seconds=WINDOW):
+    """Starts one spin per entry of tenants (a list of tenant names), measures
+    a window after the warm-up, and returns ({tenant: share}, utilization)."""
+    procs = [(t, server.spin(t, WARMUP + seconds + 0.5)) for t in tenants]
+    time.sleep(WARMUP)
+    snap = server.machine.snapshot()
+    time.sleep(seconds)
+    meter = server.machine.meter(since=snap)
+    pids = {}
+    for t, p in procs:
+        pids.setdefault(t, []).append(p.pid)
+    for t, p in procs:
+        p.communicate()
+        checks.expect(p.returncode == 0, "spin in tenant %s exits 0" % t)
+    return tenant_shares(meter, pids), meter["devices"][0]["utilization"]
+
+
+def near(value, target, points):
+    return abs(value - target) <= points / 100.0
+
+
+# 1. Two busy tenants at 3:1.
+machine = Machine()
+server = Server(machine, {"a": "share = 3\n", "b": "share = 1\n"})
+shares, util = measure(server, ["a", "b"])
+checks.expect(near(shares["a"], 0.75, 3) and near(shares["b"], 0.25, 3),
+              "3:1 -> 75/25 +-3 (got %.1f/%.1f)" % (100 * shares["a"], 100 * shares["b"]))
+server.stop()
+
+# 2. Four tenants at 1:1:1:1.
+machine = Machine()
+server = Server(machine, {t: "share = 1\n" for t in "abcd"})
+shares, util = measure(server, list("abcd"))
+checks.expect(all(near(shares[t], 0.25, 3) for t in "abcd"),
+              "1:1:1:1 -> 25 each +-3 (got %s)" % " ".join("%.1f" % (100 * shares[t]) for t in "abcd"))
+server.stop()
+
+# 3. A lone tenant with limit 0.3, then a lone tenant without a limit.
+machine = Machine()
+server = Server(machine, {"capped": "limit = 0.3\n", "free": "share = 1\n"})
+shares, util = measure(server, ["capped"])
+checks.expect(shares["capped"] > 0 and util <= 0.31,
+              "lone tenant with limit 0.3 uses <= 31%% of the device (got %.1f%%)" % (100 * util))
+shares, util = measure(server, ["free"], seconds=3)
+checks.expect(util >= 0.95, "lone tenant without a limit gets >= 95%% (got %.1f%%)" % (100 * util))
+server.stop()
+
+# 4. Two processes in tenant a against one in tenant b, equal shares.
+machine = Machine()
+server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
+shares, util = measure(server, ["a", "a", "b"])
+checks.expect(near(shares["a"], 0.5, 3) and near(shares["b"], 0.5, 3),
+              "2 processes in a vs 1 in b -> 50/50 by tenant +-3 (got %.1f/%.1f)"
+              % (100 * shares["a"], 100 * shares["b"]))
+server.stop()
+
+checks.finish()
