@@ -106,6 +106,28 @@ static void record_usage(struct device_tenant *dt, uint64_t end, uint64_t used)
     dt->window_used[b] += used;
 }
 
+static void record_overrun(struct device_tenant *dt, uint64_t overrun)
+{
+    dt->overruns[dt->noverruns++ % GS_OVERRUN_SAMPLES] = overrun;
+}
+
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+uint64_t device_tenant_overrun_p99(const struct device_tenant *dt)
+{
+    size_t n = dt->noverruns < GS_OVERRUN_SAMPLES ? dt->noverruns : GS_OVERRUN_SAMPLES;
+    if (n == 0)
+        return 0;
+    uint64_t sorted[GS_OVERRUN_SAMPLES];
+    memcpy(sorted, dt->overruns, n * sizeof sorted[0]);
+    qsort(sorted, n, sizeof sorted[0], compare_u64);
+    return sorted[(n * 99 + 99) / 100 - 1];
+}
+
 double device_tenant_recent_share(const struct device_tenant *dt, uint64_t now)
 {
     uint64_t second = now / 1000000000ull, used = 0;
@@ -164,7 +186,7 @@ static void schedule(struct device *d)
     d->holder = best;
     d->grant++;
     d->slices++;
-    d->slice_start = now;
+    d->slice_start = d->charged_until = now;
     d->deadline = now + best->tenant->config.quantum_ns;
     d->holders = 0;
     best->slices++;
@@ -181,13 +203,24 @@ static void schedule(struct device *d)
     timer_at(&d->timer, d->deadline - margin);
 }
 
+/* Charges the holder for the device time since it was last charged. */
+static void charge(struct device *d, uint64_t now)
+{
+    struct device_tenant *dt = d->holder;
+    uint64_t used = now - d->charged_until;
+    dt->vtime += (double)used / dt->tenant->config.share;
+    record_usage(dt, now, used);
+    d->charged_until = now;
+}
+
 static void end_slice(struct device *d)
 {
     uint64_t now = now_ns();
     struct device_tenant *dt = d->holder;
     uint64_t used = now - d->slice_start;
-    dt->vtime += (double)used / dt->tenant->config.share;
-    record_usage(dt, now, used);
+    charge(d, now);
+    if (d->state == DEV_REVOKING || now > d->deadline)
+        record_overrun(dt, now > d->deadline ? now - d->deadline : 0);
     double limit = dt->tenant->config.limit;
     if (limit < 1.0)
         dt->eligible_at = now + (uint64_t)((double)used * (1.0 / limit - 1.0));
@@ -231,7 +264,9 @@ static void device_timer(void *arg)
         break;
     case DEV_RUNNING:
         if (d->holder->tenant->config.limit >= 1.0 && !has_competitor(d, now)) {
-            /* Nobody else may have it: extend rather than drain. */
+            /* Nobody else may have it: extend rather than drain. Charge
+             * as it goes, so that a long run is never billed at once. */
+            charge(d, now);
             d->deadline += d->holder->tenant->config.quantum_ns;
             for (struct client *c = clients; c; c = c->next) {
                 int slot = client_slot(c, d);

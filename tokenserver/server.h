@@ -128,6 +128,8 @@ int client_slot(const struct client *c, const struct device *d);
 
 /* ---- sched.c ---------------------------------------------------------------- */
 
+#define GS_OVERRUN_SAMPLES 1000
+
 /* Per device, per tenant: that tenant's place in the device's schedule. */
 struct device_tenant {
     struct tenant *tenant;
@@ -139,6 +141,8 @@ struct device_tenant {
     /* statistics */
     uint64_t slices, used_ns, wait_ns;
     uint64_t window_start[10], window_used[10]; /* one-second buckets */
+    uint64_t overruns[GS_OVERRUN_SAMPLES];      /* release - deadline, last slices */
+    size_t noverruns;
 };
 
 enum device_state { DEV_IDLE, DEV_RUNNING, DEV_REVOKING };
@@ -149,6 +153,7 @@ struct device {
     struct device_tenant *holder;
     uint64_t grant;            /* current grant id */
     uint64_t slice_start, deadline;
+    uint64_t charged_until;    /* the holder is charged up to here */
     unsigned holders;          /* clients holding the current grant */
     struct device_tenant *tenants;
     size_t ntenants;
@@ -167,6 +172,9 @@ void sched_client_gone(struct client *c);
 /* A tenant was removed or changed. */
 void sched_tenant_gone(struct tenant *t);
 double device_tenant_recent_share(const struct device_tenant *dt, uint64_t now);
+/* The 99th percentile of (release - deadline) over the last slices that
+ * ran past their deadline, in ns. */
+uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);
 
 /* ---- status.c ----------------------------------------------------------------- */
 

@@ -98,9 +98,10 @@ size_t status_json(char *buf, size_t cap)
                 char uuid[37];
                 uuid_str(d->uuid, uuid);
                 out(&o, "%s{\"uuid\":\"GPU-%s\",\"achieved_share\":%.4f,\"slices\":%llu,\"wait_ms\":%.1f,"
-                        "\"gpu_ms\":%.1f,\"waiting\":%u}",
+                        "\"gpu_ms\":%.1f,\"waiting\":%u,\"overrun_p99_ms\":%.3f,\"overruns\":%zu}",
                     first ? "" : ",", uuid, device_tenant_recent_share(dt, now), (unsigned long long)dt->slices,
-                    (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, dt->waiting);
+                    (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, dt->waiting,
+                    (double)device_tenant_overrun_p99(dt) / 1e6, dt->noverruns);
                 first = false;
             }
         out(&o, "]}");

@@ -1,0 +1,50 @@
+"""How shares move: a newcomer gets its share within a second, an idle
+tenant gets no catch-up burst, and a changed share applies within 2 s
+without a restart. Judged by the fakecuda meter."""
+import time
+
+from testlib import Checks, Machine, Server, tenant_shares
+
+checks = Checks()
+machine = Machine()
+server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
+
+
+def window(pids, seconds):
+    snap = machine.snapshot()
+    time.sleep(seconds)
+    return tenant_shares(machine.meter(since=snap), pids)
+
+
+# A newcomer: a runs alone, then b arrives.
+a = server.spin("a", 30)
+time.sleep(1.0)
+b = server.spin("b", 30)
+time.sleep(1.0)  # "within 1 s"
+shares = window({"a": [a.pid], "b": [b.pid]}, 2.0)
+checks.expect(shares["b"] >= 0.47, "newcomer has its 50%% share 1 s after arriving (got %.1f%%)" % (100 * shares["b"]))
+
+# Config change: b's share goes to 3 while both run.
+server.write_tenant("b", "share = 3\n")
+time.sleep(2.0)  # "within 2 s"
+shares = window({"a": [a.pid], "b": [b.pid]}, 3.0)
+checks.expect(abs(shares["b"] - 0.75) <= 0.05,
+              "share 1 -> 3 applies within 2 s without a restart (b got %.1f%%)" % (100 * shares["b"]))
+b.kill()
+b.wait()
+
+# No banking: b was idle for 10 s while a ran; when b comes back it gets its
+# share, not a burst to catch up.
+server.write_tenant("b", "share = 1\n")
+time.sleep(10.0)
+b = server.spin("b", 30)
+time.sleep(0.3)
+shares = window({"a": [a.pid], "b": [b.pid]}, 1.0)
+checks.expect(shares["b"] <= 0.55, "after 10 s idle, b gets no catch-up burst (got %.1f%% in its first second)"
+              % (100 * shares["b"]))
+checks.expect(shares["b"] >= 0.40, "and it does get its share (%.1f%%)" % (100 * shares["b"]))
+for p in (a, b):
+    p.kill()
+    p.wait()
+server.stop()
+checks.finish()
