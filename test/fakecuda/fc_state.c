@@ -143,7 +143,9 @@ void fc_state_unlock(struct fc_shared *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-uint64_t fc_proc_start_time(pid_t pid)
+/* Reads /proc/PID/stat: the state letter and the start time (field 22).
+ * Returns 0 when the process is gone. */
+static uint64_t proc_stat(pid_t pid, char *state_out)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -160,6 +162,8 @@ uint64_t fc_proc_start_time(pid_t pid)
     if (!p || p[1] != ' ')
         return 0;
     char state = p[2];
+    if (state_out)
+        *state_out = state;
     if (state == 'Z' || state == 'X')
         return 0;
     /* Field 3 is the state; the start time is field 22. */
@@ -171,6 +175,18 @@ uint64_t fc_proc_start_time(pid_t pid)
     if (sscanf(p, "%llu", &start) != 1)
         return 0;
     return start ? start : 1;
+}
+
+uint64_t fc_proc_start_time(pid_t pid)
+{
+    return proc_stat(pid, NULL);
+}
+
+/* Whether a slot's process is stopped (SIGSTOP, a debugger). */
+static bool slot_stopped(const struct fc_proc_slot *slot)
+{
+    char state = 0;
+    return proc_stat(slot->pid, &state) == slot->start_time && (state == 'T' || state == 't');
 }
 
 bool fc_slot_alive(const struct fc_proc_slot *slot)
@@ -241,8 +257,12 @@ static void engine_skip_dead(struct fc_shared *s, int dev, uint32_t serving, uin
             *stalled_since = monotonic_ns();
         dead = monotonic_ns() - *stalled_since > 1000000000ull;
     } else {
+        /* A stopped process's kernel still ends on a real GPU: once its
+         * time is up, the engine moves on without it. */
+        uint64_t until = atomic_load(&d->busy_until);
         fc_state_lock(s);
-        dead = !fc_slot_alive(&s->procs[owner - 1]);
+        const struct fc_proc_slot *slot = &s->procs[owner - 1];
+        dead = !fc_slot_alive(slot) || (monotonic_ns() > until + 5000000ull && slot_stopped(slot));
         fc_state_unlock(s);
     }
     if (!dead)
@@ -274,12 +294,12 @@ uint32_t fc_engine_acquire(struct fc_shared *s, int dev, int slot)
             sched_yield();
             continue;
         }
-        uint64_t wait_ns = 20 * 1000 * 1000;
+        uint64_t wait_ns = 5 * 1000 * 1000; /* how soon a dead holder is noticed */
         if (next && until > now + 100000 && until - now - 100000 < wait_ns)
             wait_ns = until - now - 100000;
         struct timespec timeout = {0, (long)wait_ns};
         long rc = futex(&d->serving, FUTEX_WAIT, serving, &timeout);
-        if (next && rc != 0 && errno == ETIMEDOUT && wait_ns < 20 * 1000 * 1000)
+        if (next && rc != 0 && errno == ETIMEDOUT && wait_ns < 5 * 1000 * 1000)
             continue; /* woke early for the handover, not because it stalled */
         if (rc != 0 && errno == ETIMEDOUT && atomic_load(&d->serving) == serving)
             engine_skip_dead(s, dev, serving, &stalled_since);
