@@ -66,16 +66,21 @@ static long body_size(int type)
 
 static void put_string(uint8_t *p, const char *s, size_t field)
 {
-    size_t n = strnlen(s, field - 1);
+    const char *end = memchr(s, '\0', field - 1);
+    size_t n = end ? (size_t)(end - s) : field - 1;
     memcpy(p, s, n);
     memset(p + n, 0, field - n);
 }
 
+/* Copies a NUL-padded field up to its NUL; bytes after it are ignored, so
+ * that decoding is canonical. */
 static int get_string(char *dst, const uint8_t *p, size_t field)
 {
-    if (!memchr(p, '\0', field))
+    const uint8_t *end = memchr(p, '\0', field);
+    if (!end)
         return -1;
-    memcpy(dst, p, field);
+    memset(dst, 0, field);
+    memcpy(dst, p, (size_t)(end - p));
     return 0;
 }
 

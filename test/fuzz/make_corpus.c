@@ -1,0 +1,48 @@
+/*
+ * Writes one valid encoding of every message type into the directory given,
+ * as the seed corpus of the protocol fuzz target.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "gpuslice/protocol.h"
+
+int main(int argc, char **argv)
+{
+    if (argc != 2)
+        return 1;
+    struct gs_msg msgs[11];
+    memset(msgs, 0, sizeof msgs);
+    msgs[0].type = GS_MSG_HELLO;
+    msgs[0].u.hello.pid = 1234;
+    msgs[1].type = GS_MSG_WELCOME;
+    strcpy(msgs[1].u.welcome.tenant, "tenant-a");
+    msgs[2].type = GS_MSG_ERROR;
+    strcpy(msgs[2].u.error.reason, "tenant a was removed");
+    msgs[3].type = GS_MSG_DEVICE;
+    memset(msgs[3].u.device.uuid, 0xab, 16);
+    msgs[4].type = GS_MSG_ACQUIRE;
+    msgs[5].type = GS_MSG_GRANT;
+    msgs[5].u.grant.grant = 7;
+    msgs[5].u.grant.deadline_ns = 123456789;
+    msgs[6].type = GS_MSG_REVOKE;
+    msgs[6].u.grant.grant = 7;
+    msgs[7].type = GS_MSG_RELEASE;
+    msgs[7].u.grant.grant = 7;
+    msgs[7].u.grant.flags = GS_RELEASE_MORE;
+    msgs[8].type = GS_MSG_STATUS_REQUEST;
+    msgs[9].type = GS_MSG_STATUS_REPLY;
+    msgs[9].text = "{\"version\":1}";
+    msgs[9].text_len = strlen(msgs[9].text);
+    static uint8_t buf[GS_MSG_MAX];
+    for (int i = 0; i < 10; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", argv[1], gs_msg_type_str(msgs[i].type));
+        size_t len = gs_msg_encode(&msgs[i], buf, sizeof buf);
+        FILE *f = fopen(path, "wb");
+        if (!f || len == 0 || fwrite(buf, 1, len, f) != len)
+            return 1;
+        fclose(f);
+    }
+    return 0;
+}
