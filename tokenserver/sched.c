@@ -43,6 +43,7 @@ struct device *device_get(const uint8_t uuid[16])
         return NULL;
     memcpy(d->uuid, uuid, 16);
     d->state = DEV_IDLE;
+    d->created_ns = now_ns();
     if (timer_init(&d->timer, device_timer, d) != 0) {
         free(d);
         return NULL;
@@ -128,13 +129,18 @@ uint64_t device_tenant_overrun_p99(const struct device_tenant *dt)
     return sorted[(n * 99 + 99) / 100 - 1];
 }
 
-double device_tenant_recent_share(const struct device_tenant *dt, uint64_t now)
+double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now)
 {
     uint64_t second = now / 1000000000ull, used = 0;
     for (size_t b = 0; b < 10; b++)
         if (dt->window_start[b] + 10 > second && dt->window_start[b] <= second)
             used += dt->window_used[b];
-    return (double)used / 10e9;
+    /* the window: 10 s, or since the device was first used if that is less */
+    uint64_t span = now - d->created_ns;
+    if (span > 10000000000ull || span == 0)
+        span = 10000000000ull;
+    double share = (double)used / (double)span;
+    return share > 1.0 ? 1.0 : share;
 }
 
 static void send_grant(struct client *c, int slot, const struct device *d)

@@ -160,6 +160,7 @@ struct device {
     struct timer timer;
     struct device *next;
     uint64_t slices, handoffs;
+    uint64_t created_ns;
 };
 
 extern struct device *devices;
@@ -171,7 +172,7 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more);
 void sched_client_gone(struct client *c);
 /* A tenant was removed or changed. */
 void sched_tenant_gone(struct tenant *t);
-double device_tenant_recent_share(const struct device_tenant *dt, uint64_t now);
+double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
 /* The 99th percentile of (release - deadline) over the last slices that
  * ran past their deadline, in ns. */
 uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);

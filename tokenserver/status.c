@@ -99,7 +99,7 @@ size_t status_json(char *buf, size_t cap)
                 uuid_str(d->uuid, uuid);
                 out(&o, "%s{\"uuid\":\"GPU-%s\",\"achieved_share\":%.4f,\"slices\":%llu,\"wait_ms\":%.1f,"
                         "\"gpu_ms\":%.1f,\"waiting\":%u,\"overrun_p99_ms\":%.3f,\"overruns\":%zu}",
-                    first ? "" : ",", uuid, device_tenant_recent_share(dt, now), (unsigned long long)dt->slices,
+                    first ? "" : ",", uuid, device_tenant_recent_share(d, dt, now), (unsigned long long)dt->slices,
                     (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, dt->waiting,
                     (double)device_tenant_overrun_p99(dt) / 1e6, dt->noverruns);
                 first = false;
@@ -141,7 +141,7 @@ size_t status_table(char *buf, size_t cap)
                 uuid_str(d->uuid, uuid);
                 out(&o, "%-15s  %5g  %5g  %7u  GPU-%.8s...  %12.1f%%  %6llu  %10.1f  %9.1f\n", t->name,
                     t->config.share, t->config.limit, t->clients, uuid,
-                    100.0 * device_tenant_recent_share(dt, now), (unsigned long long)dt->slices,
+                    100.0 * device_tenant_recent_share(d, dt, now), (unsigned long long)dt->slices,
                     (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6);
                 any = true;
             }
