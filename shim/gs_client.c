@@ -24,8 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define IDLE_RELEASE_NS 2000000ull  /* nothing launched for 2 ms: release */
@@ -275,7 +277,10 @@ static void service_devices_locked(uint64_t now)
                 d->quiet_since_ns = now;
             }
             bool queue_empty = d->completed >= atomic_load(&d->submitted) && admitted == atomic_load(&d->submitted);
-            if (now >= d->deadline_ns ||
+            /* Less time left than one launch takes, and nothing queued:
+             * nothing more fits, so give the GPU back now. */
+            bool nothing_fits = queue_empty && d->kernel_ns > 0 && now + (uint64_t)d->kernel_ns >= d->deadline_ns;
+            if (now >= d->deadline_ns || nothing_fits ||
                 (queue_empty && d->waiters == 0 && now - d->quiet_since_ns >= IDLE_RELEASE_NS))
                 gs_gate_begin_drain_locked(d);
             else
@@ -298,6 +303,7 @@ static void service_devices_locked(uint64_t now)
 static void *gate_main(void *arg)
 {
     (void)arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* wake at deadlines, not 50 us later */
     uint64_t backoff = 50000000ull, next_try = 0;
     pthread_mutex_lock(&gs_gate_lock);
     for (;;) {
@@ -313,20 +319,32 @@ static void *gate_main(void *arg)
         }
         service_devices_locked(now);
 
-        /* Sleep until a message, a wake-up, the next tick (while a slice
-         * is held or draining) or the next reconnection try. */
-        int timeout_ms = -1;
-        for (int i = 0; i < GS_MAX_DEVICES; i++)
-            if (gs_devs[i].used && (gs_devs[i].state == GS_DEV_HOLD || gs_devs[i].state == GS_DEV_DRAIN))
-                timeout_ms = 1;
-        if (sock < 0) {
-            int ms = (int)((next_try > now ? next_try - now : 0) / 1000000ull) + 1;
-            timeout_ms = timeout_ms < 0 || ms < timeout_ms ? ms : timeout_ms;
+        /* Sleep until a message, a wake-up, the next tick or deadline
+         * (while a slice is held or draining) or the next reconnection try. */
+        uint64_t wake_at = UINT64_MAX;
+        for (int i = 0; i < GS_MAX_DEVICES; i++) {
+            const struct gs_dev *d = &gs_devs[i];
+            if (!d->used || (d->state != GS_DEV_HOLD && d->state != GS_DEV_DRAIN))
+                continue;
+            uint64_t at = now + TICK_NS;
+            if (d->state == GS_DEV_HOLD && d->deadline_ns > now && d->deadline_ns < at)
+                at = d->deadline_ns;
+            if (at < wake_at)
+                wake_at = at;
+        }
+        if (sock < 0 && next_try < wake_at)
+            wake_at = next_try;
+        struct timespec timeout, *timeout_p = NULL;
+        if (wake_at != UINT64_MAX) {
+            uint64_t wait = wake_at > now ? wake_at - now : 0;
+            timeout.tv_sec = (time_t)(wait / 1000000000ull);
+            timeout.tv_nsec = (long)(wait % 1000000000ull);
+            timeout_p = &timeout;
         }
         struct pollfd fds[2] = {{.fd = wake_fd, .events = POLLIN}, {.fd = sock, .events = POLLIN}};
         int sock_fd = sock;
         pthread_mutex_unlock(&gs_gate_lock);
-        int n = poll(fds, sock_fd >= 0 ? 2 : 1, timeout_ms);
+        int n = ppoll(fds, sock_fd >= 0 ? 2 : 1, timeout_p, NULL);
         pthread_mutex_lock(&gs_gate_lock);
         if (n > 0 && (fds[0].revents & POLLIN)) {
             uint64_t count;

@@ -26,7 +26,7 @@ __thread struct gs_dev *gs_tls_dev;
 static pthread_cond_t drainer_cv = PTHREAD_COND_INITIALIZER;
 
 
-#define FIRST_SLICE_ALLOWANCE 32 /* launches, before any time per launch is known */
+#define FIRST_SLICE_ALLOWANCE 4 /* launches, before any time per launch is known */
 
 uint64_t gs_now_ns(void)
 {

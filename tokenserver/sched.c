@@ -225,8 +225,7 @@ static void end_slice(struct device *d)
     struct device_tenant *dt = d->holder;
     uint64_t used = now - d->slice_start;
     charge(d, now);
-    if (d->state == DEV_REVOKING || now > d->deadline)
-        record_overrun(dt, now > d->deadline ? now - d->deadline : 0);
+    record_overrun(dt, now > d->deadline ? now - d->deadline : 0);
     double limit = dt->tenant->config.limit;
     if (limit < 1.0)
         dt->eligible_at = now + (uint64_t)((double)used * (1.0 / limit - 1.0));
@@ -241,8 +240,7 @@ static void end_slice(struct device *d)
     d->holders = 0;
     dt->active = dt->waiting > 0;
     d->handoffs++;
-    timer_at(&d->timer, 0);
-    schedule(d);
+    schedule(d); /* it grants first and sets the timer after: handoffs are the hot path */
 }
 
 static void revoke(struct device *d)

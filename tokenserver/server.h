@@ -141,7 +141,7 @@ struct device_tenant {
     /* statistics */
     uint64_t slices, used_ns, wait_ns;
     uint64_t window_start[10], window_used[10]; /* one-second buckets */
-    uint64_t overruns[GS_OVERRUN_SAMPLES];      /* release - deadline, last slices */
+    uint64_t overruns[GS_OVERRUN_SAMPLES];      /* release - deadline (0 if before), last slices */
     size_t noverruns;
 };
 
@@ -173,8 +173,8 @@ void sched_client_gone(struct client *c);
 /* A tenant was removed or changed. */
 void sched_tenant_gone(struct tenant *t);
 double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
-/* The 99th percentile of (release - deadline) over the last slices that
- * ran past their deadline, in ns. */
+/* The 99th percentile of (release - deadline) over the last slices, in ns;
+ * a slice released before its deadline counts as 0. */
 uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);
 
 /* ---- status.c ----------------------------------------------------------------- */

@@ -1,0 +1,129 @@
+/*
+ * handoff_bench: how long a blocked launch waits after the slice it waits
+ * for is released. Two roles, run as two processes by token_bench.py:
+ *
+ *   handoff_bench holder SOCKET ROUNDS
+ *       a bare protocol client of tenant A: takes the slice, holds it 20 ms,
+ *       prints "released T" (CLOCK_MONOTONIC ns) and releases; repeats.
+ *   handoff_bench launcher ROUNDS
+ *       a CUDA process of tenant B (libgpuslice.so preloaded): launches a
+ *       kernel, prints "returned T BLOCKED_NS" when the launch returns,
+ *       then idles 9 ms so that its own slice is released; repeats.
+ *
+ * Pairing each blocked launch with the release just before it gives the
+ * handoff: release -> blocked launch returns.
+ */
+#include <cuda.h>
+
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpuslice/protocol.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int fd;
+
+static int send_msg(const struct gs_msg *m)
+{
+    uint8_t buf[256];
+    size_t len = gs_msg_encode(m, buf, sizeof buf);
+    return len && send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+static int recv_msg(struct gs_msg *m)
+{
+    static uint8_t buf[GS_MSG_MAX];
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    return n > 0 && gs_msg_decode(buf, (size_t)n, m) == GS_DECODE_OK ? 0 : -1;
+}
+
+static int holder(const char *path, int rounds)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0)
+        return 2;
+    struct gs_msg m = {.type = GS_MSG_HELLO}, r;
+    m.u.hello.pid = (uint32_t)getpid();
+    if (send_msg(&m) || recv_msg(&r) || r.type != GS_MSG_WELCOME)
+        return 2;
+    /* the simulated device's UUID, as the launcher's shim declares it */
+    CUdevice dev;
+    CUuuid uuid;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDeviceGetUuid(&uuid, dev))
+        return 2;
+    m = (struct gs_msg){.type = GS_MSG_DEVICE};
+    memcpy(m.u.device.uuid, uuid.bytes, 16);
+    if (send_msg(&m))
+        return 2;
+    for (int i = 0; i < rounds; i++) {
+        m = (struct gs_msg){.type = GS_MSG_ACQUIRE};
+        if (send_msg(&m))
+            return 2;
+        do {
+            if (recv_msg(&r))
+                return 2;
+        } while (r.type != GS_MSG_GRANT);
+        sleep_ms(20);
+        uint64_t t = now_ns();
+        m = (struct gs_msg){.type = GS_MSG_RELEASE};
+        m.u.grant.grant = r.u.grant.grant;
+        if (send_msg(&m))
+            return 2;
+        printf("released %llu\n", (unsigned long long)t);
+        sleep_ms(5);
+    }
+    return 0;
+}
+
+static int launcher(int rounds)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction fn;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx) ||
+        cuModuleLoadData(&mod, "x") || cuModuleGetFunction(&fn, mod, "k"))
+        return 2;
+    for (int i = 0; i < rounds; i++) {
+        uint64_t t0 = now_ns();
+        if (cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL))
+            return 2;
+        uint64_t t1 = now_ns();
+        printf("returned %llu %llu\n", (unsigned long long)t1, (unsigned long long)(t1 - t0));
+        cuCtxSynchronize();
+        sleep_ms(9);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 4 && strcmp(argv[1], "holder") == 0)
+        return holder(argv[2], atoi(argv[3]));
+    if (argc == 3 && strcmp(argv[1], "launcher") == 0)
+        return launcher(atoi(argv[2]));
+    fprintf(stderr, "usage: handoff_bench holder SOCKET ROUNDS | launcher ROUNDS\n");
+    return 1;
+}
