@@ -9,7 +9,9 @@
  * launches being timed; the queue is drained, untimed, between batches, so
  * no batch ever blocks on a full queue. What is left is the cost of the
  * call itself. Prints ns per launch for each (median over batches) and the
- * median of the per-round differences.
+ * median of the per-round differences: the gated launch path. Then the same
+ * for cuDeviceTotalMem_v2, a wrapper with no gate: the interception layer
+ * alone.
  *
  *   launch_overhead_bench SHIM.so [ROUNDS [BATCH]]
  */
@@ -118,6 +120,27 @@ int main(int argc, char **argv)
         }
         diff[r] = per_launch[1][r] - per_launch[0][r];
     }
+    /* The interception layer alone: a wrapper with no gate, on a call
+     * that costs the driver almost nothing. */
+    typedef CUresult (*total_fn)(size_t *, CUdevice);
+    total_fn totals[2] = {(total_fn)(uintptr_t)must_sym(real, "cuDeviceTotalMem_v2"),
+                          (total_fn)(uintptr_t)must_sym(shim, "cuDeviceTotalMem_v2")};
+    double *pass[2] = {calloc(rounds, sizeof(double)), calloc(rounds, sizeof(double))};
+    double *pass_diff = calloc(rounds, sizeof(double));
+    if (!pass[0] || !pass[1] || !pass_diff)
+        return 2;
+    for (size_t r = 0; r < rounds; r++) {
+        for (int k = 0; k < 2; k++) {
+            int v = (int)((r + (size_t)k) % 2);
+            size_t bytes;
+            uint64_t t0 = now_ns();
+            for (size_t i = 0; i < batch; i++)
+                totals[v](&bytes, dev);
+            pass[v][r] = (double)(now_ns() - t0) / (double)batch;
+        }
+        pass_diff[r] = pass[1][r] - pass[0][r];
+    }
+
     double d = median(diff, rounds);
     double without = median(per_launch[0], rounds), with = median(per_launch[1], rounds);
     printf("launches: %zu per variant (%zu rounds of %zu)\n", rounds * batch, rounds, batch);
@@ -125,5 +148,8 @@ int main(int argc, char **argv)
     printf("with shim:    %.1f ns/launch (median)\n", with);
     printf("overhead:     %.1f ns/launch (median of per-round differences)\n", d);
     printf("ratio:        %.3f\n", with / without);
+    double pass_without = median(pass[0], rounds), pass_with = median(pass[1], rounds);
+    printf("pass-through (cuDeviceTotalMem_v2): %.1f ns without, %.1f ns with, overhead %.1f ns (median of differences)\n",
+           pass_without, pass_with, median(pass_diff, rounds));
     return 0;
 }
