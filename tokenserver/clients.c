@@ -49,6 +49,7 @@ void client_close(struct client *c, const char *reason)
             *p = c->next;
             break;
         }
+    mem_client_gone(c);
     sched_client_gone(c);
     if (c->tenant && c->tenant->clients > 0)
         c->tenant->clients--;
@@ -110,6 +111,12 @@ static void handle(struct client *c, const struct gs_msg *msg)
             return;
         }
         sched_release(c, (int)msg->u.grant.slot, msg->u.grant.grant, msg->u.grant.flags & GS_RELEASE_MORE);
+        break;
+    case GS_MSG_MEM_RESERVE:
+    case GS_MSG_MEM_FREE:
+    case GS_MSG_MEM_QUERY:
+    case GS_MSG_MEM_DECLARE:
+        mem_handle(c, msg);
         break;
     default: {
         char what[64];

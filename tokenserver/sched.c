@@ -53,7 +53,7 @@ struct device *device_get(const uint8_t uuid[16])
     return d;
 }
 
-static struct device_tenant *dt_get(struct device *d, struct tenant *t)
+struct device_tenant *device_tenant_get(struct device *d, struct tenant *t)
 {
     for (size_t i = 0; i < d->ntenants; i++)
         if (d->tenants[i].tenant == t)
@@ -303,7 +303,7 @@ void sched_acquire(struct client *c, int slot)
     struct device *d = c->devices[slot];
     if (c->wants[slot] || (c->holds[slot] && c->holds[slot] == d->grant))
         return; /* already waiting or holding */
-    struct device_tenant *dt = dt_get(d, c->tenant);
+    struct device_tenant *dt = device_tenant_get(d, c->tenant);
     if (!dt) {
         client_close(c, "server out of memory");
         return;
@@ -328,7 +328,7 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more)
     if (more && !c->wants[slot]) {
         /* Queue again before the slice ends, so that ending it does not
          * count the tenant as idle. */
-        struct device_tenant *dt = dt_get(d, c->tenant);
+        struct device_tenant *dt = device_tenant_get(d, c->tenant);
         if (dt) {
             c->wants[slot] = true;
             if (dt->waiting++ == 0)
@@ -358,7 +358,7 @@ void sched_client_gone(struct client *c)
             continue;
         if (c->wants[slot]) {
             c->wants[slot] = false;
-            struct device_tenant *dt = dt_get(d, c->tenant);
+            struct device_tenant *dt = device_tenant_get(d, c->tenant);
             if (dt && dt->waiting > 0 && --dt->waiting == 0 && dt != d->holder)
                 dt->active = false;
         }

@@ -6,6 +6,7 @@
  *   tenants.c  the set of tenants, their listening sockets, reloads
  *   clients.c  one connection per shim process: messages in and out
  *   sched.c    per-GPU time slices: who holds the GPU, who is next
+ *   memory.c   per-GPU device memory of each tenant, against its cap
  *   status.c   the admin socket and the status report
  *   main.c     options, signals, start-up
  *
@@ -112,6 +113,7 @@ struct client {
     struct device *devices[GS_MAX_DEVICES];  /* by the client's slot */
     bool wants[GS_MAX_DEVICES];               /* ACQUIRE outstanding */
     uint64_t holds[GS_MAX_DEVICES];           /* grant held, 0 = none */
+    uint64_t mem_held[GS_MAX_DEVICES];        /* device memory counted for it */
     struct client *next;
 };
 
@@ -141,6 +143,7 @@ struct device_tenant {
     /* statistics */
     uint64_t slices, used_ns, wait_ns;
     uint64_t window_start[10], window_used[10]; /* one-second buckets */
+    uint64_t mem_used, mem_peak, oom_refusals;  /* device memory, all its processes */
     uint64_t overruns[GS_OVERRUN_SAMPLES];      /* release - deadline (0 if before), last slices */
     size_t noverruns;
 };
@@ -166,6 +169,8 @@ struct device {
 extern struct device *devices;
 
 struct device *device_get(const uint8_t uuid[16]);
+/* The tenant's entry on a device, created on first use; NULL if out of memory. */
+struct device_tenant *device_tenant_get(struct device *d, struct tenant *t);
 void sched_acquire(struct client *c, int slot);
 void sched_release(struct client *c, int slot, uint64_t grant, bool more);
 /* A client went away: drop its waits and holds everywhere. */
@@ -176,6 +181,12 @@ double device_tenant_recent_share(const struct device *d, const struct device_te
 /* The 99th percentile of (release - deadline) over the last slices, in ns;
  * a slice released before its deadline counts as 0. */
 uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);
+
+/* ---- memory.c ----------------------------------------------------------------- */
+
+void mem_handle(struct client *c, const struct gs_msg *msg);
+/* A client went away: everything it held is the tenant's no longer. */
+void mem_client_gone(struct client *c);
 
 /* ---- status.c ----------------------------------------------------------------- */
 

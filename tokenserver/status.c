@@ -98,10 +98,13 @@ size_t status_json(char *buf, size_t cap)
                 char uuid[37];
                 uuid_str(d->uuid, uuid);
                 out(&o, "%s{\"uuid\":\"GPU-%s\",\"achieved_share\":%.4f,\"slices\":%llu,\"wait_ms\":%.1f,"
-                        "\"gpu_ms\":%.1f,\"waiting\":%u,\"overrun_p99_ms\":%.3f,\"overruns\":%zu}",
+                        "\"gpu_ms\":%.1f,\"waiting\":%u,\"overrun_p99_ms\":%.3f,\"overruns\":%zu,"
+                        "\"mem_used\":%llu,\"mem_cap\":%llu,\"mem_peak\":%llu,\"oom_refusals\":%llu}",
                     first ? "" : ",", uuid, device_tenant_recent_share(d, dt, now), (unsigned long long)dt->slices,
                     (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, dt->waiting,
-                    (double)device_tenant_overrun_p99(dt) / 1e6, dt->noverruns);
+                    (double)device_tenant_overrun_p99(dt) / 1e6, dt->noverruns, (unsigned long long)dt->mem_used,
+                    (unsigned long long)t->config.memory, (unsigned long long)dt->mem_peak,
+                    (unsigned long long)dt->oom_refusals);
                 first = false;
             }
         out(&o, "]}");
@@ -129,7 +132,8 @@ size_t status_table(char *buf, size_t cap)
     }
     if (!devices)
         out(&o, "(no GPU in use yet)\n");
-    out(&o, "\nTENANT           SHARE  LIMIT  CLIENTS  DEVICE         ACHIEVED(10s)  SLICES    WAIT(ms)    GPU(ms)\n");
+    out(&o, "\nTENANT           SHARE  LIMIT  CLIENTS  DEVICE         ACHIEVED(10s)  SLICES    WAIT(ms)    GPU(ms)"
+            "   MEM(MiB)   CAP(MiB)  PEAK(MiB)  OOM\n");
     for (struct tenant *t = tenants; t; t = t->next) {
         bool any = false;
         for (struct device *d = devices; d; d = d->next)
@@ -139,10 +143,14 @@ size_t status_table(char *buf, size_t cap)
                     continue;
                 char uuid[37];
                 uuid_str(d->uuid, uuid);
-                out(&o, "%-15s  %5g  %5g  %7u  GPU-%.8s...  %12.1f%%  %6llu  %10.1f  %9.1f\n", t->name,
-                    t->config.share, t->config.limit, t->clients, uuid,
+                char cap[32] = "-";
+                if (t->config.memory)
+                    snprintf(cap, sizeof cap, "%.1f", (double)t->config.memory / 1048576.0);
+                out(&o, "%-15s  %5g  %5g  %7u  GPU-%.8s...  %12.1f%%  %6llu  %10.1f  %9.1f  %9.1f  %9s  %9.1f  %3llu\n",
+                    t->name, t->config.share, t->config.limit, t->clients, uuid,
                     100.0 * device_tenant_recent_share(d, dt, now), (unsigned long long)dt->slices,
-                    (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6);
+                    (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, (double)dt->mem_used / 1048576.0, cap,
+                    (double)dt->mem_peak / 1048576.0, (unsigned long long)dt->oom_refusals);
                 any = true;
             }
         if (!any)

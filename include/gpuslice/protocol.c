@@ -60,6 +60,11 @@ static long body_size(int type)
     case GS_MSG_RELEASE: return 4 + 8 + 8 + 4;
     case GS_MSG_STATUS_REQUEST: return 4;
     case GS_MSG_STATUS_REPLY: return -1;
+    case GS_MSG_MEM_RESERVE:
+    case GS_MSG_MEM_FREE:
+    case GS_MSG_MEM_QUERY:
+    case GS_MSG_MEM_DECLARE: return 4 + 8 + 8;
+    case GS_MSG_MEM_RESULT: return 8 + 4 + 8 + 8;
     default: return -2;
     }
 }
@@ -132,6 +137,20 @@ size_t gs_msg_encode(const struct gs_msg *msg, uint8_t *buf, size_t cap)
         if (body)
             memcpy(b, msg->text, body);
         break;
+    case GS_MSG_MEM_RESERVE:
+    case GS_MSG_MEM_FREE:
+    case GS_MSG_MEM_QUERY:
+    case GS_MSG_MEM_DECLARE:
+        put_u32(b, msg->u.mem.slot);
+        put_u64(b + 4, msg->u.mem.id);
+        put_u64(b + 12, msg->u.mem.bytes);
+        break;
+    case GS_MSG_MEM_RESULT:
+        put_u64(b, msg->u.mem_result.id);
+        put_u32(b + 8, msg->u.mem_result.ok);
+        put_u64(b + 12, msg->u.mem_result.cap);
+        put_u64(b + 20, msg->u.mem_result.used);
+        break;
     }
     return GS_HEADER_SIZE + body;
 }
@@ -200,6 +219,24 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
         msg->text = (const char *)b;
         msg->text_len = body;
         break;
+    case GS_MSG_MEM_RESERVE:
+    case GS_MSG_MEM_FREE:
+    case GS_MSG_MEM_QUERY:
+    case GS_MSG_MEM_DECLARE:
+        msg->u.mem.slot = get_u32(b);
+        msg->u.mem.id = get_u64(b + 4);
+        msg->u.mem.bytes = get_u64(b + 12);
+        if (msg->u.mem.slot >= GS_MAX_DEVICES)
+            return GS_DECODE_BAD_FIELD;
+        break;
+    case GS_MSG_MEM_RESULT:
+        msg->u.mem_result.id = get_u64(b);
+        msg->u.mem_result.ok = get_u32(b + 8);
+        msg->u.mem_result.cap = get_u64(b + 12);
+        msg->u.mem_result.used = get_u64(b + 20);
+        if (msg->u.mem_result.ok > 1)
+            return GS_DECODE_BAD_FIELD;
+        break;
     }
     return GS_DECODE_OK;
 }
@@ -222,7 +259,8 @@ const char *gs_msg_type_str(int type)
 {
     static const char *const names[] = {
         "?", "HELLO", "WELCOME", "ERROR", "DEVICE", "ACQUIRE", "GRANT",
-        "REVOKE", "RELEASE", "STATUS_REQUEST", "STATUS_REPLY",
+        "REVOKE", "RELEASE", "STATUS_REQUEST", "STATUS_REPLY", "MEM_RESERVE",
+        "MEM_FREE", "MEM_QUERY", "MEM_DECLARE", "MEM_RESULT",
     };
-    return type > 0 && type <= GS_MSG_STATUS_REPLY ? names[type] : "unknown";
+    return type > 0 && type <= GS_MSG_MEM_RESULT ? names[type] : "unknown";
 }

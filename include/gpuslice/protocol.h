@@ -29,6 +29,13 @@
  *                                    next slice (one message, so that the
  *                                    tenant keeps its place in line)
  *   server ERROR(reason) and close   e.g. the tenant was removed
+ * Device memory (per GPU, summed over the tenant's processes):
+ *   client MEM_RESERVE(slot, id, bytes) -> server MEM_RESULT(id, ok, ...)
+ *                                    before an allocation; refused when it
+ *                                    would cross the tenant's cap
+ *   client MEM_FREE(slot, bytes)     after a free; no answer
+ *   client MEM_QUERY(slot, id)       -> MEM_RESULT(id, cap, used)
+ *   client MEM_DECLARE(slot, bytes)  after (re)connecting: what it holds
  * Admin socket: STATUS_REQUEST(format) -> STATUS_REPLY (JSON or a table).
  */
 #ifndef GPUSLICE_PROTOCOL_H
@@ -56,6 +63,11 @@ enum gs_msg_type {
     GS_MSG_RELEASE = 8,
     GS_MSG_STATUS_REQUEST = 9,
     GS_MSG_STATUS_REPLY = 10,
+    GS_MSG_MEM_RESERVE = 11,
+    GS_MSG_MEM_FREE = 12,
+    GS_MSG_MEM_QUERY = 13,
+    GS_MSG_MEM_DECLARE = 14,
+    GS_MSG_MEM_RESULT = 15,
 };
 
 struct gs_msg_hello {
@@ -77,6 +89,19 @@ struct gs_msg_device {
 
 struct gs_msg_slot {         /* ACQUIRE */
     uint32_t slot;
+};
+
+struct gs_msg_mem {         /* MEM_RESERVE, MEM_FREE, MEM_QUERY, MEM_DECLARE */
+    uint32_t slot;
+    uint64_t id;             /* RESERVE, QUERY: echoed in the result */
+    uint64_t bytes;          /* RESERVE, FREE, DECLARE */
+};
+
+struct gs_msg_mem_result {
+    uint64_t id;
+    uint32_t ok;             /* RESERVE: 1 granted, 0 refused (over the cap) */
+    uint64_t cap;            /* the tenant's cap on this GPU, 0 = none */
+    uint64_t used;           /* the tenant's usage on this GPU, after this request */
 };
 
 enum gs_status_format { GS_STATUS_JSON = 0, GS_STATUS_TABLE = 1 };
@@ -104,6 +129,8 @@ struct gs_msg {
         struct gs_msg_slot acquire;
         struct gs_msg_grant grant;     /* GRANT, REVOKE and RELEASE */
         struct gs_msg_status_request status;
+        struct gs_msg_mem mem;
+        struct gs_msg_mem_result mem_result;
     } u;
     /* STATUS_REPLY: the JSON text, pointing into the decoded buffer. */
     const char *text;

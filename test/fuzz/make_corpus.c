@@ -11,7 +11,7 @@ int main(int argc, char **argv)
 {
     if (argc != 2)
         return 1;
-    struct gs_msg msgs[11];
+    struct gs_msg msgs[15];
     memset(msgs, 0, sizeof msgs);
     msgs[0].type = GS_MSG_HELLO;
     msgs[0].u.hello.pid = 1234;
@@ -34,8 +34,22 @@ int main(int argc, char **argv)
     msgs[9].type = GS_MSG_STATUS_REPLY;
     msgs[9].text = "{\"version\":1}";
     msgs[9].text_len = strlen(msgs[9].text);
+    msgs[10].type = GS_MSG_MEM_RESERVE;
+    msgs[10].u.mem.id = 3;
+    msgs[10].u.mem.bytes = 64 << 20;
+    msgs[11].type = GS_MSG_MEM_FREE;
+    msgs[11].u.mem.bytes = 64 << 20;
+    msgs[12].type = GS_MSG_MEM_QUERY;
+    msgs[12].u.mem.id = 4;
+    msgs[13].type = GS_MSG_MEM_DECLARE;
+    msgs[13].u.mem.bytes = 1 << 30;
+    msgs[14].type = GS_MSG_MEM_RESULT;
+    msgs[14].u.mem_result.id = 3;
+    msgs[14].u.mem_result.ok = 1;
+    msgs[14].u.mem_result.cap = 1ull << 30;
+    msgs[14].u.mem_result.used = 64 << 20;
     static uint8_t buf[GS_MSG_MAX];
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 15; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", argv[1], gs_msg_type_str(msgs[i].type));
         size_t len = gs_msg_encode(&msgs[i], buf, sizeof buf);
