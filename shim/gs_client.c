@@ -42,6 +42,14 @@ static bool connected;          /* HELLO answered with WELCOME */
 static bool policy_open;        /* GPUSLICE_ON_SERVER_DOWN=open */
 static bool policy_read;
 static char socket_path[108];
+/* Memory requests waiting for their MEM_RESULT; guarded by gs_gate_lock. */
+#define MAX_PENDING 64
+static struct pending {
+    uint64_t id;
+    bool done;
+    struct gs_msg_mem_result result;
+} pending[MAX_PENDING];
+static uint64_t next_request_id;
 
 static void read_policy_locked(void)
 {
@@ -127,6 +135,7 @@ static void disconnected_locked(const char *why)
         if (d->used && (d->state == GS_DEV_WANT || d->state == GS_DEV_HOLD))
             d->state = GS_DEV_NONE;
     }
+    pthread_cond_broadcast(&gs_gate_cv); /* memory requests in flight are lost */
     if (policy_open) {
         gs_gate_set_all_open_locked(true);
         if (!logged_open) {
@@ -173,11 +182,30 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
             gs_gate_set_all_open_locked(false); /* throttled again from here on */
         for (int i = 0; i < GS_MAX_DEVICES; i++) {
             struct gs_dev *d = &gs_devs[i];
-            if (d->used) {
-                atomic_store(&d->budget, atomic_load(&d->admitted));
-                d->state = GS_DEV_NONE;
+            if (!d->used)
+                continue;
+            atomic_store(&d->budget, atomic_load(&d->admitted));
+            d->state = GS_DEV_NONE;
+            /* Declare the device and what this process holds on it, so
+             * that the count survives a server restart. */
+            send_slot_msg(GS_MSG_DEVICE, d);
+            d->declared = true;
+            if (d->mem_held) {
+                struct gs_msg m = {.type = GS_MSG_MEM_DECLARE};
+                m.u.mem.slot = (uint32_t)d->slot;
+                m.u.mem.bytes = d->mem_held;
+                send_msg(&m);
             }
         }
+        pthread_cond_broadcast(&gs_gate_cv); /* memory requests waiting for the server */
+        break;
+    case GS_MSG_MEM_RESULT:
+        for (int i = 0; i < MAX_PENDING; i++)
+            if (pending[i].id == msg->u.mem_result.id && !pending[i].done) {
+                pending[i].result = msg->u.mem_result;
+                pending[i].done = true;
+                pthread_cond_broadcast(&gs_gate_cv);
+            }
         break;
     case GS_MSG_GRANT: {
         struct gs_dev *d = &gs_devs[msg->u.grant.slot];
@@ -357,6 +385,56 @@ static void *gate_main(void *arg)
     return NULL;
 }
 
+int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t bytes,
+                              struct gs_msg_mem_result *result)
+{
+    gs_client_start_locked();
+    bool wants_answer = type == GS_MSG_MEM_RESERVE || type == GS_MSG_MEM_QUERY;
+    for (;;) {
+        if (!connected) {
+            if (policy_open)
+                return -1;
+            gs_client_wake();
+            pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
+            continue;
+        }
+        if (!d->declared) {
+            send_slot_msg(GS_MSG_DEVICE, d);
+            d->declared = true;
+        }
+        struct gs_msg m = {.type = type};
+        m.u.mem.slot = (uint32_t)d->slot;
+        m.u.mem.bytes = bytes;
+        if (!wants_answer) {
+            send_msg(&m);
+            return 0;
+        }
+        struct pending *p = NULL;
+        while (!p) {
+            for (int i = 0; i < MAX_PENDING && !p; i++)
+                if (pending[i].id == 0)
+                    p = &pending[i];
+            if (!p)
+                pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
+        }
+        p->id = m.u.mem.id = ++next_request_id;
+        p->done = false;
+        uint64_t id = p->id;
+        bool sent = send_msg(&m) == 0;
+        if (!sent) /* the gate thread notices the broken connection and wakes us */
+            pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
+        while (sent && connected && !p->done)
+            pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
+        bool done = p->done && p->id == id;
+        if (done)
+            *result = p->result;
+        p->id = 0;
+        if (done)
+            return 0;
+        /* the connection went down before the answer: ask again */
+    }
+}
+
 void gs_client_start_locked(void)
 {
     if (started)
@@ -385,4 +463,5 @@ void gs_client_after_fork_child(void)
         close(wake_fd);
     sock = wake_fd = -1;
     started = connected = false;
+    memset(pending, 0, sizeof pending);
 }

@@ -175,21 +175,14 @@ void gs_gate_forget_ctx(CUcontext ctx)
     pthread_mutex_unlock(&gs_gate_lock);
 }
 
-/* The gate of the calling thread's current device, created on first use. */
-static CUresult resolve_device(struct gs_dev **out)
+/* The gate of a device, created on first use; ctx (if not NULL) is one of
+ * the process's contexts on it, for the drainer. */
+static CUresult device_gate(CUdevice ordinal, CUcontext ctx, struct gs_dev **out)
 {
-    CUcontext ctx = NULL;
-    CUdevice ordinal;
-    CUresult rc = GS_REAL(cuCtxGetCurrent)(&ctx);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!ctx)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if ((rc = GS_REAL(cuCtxGetDevice)(&ordinal)) != CUDA_SUCCESS)
-        return rc;
     CUuuid uuid;
-    if ((rc = GS_REAL(cuDeviceGetUuid_v2) ? GS_REAL(cuDeviceGetUuid_v2)(&uuid, ordinal)
-                                          : GS_REAL(cuDeviceGetUuid)(&uuid, ordinal)) != CUDA_SUCCESS)
+    CUresult rc = GS_REAL(cuDeviceGetUuid_v2) ? GS_REAL(cuDeviceGetUuid_v2)(&uuid, ordinal)
+                                              : GS_REAL(cuDeviceGetUuid)(&uuid, ordinal);
+    if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&gs_gate_lock);
     struct gs_dev *found = NULL, *free_slot = NULL;
@@ -213,7 +206,8 @@ static CUresult resolve_device(struct gs_dev **out)
         }
     }
     if (found) {
-        register_ctx_locked(found, ctx);
+        if (ctx)
+            register_ctx_locked(found, ctx);
         if (!found->drainer_started) {
             if (pthread_create(&found->drainer, NULL, drainer_main, found) == 0)
                 found->drainer_started = true;
@@ -229,15 +223,37 @@ static CUresult resolve_device(struct gs_dev **out)
     return CUDA_SUCCESS;
 }
 
+CUresult gs_gate_device_by_ordinal(CUdevice ordinal, struct gs_dev **out)
+{
+    return device_gate(ordinal, NULL, out);
+}
+
+CUresult gs_gate_current_device(struct gs_dev **out)
+{
+    if (gs_tls_dev) {
+        *out = gs_tls_dev;
+        return CUDA_SUCCESS;
+    }
+    CUcontext ctx = NULL;
+    CUdevice ordinal;
+    CUresult rc = GS_REAL(cuCtxGetCurrent)(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = GS_REAL(cuCtxGetDevice)(&ordinal)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = device_gate(ordinal, ctx, out)) == CUDA_SUCCESS)
+        gs_tls_dev = *out;
+    return rc;
+}
+
 CUresult gs_gate_slow(struct gs_dev **out)
 {
-    struct gs_dev *d = gs_tls_dev;
-    if (!d) {
-        CUresult rc = resolve_device(&d);
-        if (rc != CUDA_SUCCESS)
-            return rc;
-        gs_tls_dev = d;
-    }
+    struct gs_dev *d;
+    CUresult rc = gs_gate_current_device(&d);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     pthread_mutex_lock(&gs_gate_lock);
     for (;;) {
         if (atomic_load(&d->open) && atomic_load(&d->admitted) < atomic_load(&d->budget)) {

@@ -57,6 +57,9 @@ struct gs_dev {
     uint64_t completed;          /* launches known finished */
     uint64_t last_sync_end_ns;
     double kernel_ns;            /* estimated device time per launch; 0 = unknown */
+    /* device memory this process holds on it, as counted by the server */
+    uint64_t mem_held;
+    uint64_t mem_cap;            /* the tenant's cap, as last reported */
 };
 
 /* Guards the cold state of every gs_dev and the gate thread's state;
@@ -72,6 +75,11 @@ extern __thread struct gs_dev *gs_tls_dev;
 /* The slow path: resolves the device, starts the gate thread on first
  * use, and blocks until the launch may proceed. */
 CUresult gs_gate_slow(struct gs_dev **out);
+
+/* The gate of the calling thread's current device (created on first use,
+ * cached per thread), or of a device by ordinal. */
+CUresult gs_gate_current_device(struct gs_dev **out);
+CUresult gs_gate_device_by_ordinal(CUdevice ordinal, struct gs_dev **out);
 
 /* Called with gs_gate_lock held: (re)computes a held device's budget. */
 void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now);
@@ -93,6 +101,13 @@ void gs_client_wake(void);
 bool gs_client_policy_open(void);
 bool gs_client_connected_locked(void);
 void gs_client_after_fork_child(void);
+/* Sends a memory message for d and, for RESERVE and QUERY, waits for the
+ * answer. Called with gs_gate_lock held. Returns 0 with *result filled (for
+ * RESERVE and QUERY), or -1 when the server is unreachable and the policy
+ * is open: the caller then goes ahead uncounted by the server. Under the
+ * wait policy it waits for the server instead. */
+int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t bytes,
+                              struct gs_msg_mem_result *result);
 
 uint64_t gs_now_ns(void);
 

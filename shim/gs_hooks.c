@@ -17,6 +17,7 @@ void gs_hooks_after_fork_parent(void)
 
 void gs_hooks_after_fork_child(void)
 {
+    gs_memory_after_fork_child();
     gs_client_after_fork_child();
     gs_gate_after_fork_child();
 }

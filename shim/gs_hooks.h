@@ -10,6 +10,17 @@
 #define GPUSLICE_HOOKS_H
 
 #include "gs_gate.h"
+#include "gs_log.h"
+
+/* The prologue every wrapper shares. A symbol the real driver lacks is
+ * "not found", as the driver itself would answer through cuGetProcAddress. */
+#define GS_PROLOGUE(name)                                               \
+    CUresult gs_rc = gs_driver_init();                                  \
+    if (__builtin_expect(gs_rc != CUDA_SUCCESS, 0))                     \
+        return gs_rc;                                                   \
+    if (__builtin_expect(!gs_real_fn[GS_IDX_##name], 0))                \
+        return CUDA_ERROR_NOT_FOUND;                                    \
+    GS_DEBUG("intercepted %s", #name)
 
 static inline CUresult gs_hook_launch_enter(struct gs_dev **out)
 {
@@ -44,5 +55,6 @@ void gs_hooks_before_fork(void);
 void gs_hooks_after_fork_parent(void);
 /* Called in a forked child, before it returns from fork(). */
 void gs_hooks_after_fork_child(void);
+void gs_memory_after_fork_child(void);
 
 #endif

@@ -10,16 +10,6 @@
 #include "gs_hooks.h"
 #include "gs_log.h"
 
-/* The prologue every wrapper shares. A symbol the real driver lacks is
- * "not found", as the driver itself would answer through cuGetProcAddress. */
-#define GS_PROLOGUE(name)                                               \
-    CUresult gs_rc = gs_driver_init();                                  \
-    if (__builtin_expect(gs_rc != CUDA_SUCCESS, 0))                     \
-        return gs_rc;                                                   \
-    if (__builtin_expect(!gs_real_fn[GS_IDX_##name], 0))                \
-        return CUDA_ERROR_NOT_FOUND;                                    \
-    GS_DEBUG("intercepted %s", #name)
-
 #define GS_LAUNCH(name, params, args, stream)                           \
     GS_EXPORT CUresult name params                                      \
     {                                                                   \
@@ -60,7 +50,7 @@
         return gs_rc;                                                   \
     }
 
-#define GS_MEMORY(name, params, args) GS_PASS(name, params, args)
+#define GS_MEMORY(name, params, args) /* gs_memory.c */
 #define GS_LOOKUP(name, params, args) /* gs_procaddress.c */
 #define GS_INTERNAL(name, params, args) /* not wrapped */
 
