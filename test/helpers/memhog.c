@@ -5,6 +5,9 @@
  *       allocates up to N chunks, stopping at the first failure; prints
  *       "memhog: pid=P allocated=K last_error=NAME" and, with --hold, keeps
  *       the memory until standard input closes.
+ *   memhog --chunk-mb M --retry
+ *       tries one allocation every 0.5 ms until it succeeds; prints
+ *       "memhog: pid=P ok_ns=T" with the CLOCK_MONOTONIC time of success.
  *   memhog --chunk-mb M --random OPS [--seed S]
  *       OPS random steps, each an allocation or a free of a held chunk;
  *       prints "memhog: pid=P ops=OPS allocs=A frees=F ooms=O max_held=H".
@@ -31,10 +34,11 @@ int main(int argc, char **argv)
     static const struct option options[] = {
         {"chunk-mb", required_argument, NULL, 'c'}, {"count", required_argument, NULL, 'n'},
         {"random", required_argument, NULL, 'r'},   {"seed", required_argument, NULL, 's'},
-        {"hold", no_argument, NULL, 'H'},           {NULL, 0, NULL, 0},
+        {"hold", no_argument, NULL, 'H'},           {"retry", no_argument, NULL, 'R'},
+        {NULL, 0, NULL, 0},
     };
     long chunk_mb = 64, count = 1, random_ops = 0, seed = 1;
-    int hold = 0, opt;
+    int hold = 0, retry = 0, opt;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         switch (opt) {
         case 'c': chunk_mb = atol(optarg); break;
@@ -42,6 +46,7 @@ int main(int argc, char **argv)
         case 'r': random_ops = atol(optarg); break;
         case 's': seed = atol(optarg); break;
         case 'H': hold = 1; break;
+        case 'R': retry = 1; break;
         default: return 1;
         }
     }
@@ -58,6 +63,20 @@ int main(int argc, char **argv)
     size_t chunk = (size_t)chunk_mb << 20;
     static CUdeviceptr held[MAX_CHUNKS];
     long nheld = 0;
+
+    if (retry) {
+        printf("memhog: pid=%d state=waiting\n", (int)getpid());
+        fflush(stdout);
+        while ((rc = cuMemAlloc(&held[0], chunk)) == CUDA_ERROR_OUT_OF_MEMORY) {
+            struct timespec pause = {0, 500000};
+            nanosleep(&pause, NULL);
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        printf("memhog: pid=%d ok_ns=%lld last_error=%s\n", (int)getpid(),
+               (long long)now.tv_sec * 1000000000ll + now.tv_nsec, error_name(rc));
+        return rc == CUDA_SUCCESS ? 0 : 2;
+    }
 
     if (random_ops > 0) {
         srand((unsigned)seed);
