@@ -10,7 +10,7 @@
  * no batch ever blocks on a full queue. What is left is the cost of the
  * call itself. Prints ns per launch for each (median over batches) and the
  * median of the per-round differences: the gated launch path. Then the same
- * for cuDeviceTotalMem_v2, a wrapper with no gate: the interception layer
+ * for cuCtxSetCurrent, a wrapper with no gate: the interception layer
  * alone.
  *
  *   launch_overhead_bench SHIM.so [ROUNDS [BATCH]]
@@ -25,39 +25,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, CUstream, void **, void **);
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int compare(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, compare);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static void *must_sym(void *lib, const char *name)
-{
-    void *p = dlsym(lib, name);
-    if (!p) {
-        fprintf(stderr, "launch_overhead_bench: %s: %s\n", name, dlerror());
-        exit(2);
-    }
-    return p;
-}
-
-#define CALL(lib, name, type, ...) ((type)(uintptr_t)must_sym(lib, name))(__VA_ARGS__)
+#define CALL(lib, name, type, ...) ((type)(uintptr_t)bench_sym(lib, name))(__VA_ARGS__)
 
 int main(int argc, char **argv)
 {
@@ -93,9 +66,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "launch_overhead_bench: CUDA setup failed\n");
         return 2;
     }
-    CUresult (*sync)(void) = (CUresult (*)(void))(uintptr_t)must_sym(real, "cuCtxSynchronize");
-    launch_fn variants[2] = {(launch_fn)(uintptr_t)must_sym(real, "cuLaunchKernel"),
-                             (launch_fn)(uintptr_t)must_sym(shim, "cuLaunchKernel")};
+    CUresult (*sync)(void) = (CUresult (*)(void))(uintptr_t)bench_sym(real, "cuCtxSynchronize");
+    launch_fn variants[2] = {(launch_fn)(uintptr_t)bench_sym(real, "cuLaunchKernel"),
+                             (launch_fn)(uintptr_t)bench_sym(shim, "cuLaunchKernel")};
     double *per_launch[2], *diff = calloc(rounds, sizeof *diff);
     per_launch[0] = calloc(rounds, sizeof(double));
     per_launch[1] = calloc(rounds, sizeof(double));
@@ -109,22 +82,22 @@ int main(int argc, char **argv)
             uint64_t spin_ns = 2000000;
             void *spin_args[] = {&spin_ns};
             variants[0](spin, 1, 1, 1, 1, 1, 1, 0, NULL, spin_args, NULL);
-            uint64_t t0 = now_ns();
+            uint64_t t0 = bench_now_ns();
             for (size_t i = 0; i < batch; i++)
                 if (launch(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS) {
                     fprintf(stderr, "launch_overhead_bench: launch failed\n");
                     return 2;
                 }
-            per_launch[v][r] = (double)(now_ns() - t0) / (double)batch;
+            per_launch[v][r] = (double)(bench_now_ns() - t0) / (double)batch;
             sync();
         }
         diff[r] = per_launch[1][r] - per_launch[0][r];
     }
     /* The interception layer alone: a wrapper with no gate, on a call
-     * that costs the driver almost nothing. */
-    typedef CUresult (*total_fn)(size_t *, CUdevice);
-    total_fn totals[2] = {(total_fn)(uintptr_t)must_sym(real, "cuDeviceTotalMem_v2"),
-                          (total_fn)(uintptr_t)must_sym(shim, "cuDeviceTotalMem_v2")};
+     * that costs the driver little. */
+    typedef CUresult (*set_fn)(CUcontext);
+    set_fn totals[2] = {(set_fn)(uintptr_t)bench_sym(real, "cuCtxSetCurrent"),
+                        (set_fn)(uintptr_t)bench_sym(shim, "cuCtxSetCurrent")};
     double *pass[2] = {calloc(rounds, sizeof(double)), calloc(rounds, sizeof(double))};
     double *pass_diff = calloc(rounds, sizeof(double));
     if (!pass[0] || !pass[1] || !pass_diff)
@@ -132,24 +105,23 @@ int main(int argc, char **argv)
     for (size_t r = 0; r < rounds; r++) {
         for (int k = 0; k < 2; k++) {
             int v = (int)((r + (size_t)k) % 2);
-            size_t bytes;
-            uint64_t t0 = now_ns();
+            uint64_t t0 = bench_now_ns();
             for (size_t i = 0; i < batch; i++)
-                totals[v](&bytes, dev);
-            pass[v][r] = (double)(now_ns() - t0) / (double)batch;
+                totals[v](ctx);
+            pass[v][r] = (double)(bench_now_ns() - t0) / (double)batch;
         }
         pass_diff[r] = pass[1][r] - pass[0][r];
     }
 
-    double d = median(diff, rounds);
-    double without = median(per_launch[0], rounds), with = median(per_launch[1], rounds);
+    double d = bench_median(diff, rounds);
+    double without = bench_median(per_launch[0], rounds), with = bench_median(per_launch[1], rounds);
     printf("launches: %zu per variant (%zu rounds of %zu)\n", rounds * batch, rounds, batch);
     printf("without shim: %.1f ns/launch (median)\n", without);
     printf("with shim:    %.1f ns/launch (median)\n", with);
     printf("overhead:     %.1f ns/launch (median of per-round differences)\n", d);
     printf("ratio:        %.3f\n", with / without);
-    double pass_without = median(pass[0], rounds), pass_with = median(pass[1], rounds);
-    printf("pass-through (cuDeviceTotalMem_v2): %.1f ns without, %.1f ns with, overhead %.1f ns (median of differences)\n",
-           pass_without, pass_with, median(pass_diff, rounds));
+    double pass_without = bench_median(pass[0], rounds), pass_with = bench_median(pass[1], rounds);
+    printf("pass-through (cuCtxSetCurrent): %.1f ns without, %.1f ns with, overhead %.1f ns (median of differences)\n",
+           pass_without, pass_with, bench_median(pass_diff, rounds));
     return 0;
 }

@@ -88,4 +88,19 @@ report("overrun p99, 1000 x 1 ms kernels queued", "%.2f ms over %d slices" % (p9
        "<= 2 ms + 1 ms", p99 <= 3.0)
 server.stop()
 
+# 5. Memory: the added cost of an alloc+free pair under a cap.
+machine = Machine(memory="4G")
+server = Server(machine, {"m": "memory = 1G\n"})
+env = dict(machine.env)
+env.update({"GPUSLICE_SOCKET": server.socket("m"), "FAKECUDA_KERNEL_NS": "0"})
+out = subprocess.run([os.path.join(BUILD, "test", "alloc_overhead_bench"), os.path.join(BUILD, "shim", "libgpuslice.so")],
+                     env=env, capture_output=True, text=True, timeout=120).stdout
+print(out, end="")
+added = [float(l.split()[1]) for l in out.splitlines() if l.startswith("added:")]
+floor = [float(l.split()[1]) for l in out.splitlines() if l.startswith("floor:")]
+report("memory: alloc+free pair, added by the cap",
+       "%.2f us median (socket round trip alone: %.2f us)" % (added[0], floor[0]) if added and floor else "failed",
+       "<= 20 us", bool(added) and added[0] <= 20)
+server.stop()
+
 print("%d passed, %d failed" % (sum(results), len(results) - sum(results)))
