@@ -1,0 +1,63 @@
+"""Configuration changes without a restart, and processes that never use
+CUDA: a new tenant gets its socket, a bad file is reported with its line
+and changes nothing, a removed tenant's socket goes and its processes are
+told why, and a shell with the shim preloaded never connects."""
+import os
+import subprocess
+import time
+
+from testlib import SHIM, SPIN, Checks, Machine, Server
+
+checks = Checks()
+machine = Machine()
+server = Server(machine, {"a": "share = 2\n", "b": "share = 1\n"})
+
+
+def wait_for(cond, timeout=2.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def tenants():
+    return {t["name"]: t for t in server.status()["tenants"]}
+
+
+# A process that never calls CUDA: no connection, no thread.
+env = dict(machine.env, LD_PRELOAD=SHIM, GPUSLICE_SOCKET=server.socket("a"))
+out = subprocess.run(["cat", "/proc/self/status"], env=env, capture_output=True, text=True).stdout
+threads = [l.split()[1] for l in out.splitlines() if l.startswith("Threads:")]
+checks.expect(threads == ["1"], "a non-CUDA process with the shim preloaded starts no thread (%s)" % threads)
+checks.expect(tenants()["a"]["clients"] == 0, "and never connects")
+
+# A bad file: reported with file, line and reason; nothing else changes.
+server.write_tenant("c", "share = 1\nlimit = 2\n")
+checks.expect(wait_for(lambda: "c.conf:2: limit must be" in server.log()),
+              "a bad file is reported with its line and reason")
+checks.expect(set(tenants()) == {"a", "b"} and not os.path.exists(server.socket("c")),
+              "a bad new tenant is not created; the others are untouched")
+server.write_tenant("a", "share = 2\nbogus = 1\n")
+checks.expect(wait_for(lambda: "a.conf:2: unknown key 'bogus'" in server.log()), "an unknown key is reported")
+checks.expect(tenants()["a"]["share"] == 2, "a tenant with a broken file keeps its last good settings")
+
+# A new tenant gets its socket.
+server.write_tenant("c", "share = 1\n")
+checks.expect(wait_for(lambda: os.path.exists(server.socket("c"))), "a new tenant gets its socket within 2 s")
+
+# A removed tenant: socket gone, its processes told why.
+b = machine.spawn([SPIN, "--seconds", "30"],
+                  env=server.tenant_env("b", GPUSLICE_LOG="info"), stderr=subprocess.PIPE)
+checks.expect(wait_for(lambda: tenants()["b"]["clients"] == 1, 3.0), "a process of b is connected")
+os.unlink(os.path.join(server.conf, "b.conf"))
+checks.expect(wait_for(lambda: not os.path.exists(server.socket("b"))), "the removed tenant's socket is gone within 2 s")
+time.sleep(0.3)
+b.kill()
+err = b.communicate()[1]
+checks.expect("tenant b was removed from the configuration" in err,
+              "its process logs the reason it was disconnected")
+checks.expect(b.returncode == -9, "and it did not crash (it was waiting for the server; killed by the test)")
+server.stop()
+checks.finish()
