@@ -216,6 +216,7 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
             break;
         if (!extension) {
             d->slice_start_ns = now;
+            d->admitted_at_grant = atomic_load(&d->admitted);
             d->seen_admitted = atomic_load(&d->admitted);
             d->quiet_since_ns = now;
         }
@@ -307,7 +308,8 @@ static void service_devices_locked(uint64_t now)
             bool queue_empty = d->completed >= atomic_load(&d->submitted) && admitted == atomic_load(&d->submitted);
             /* Less time left than one launch takes, and nothing queued:
              * nothing more fits, so give the GPU back now. */
-            bool nothing_fits = queue_empty && d->kernel_ns > 0 && now + (uint64_t)d->kernel_ns >= d->deadline_ns;
+            bool nothing_fits = queue_empty && admitted > d->admitted_at_grant && d->kernel_ns > 0 &&
+                                now + (uint64_t)d->kernel_ns >= d->deadline_ns;
             if (now >= d->deadline_ns || nothing_fits ||
                 (queue_empty && d->waiters == 0 && now - d->quiet_since_ns >= IDLE_RELEASE_NS))
                 gs_gate_begin_drain_locked(d);

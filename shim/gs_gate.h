@@ -45,6 +45,7 @@ struct gs_dev {
     bool declared;               /* DEVICE sent on this connection */
     enum gs_dev_state state;
     uint64_t grant, deadline_ns, slice_start_ns, last_released;
+    uint64_t admitted_at_grant;  /* launches admitted before this slice */
     int waiters;                 /* threads blocked in the slow path */
     CUcontext ctxs[GS_GATE_MAX_CTX];
     int nctx;

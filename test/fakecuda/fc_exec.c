@@ -96,6 +96,9 @@ static void run_kernel(struct fc_ctx *ctx, uint64_t ns, struct engine_hold *h)
     int slot = fc_self_slot();
     uint64_t remaining = ns;
     do {
+        /* Skipped while stopped (SIGSTOP): the engine moved on without us. */
+        if (h->holding && atomic_load(&s->dev[ctx->device].serving) != h->ticket)
+            h->holding = false;
         if (!h->holding)
             engine_take(ctx, h);
         uint64_t start = fc_now_ns();

@@ -286,6 +286,12 @@ uint32_t fc_engine_acquire(struct fc_shared *s, int dev, int slot)
         uint32_t serving = atomic_load(&d->serving);
         if (serving == ticket)
             break;
+        if ((int32_t)(serving - ticket) > 0) {
+            /* Skipped while this process was stopped: queue again. */
+            ticket = atomic_fetch_add(&d->next_ticket, 1);
+            atomic_store(&d->waiter_slot[ticket % FC_TICKET_RING], slot + 1);
+            continue;
+        }
         /* Next in line and the running kernel ends within 100 us: stay
          * awake for the handover instead of paying a futex wake-up. */
         uint64_t now = monotonic_ns(), until = atomic_load(&d->busy_until);
