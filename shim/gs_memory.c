@@ -233,15 +233,57 @@ ASYNC_ALLOC(cuMemAllocFromPoolAsync, COMMA CUmemoryPool p COMMA CUstream s, COMM
 ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, COMMA CUmemoryPool p COMMA CUstream s, COMMA p COMMA s)
 
 /* Pitched: the driver picks the pitch. Reserve a 512-byte-aligned
- * estimate, then settle on pitch x height once it is known. */
-static CUresult settle_pitch(struct gs_dev *d, uint64_t estimate, uint64_t actual)
+ * estimate, make the allocation, then settle on pitch x height. `real`
+ * makes the allocation and reports its address and pitch; `release` frees
+ * it again if the settled size does not fit. */
+static CUresult pitched_alloc(struct gs_dev *d, uint64_t width, uint64_t height,
+                              CUresult (*real)(void *args, uint64_t *ptr, uint64_t *pitch), void *args,
+                              CUresult (*release)(uint64_t ptr))
 {
-    if (actual > estimate)
-        return reserve(d, actual - estimate);
+    uint64_t estimate = ((width + 511) & ~511ull) * height;
+    CUresult rc = reserve(d, estimate);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t ptr, pitch;
+    if ((rc = real(args, &ptr, &pitch)) != CUDA_SUCCESS) {
+        give_back(d, estimate);
+        return rc;
+    }
+    uint64_t actual = pitch * height;
+    if (actual > estimate && reserve(d, actual - estimate) != CUDA_SUCCESS) {
+        release(ptr);
+        give_back(d, estimate);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (actual < estimate)
         give_back(d, estimate - actual);
+    track(K_PTR, ptr, d, actual);
     return CUDA_SUCCESS;
 }
+
+struct pitch_args_v2 { CUdeviceptr *dptr; size_t *pitch; size_t width, height; unsigned int elem; };
+struct pitch_args_v1 { CUdeviceptr_v1 *dptr; unsigned int *pitch, width, height, elem; };
+
+static CUresult real_pitch_v2(void *args, uint64_t *ptr, uint64_t *pitch)
+{
+    struct pitch_args_v2 *a = args;
+    CUresult rc = GS_REAL(cuMemAllocPitch_v2)(a->dptr, a->pitch, a->width, a->height, a->elem);
+    *ptr = *a->dptr;
+    *pitch = *a->pitch;
+    return rc;
+}
+
+static CUresult real_pitch_v1(void *args, uint64_t *ptr, uint64_t *pitch)
+{
+    struct pitch_args_v1 *a = args;
+    CUresult rc = GS_REAL(cuMemAllocPitch)(a->dptr, a->pitch, a->width, a->height, a->elem);
+    *ptr = *a->dptr;
+    *pitch = *a->pitch;
+    return rc;
+}
+
+static CUresult real_free_v2(uint64_t key);
+static CUresult real_free_v1(uint64_t key);
 
 GS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                       unsigned int elem)
@@ -251,23 +293,8 @@ GS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
         height > SIZE_MAX / ((width + 511) & ~(size_t)511))
         return GS_REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem));
-    uint64_t estimate = (uint64_t)((width + 511) & ~(size_t)511) * height;
-    CUresult rc = reserve(d, estimate);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = GS_REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
-    if (rc != CUDA_SUCCESS) {
-        give_back(d, estimate);
-        return rc;
-    }
-    uint64_t actual = (uint64_t)*pitch * height;
-    if (settle_pitch(d, estimate, actual) != CUDA_SUCCESS) {
-        GS_REAL(cuMemFree_v2)(*dptr);
-        give_back(d, estimate);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    track(K_PTR, *dptr, d, actual);
-    return CUDA_SUCCESS;
+    struct pitch_args_v2 args = {dptr, pitch, width, height, elem};
+    return pitched_alloc(d, width, height, real_pitch_v2, &args, real_free_v2);
 }
 
 GS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int width,
@@ -277,23 +304,8 @@ GS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, un
     if (!dptr || !pitch || width == 0 || height == 0)
         return GS_REAL(cuMemAllocPitch)(dptr, pitch, width, height, elem);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMemAllocPitch)(dptr, pitch, width, height, elem));
-    uint64_t estimate = (((uint64_t)width + 511) & ~511ull) * height;
-    CUresult rc = reserve(d, estimate);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = GS_REAL(cuMemAllocPitch)(dptr, pitch, width, height, elem);
-    if (rc != CUDA_SUCCESS) {
-        give_back(d, estimate);
-        return rc;
-    }
-    uint64_t actual = (uint64_t)*pitch * height;
-    if (settle_pitch(d, estimate, actual) != CUDA_SUCCESS) {
-        GS_REAL(cuMemFree)(*dptr);
-        give_back(d, estimate);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    track(K_PTR, *dptr, d, actual);
-    return CUDA_SUCCESS;
+    struct pitch_args_v1 args = {dptr, pitch, width, height, elem};
+    return pitched_alloc(d, width, height, real_pitch_v1, &args, real_free_v1);
 }
 
 /* ---- frees -------------------------------------------------------------- */
@@ -465,24 +477,40 @@ GS_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray handle)
 static void apply_cap(uint64_t cap, uint64_t used, uint64_t *free_bytes, uint64_t *total_bytes)
 {
     uint64_t total = cap < *total_bytes ? cap : *total_bytes;
-    uint64_t free_left = used < total ? total - used : 0;
     *total_bytes = total;
-    if (free_left < *free_bytes || cap < *total_bytes + used)
-        *free_bytes = free_left;
+    *free_bytes = used < total ? total - used : 0;
+}
+
+/* The capped view of the calling thread's device: false when there is no
+ * cap (or no context, or no server under the open policy). */
+static bool capped_info(uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    struct gs_dev *d;
+    uint64_t cap, used;
+    if (gs_gate_current_device(&d) != CUDA_SUCCESS || !query_cap(d, &cap, &used))
+        return false;
+    apply_cap(cap, used, free_bytes, total_bytes);
+    return true;
+}
+
+/* The cap of a device by ordinal, if it is below *total. */
+static void capped_total(CUdevice dev, uint64_t *total)
+{
+    struct gs_dev *d;
+    uint64_t cap, used;
+    if (gs_gate_device_by_ordinal(dev, &d) == CUDA_SUCCESS && query_cap(d, &cap, &used) && cap < *total)
+        *total = cap;
 }
 
 GS_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
 {
     GS_PROLOGUE(cuMemGetInfo_v2);
     CUresult rc = GS_REAL(cuMemGetInfo_v2)(free_bytes, total_bytes);
-    struct gs_dev *d;
-    uint64_t cap, used;
-    if (rc != CUDA_SUCCESS || gs_gate_current_device(&d) != CUDA_SUCCESS || !query_cap(d, &cap, &used))
-        return rc;
-    uint64_t f = *free_bytes, t = *total_bytes;
-    apply_cap(cap, used, &f, &t);
-    *free_bytes = (size_t)f;
-    *total_bytes = (size_t)t;
+    uint64_t f, t;
+    if (rc == CUDA_SUCCESS && (f = *free_bytes, t = *total_bytes, capped_info(&f, &t))) {
+        *free_bytes = (size_t)f;
+        *total_bytes = (size_t)t;
+    }
     return rc;
 }
 
@@ -490,14 +518,11 @@ GS_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total_by
 {
     GS_PROLOGUE(cuMemGetInfo);
     CUresult rc = GS_REAL(cuMemGetInfo)(free_bytes, total_bytes);
-    struct gs_dev *d;
-    uint64_t cap, used;
-    if (rc != CUDA_SUCCESS || gs_gate_current_device(&d) != CUDA_SUCCESS || !query_cap(d, &cap, &used))
-        return rc;
-    uint64_t f = *free_bytes, t = *total_bytes;
-    apply_cap(cap, used, &f, &t);
-    *free_bytes = (unsigned int)(f > UINT_MAX ? UINT_MAX : f);
-    *total_bytes = (unsigned int)(t > UINT_MAX ? UINT_MAX : t);
+    uint64_t f, t;
+    if (rc == CUDA_SUCCESS && (f = *free_bytes, t = *total_bytes, capped_info(&f, &t))) {
+        *free_bytes = (unsigned int)(f > UINT_MAX ? UINT_MAX : f);
+        *total_bytes = (unsigned int)(t > UINT_MAX ? UINT_MAX : t);
+    }
     return rc;
 }
 
@@ -505,11 +530,11 @@ GS_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     GS_PROLOGUE(cuDeviceTotalMem_v2);
     CUresult rc = GS_REAL(cuDeviceTotalMem_v2)(bytes, dev);
-    struct gs_dev *d;
-    uint64_t cap, used;
-    if (rc == CUDA_SUCCESS && gs_gate_device_by_ordinal(dev, &d) == CUDA_SUCCESS && query_cap(d, &cap, &used) &&
-        cap < *bytes)
-        *bytes = (size_t)cap;
+    if (rc == CUDA_SUCCESS) {
+        uint64_t t = *bytes;
+        capped_total(dev, &t);
+        *bytes = (size_t)t;
+    }
     return rc;
 }
 
@@ -517,11 +542,11 @@ GS_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
     GS_PROLOGUE(cuDeviceTotalMem);
     CUresult rc = GS_REAL(cuDeviceTotalMem)(bytes, dev);
-    struct gs_dev *d;
-    uint64_t cap, used;
-    if (rc == CUDA_SUCCESS && gs_gate_device_by_ordinal(dev, &d) == CUDA_SUCCESS && query_cap(d, &cap, &used) &&
-        cap < *bytes)
-        *bytes = (unsigned int)cap;
+    if (rc == CUDA_SUCCESS) {
+        uint64_t t = *bytes;
+        capped_total(dev, &t);
+        *bytes = (unsigned int)t;
+    }
     return rc;
 }
 
