@@ -334,6 +334,7 @@ static void *gate_main(void *arg)
 {
     (void)arg;
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* wake at deadlines, not 50 us later */
+    gs_defer_wakeups = true;
     uint64_t backoff = 50000000ull, next_try = 0;
     pthread_mutex_lock(&gs_gate_lock);
     for (;;) {
@@ -373,7 +374,11 @@ static void *gate_main(void *arg)
         }
         struct pollfd fds[2] = {{.fd = wake_fd, .events = POLLIN}, {.fd = sock, .events = POLLIN}};
         int sock_fd = sock;
+        bool wake_launchers = gs_wakeup_pending;
+        gs_wakeup_pending = false;
         pthread_mutex_unlock(&gs_gate_lock);
+        if (wake_launchers)
+            pthread_cond_broadcast(&gs_gate_cv);
         int n = ppoll(fds, sock_fd >= 0 ? 2 : 1, timeout_p, NULL);
         pthread_mutex_lock(&gs_gate_lock);
         if (n > 0 && (fds[0].revents & POLLIN)) {
@@ -383,6 +388,13 @@ static void *gate_main(void *arg)
         }
         if (n > 0 && sock_fd >= 0 && sock == sock_fd && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)))
             read_socket_locked(gs_now_ns());
+        if (gs_wakeup_pending) {
+            /* a grant: wake its launchers before anything else */
+            gs_wakeup_pending = false;
+            pthread_mutex_unlock(&gs_gate_lock);
+            pthread_cond_broadcast(&gs_gate_cv);
+            pthread_mutex_lock(&gs_gate_lock);
+        }
     }
     return NULL;
 }

@@ -22,6 +22,8 @@ pthread_mutex_t gs_gate_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t gs_gate_cv = PTHREAD_COND_INITIALIZER;
 struct gs_dev gs_devs[GS_MAX_DEVICES];
 __thread struct gs_dev *gs_tls_dev;
+__thread bool gs_defer_wakeups;
+bool gs_wakeup_pending;
 /* Signals drainers; used with gs_gate_lock. */
 static pthread_cond_t drainer_cv = PTHREAD_COND_INITIALIZER;
 
@@ -63,8 +65,12 @@ void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now)
     if (budget > atomic_load(&d->budget) || allowance == 0)
         atomic_store(&d->budget, budget > admitted ? budget : admitted);
     atomic_store(&d->open, 1);
-    if (allowance > 0)
-        pthread_cond_broadcast(&gs_gate_cv);
+    if (allowance > 0) {
+        if (gs_defer_wakeups)
+            gs_wakeup_pending = true; /* the gate thread broadcasts after unlocking */
+        else
+            pthread_cond_broadcast(&gs_gate_cv);
+    }
     /* work in flight: the drainer measures it */
     if (submitted > d->completed)
         pthread_cond_broadcast(&drainer_cv);

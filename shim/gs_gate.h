@@ -73,6 +73,13 @@ extern struct gs_dev gs_devs[GS_MAX_DEVICES];
  * the slow path has resolved it, and again after a context change. */
 extern __thread struct gs_dev *gs_tls_dev;
 
+/* Set on the gate thread: opening admission then only marks
+ * gs_wakeup_pending (under gs_gate_lock), and the gate thread broadcasts
+ * gs_gate_cv after unlocking, so that a woken launcher finds the lock free
+ * instead of waking once for the condition and again for the lock. */
+extern __thread bool gs_defer_wakeups;
+extern bool gs_wakeup_pending;
+
 /* The slow path: resolves the device, starts the gate thread on first
  * use, and blocks until the launch may proceed. */
 CUresult gs_gate_slow(struct gs_dev **out);
