@@ -268,7 +268,7 @@ CUresult gs_gate_slow(struct gs_dev **out)
         }
         d->waiters++;
         gs_client_wake();
-        pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
+        gs_client_wait_locked();
         d->waiters--;
     }
     pthread_mutex_unlock(&gs_gate_lock);

@@ -109,6 +109,10 @@ void gs_client_wake(void);
 bool gs_client_policy_open(void);
 bool gs_client_connected_locked(void);
 void gs_client_after_fork_child(void);
+/* Blocks a launching thread until something may have changed: a message
+ * from the server, a broadcast of gs_gate_cv, or 10 ms. Called with
+ * gs_gate_lock held; returns with it held. */
+void gs_client_wait_locked(void);
 /* Sends a memory message for d and, for RESERVE and QUERY, waits for the
  * answer. Called with gs_gate_lock held. Returns 0 with *result filled (for
  * RESERVE and QUERY), or -1 when the server is unreachable and the policy
