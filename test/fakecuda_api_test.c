@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "check.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,17 +21,7 @@ CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr, const void *, size_t);
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                  const CUDA_KERNEL_NODE_PARAMS *);
 
-static int passed, failed;
 
-#define EXPECT(cond)                                                                   \
-    do {                                                                               \
-        if (cond) {                                                                    \
-            passed++;                                                                  \
-        } else {                                                                       \
-            failed++;                                                                  \
-            fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond);         \
-        }                                                                              \
-    } while (0)
 #define EXPECT_RC(call, want) EXPECT((call) == (want))
 
 typedef void (*entry_fn)(void);
@@ -357,6 +349,5 @@ int main(void)
     test_memory();
     test_fork_child();
     unlink(path);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_finish();
 }

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
+
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
 
@@ -25,17 +27,7 @@ typedef CUresult (*info_fn)(size_t *, size_t *);
 typedef CUresult (*total_fn)(size_t *, CUdevice);
 typedef CUresult (*gpa_v1_fn)(const char *, void **, int, cuuint64_t);
 
-static int passed, failed;
 
-#define EXPECT(cond)                                                              \
-    do {                                                                          \
-        if (cond) {                                                               \
-            passed++;                                                             \
-        } else {                                                                  \
-            failed++;                                                             \
-            printf("%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond);             \
-        }                                                                         \
-    } while (0)
 
 static uint64_t used(void)
 {
@@ -155,6 +147,5 @@ int main(void)
     EXPECT(cuMipmappedArrayDestroy(mip) == CUDA_SUCCESS && used() == 64 * MIB);
 
     EXPECT(cuMemFree_v2(a) == CUDA_SUCCESS && used() == 0);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_finish();
 }

@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "check.h"
 #include <unistd.h>
 
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
@@ -35,20 +37,10 @@ typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverPr
 typedef CUresult (*init_fn)(unsigned int);
 typedef CUresult (*graph_launch_fn)(CUgraphExec, CUstream);
 
-static int passed, failed;
 static bool with_shim;
 static char log_path[] = "/tmp/gpuslice-paths-XXXXXX";
 static CUfunction kernel;
 
-#define EXPECT(cond)                                                                   \
-    do {                                                                               \
-        if (cond) {                                                                    \
-            passed++;                                                                  \
-        } else {                                                                       \
-            failed++;                                                                  \
-            printf("%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond);                  \
-        }                                                                              \
-    } while (0)
 
 /* How many times the shim logged "intercepted NAME" so far. */
 static int intercepted(const char *name)
@@ -266,6 +258,5 @@ int main(int argc, char **argv)
     else
         EXPECT(intercepted("cuLaunchKernel") >= 5);
     unlink(log_path);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_finish();
 }
