@@ -123,6 +123,7 @@ static void send_release(struct gs_dev *d, bool more)
  * opens wide (open); slices held are gone with the server. */
 static void disconnected_locked(const char *why)
 {
+    /* Log rate limiting; guarded by gs_gate_lock like the rest. */
     static uint64_t last_log;
     static bool logged_open;
     uint64_t now = gs_now_ns();
