@@ -34,6 +34,9 @@ int client_send(struct client *c, const struct gs_msg *msg)
     /* Non-blocking: a client that does not read its messages is dropped
      * rather than allowed to stall the server. */
     ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n != (ssize_t)len && errno != EPIPE && errno != ECONNRESET)
+        slog(LOG_WARN, "tenant %s pid %u: could not send %s: %s", c->tenant->name, c->pid,
+             gs_msg_type_str(msg->type), strerror(errno));
     return n == (ssize_t)len ? 0 : -1;
 }
 
