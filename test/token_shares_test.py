@@ -2,7 +2,7 @@
 weights, limits, work conservation, and tenants of several processes."""
 import time
 
-from testlib import Checks, Machine, Server, tenant_shares
+from testlib import SPIN, Checks, Machine, Server, tenant_shares
 
 checks = Checks()
 WINDOW = 5.0   # seconds measured; CI tolerance is +-3 points over 5 s
@@ -63,6 +63,26 @@ shares, util = measure(server, ["a", "a", "b"])
 checks.expect(near(shares["a"], 0.5, 3) and near(shares["b"], 0.5, 3),
               "2 processes in a vs 1 in b -> 50/50 by tenant +-3 (got %.1f/%.1f)"
               % (100 * shares["a"], 100 * shares["b"]))
+server.stop()
+
+# 5. Tokens are per GPU: tenant a busy on both GPUs, b only on GPU 0.
+machine = Machine(devices=2)
+server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
+procs = [(t, dev, machine.spawn([SPIN, "--seconds", str(WARMUP + 4.5), "--device", str(dev)],
+                                env=server.tenant_env(t))) for t, dev in (("a", 0), ("a", 1), ("b", 0))]
+time.sleep(WARMUP)
+snap = machine.snapshot()
+time.sleep(4.0)
+meter = machine.meter(since=snap)
+share = {(p["pid"], p["device"]): p["share"] for p in meter["processes"]}
+for _, _, p in procs:
+    p.communicate()
+a0, a1, b0 = (share.get((p.pid, dev), 0.0) for _, dev, p in procs)
+checks.expect(abs(a0 - 0.5) <= 0.03 and abs(b0 - 0.5) <= 0.03,
+              "GPU 0 is split 50/50 between a and b (%.1f/%.1f)" % (100 * a0, 100 * b0))
+util1 = meter["devices"][1]["utilization"]
+checks.expect(a1 >= 0.99 and util1 >= 0.95,
+              "GPU 1 is a's alone: a separate token (%.1f%% busy)" % (100 * util1))
 server.stop()
 
 checks.finish()
