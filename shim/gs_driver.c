@@ -31,37 +31,17 @@ __attribute__((visibility("hidden"))) void *gs_real_dlsym_ptr;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread bool in_driver_init;
 
-#define GS_LAUNCH(name, params, args, stream) #name,
-#define GS_MEMORY(name, params, args) #name,
-#define GS_LIFECYCLE(name, params, args) #name,
-#define GS_CTX_DESTROY(name, params, args, ctx) #name,
-#define GS_LOOKUP(name, params, args) #name,
-#define GS_INTERNAL(name, params, args) #name,
+#define GS_ENTRY(name, params, wrapped) #name,
 static const char *const entry_names[GS_ENTRY_COUNT] = {
 #include "gs_entries.h"
 };
-#undef GS_LAUNCH
-#undef GS_MEMORY
-#undef GS_LIFECYCLE
-#undef GS_CTX_DESTROY
-#undef GS_LOOKUP
-#undef GS_INTERNAL
 
-#define GS_LAUNCH(name, params, args, stream) (gs_entry)name,
-#define GS_MEMORY(name, params, args) (gs_entry)name,
-#define GS_LIFECYCLE(name, params, args) (gs_entry)name,
-#define GS_CTX_DESTROY(name, params, args, ctx) (gs_entry)name,
-#define GS_LOOKUP(name, params, args) (gs_entry)name,
-#define GS_INTERNAL(name, params, args) NULL, /* not wrapped */
+#define GS_WRAPPER_1(name) (gs_entry)name,
+#define GS_WRAPPER_0(name) NULL, /* not wrapped */
+#define GS_ENTRY(name, params, wrapped) GS_WRAPPER_##wrapped(name)
 static const gs_entry wrappers[GS_ENTRY_COUNT] = {
 #include "gs_entries.h"
 };
-#undef GS_LAUNCH
-#undef GS_MEMORY
-#undef GS_LIFECYCLE
-#undef GS_CTX_DESTROY
-#undef GS_LOOKUP
-#undef GS_INTERNAL
 
 void *gs_entry_to_ptr(gs_entry fn)
 {

@@ -17,38 +17,16 @@
 /* A generic function pointer: what the tables hold. */
 typedef void (*gs_entry)(void);
 
-#define GS_LAUNCH(name, params, args, stream) GS_IDX_##name,
-#define GS_MEMORY(name, params, args) GS_IDX_##name,
-#define GS_LIFECYCLE(name, params, args) GS_IDX_##name,
-#define GS_CTX_DESTROY(name, params, args, ctx) GS_IDX_##name,
-#define GS_LOOKUP(name, params, args) GS_IDX_##name,
-#define GS_INTERNAL(name, params, args) GS_IDX_##name,
+#define GS_ENTRY(name, params, wrapped) GS_IDX_##name,
 enum gs_entry_index {
 #include "gs_entries.h"
     GS_ENTRY_COUNT
 };
-#undef GS_LAUNCH
-#undef GS_MEMORY
-#undef GS_LIFECYCLE
-#undef GS_CTX_DESTROY
-#undef GS_LOOKUP
-#undef GS_INTERNAL
 
 /* A typedef and a declaration for every wrapped symbol. The declarations
  * also check each listed signature against cuda.h. */
-#define GS_LAUNCH(name, params, args, stream) typedef CUresult (*gs_fn_##name) params; CUresult name params;
-#define GS_MEMORY(name, params, args) typedef CUresult (*gs_fn_##name) params; CUresult name params;
-#define GS_LIFECYCLE(name, params, args) typedef CUresult (*gs_fn_##name) params; CUresult name params;
-#define GS_CTX_DESTROY(name, params, args, ctx) typedef CUresult (*gs_fn_##name) params; CUresult name params;
-#define GS_LOOKUP(name, params, args) typedef CUresult (*gs_fn_##name) params; CUresult name params;
-#define GS_INTERNAL(name, params, args) typedef CUresult (*gs_fn_##name) params; CUresult name params;
+#define GS_ENTRY(name, params, wrapped) typedef CUresult (*gs_fn_##name) params; CUresult name params;
 #include "gs_entries.h"
-#undef GS_LAUNCH
-#undef GS_MEMORY
-#undef GS_LIFECYCLE
-#undef GS_CTX_DESTROY
-#undef GS_LOOKUP
-#undef GS_INTERNAL
 
 /* The real driver's functions, by GS_IDX_*; NULL where the driver lacks
  * one. Written once by gs_driver_init before gs_driver_state becomes

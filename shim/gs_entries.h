@@ -16,7 +16,30 @@
  *       not wrapped: the real function, for the shim's own use
  * cuGetProcAddress and cuGetProcAddress_v2 are wrapped by hand
  * (gs_procaddress.c) but listed so their real pointers map to them.
+ *
+ * An includer defines the category macros it cares about; the others
+ * default to GS_ENTRY(name, (parameters), wrapped), wrapped being 1 for
+ * every category but GS_INTERNAL. All of them are undefined at the end.
  */
+#ifndef GS_LAUNCH
+#define GS_LAUNCH(name, params, args, stream) GS_ENTRY(name, params, 1)
+#endif
+#ifndef GS_MEMORY
+#define GS_MEMORY(name, params, args) GS_ENTRY(name, params, 1)
+#endif
+#ifndef GS_LIFECYCLE
+#define GS_LIFECYCLE(name, params, args) GS_ENTRY(name, params, 1)
+#endif
+#ifndef GS_CTX_DESTROY
+#define GS_CTX_DESTROY(name, params, args, ctx) GS_ENTRY(name, params, 1)
+#endif
+#ifndef GS_LOOKUP
+#define GS_LOOKUP(name, params, args) GS_ENTRY(name, params, 1)
+#endif
+#ifndef GS_INTERNAL
+#define GS_INTERNAL(name, params, args) GS_ENTRY(name, params, 0)
+#endif
+
 /* Compute submission. */
 GS_LAUNCH(cuLaunchKernel,
           (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -131,3 +154,11 @@ GS_LOOKUP(cuGetProcAddress_v2,
           (const char *symbol, void **pfn, int version, cuuint64_t flags,
            CUdriverProcAddressQueryResult *status),
           (symbol, pfn, version, flags, status))
+
+#undef GS_LAUNCH
+#undef GS_MEMORY
+#undef GS_LIFECYCLE
+#undef GS_CTX_DESTROY
+#undef GS_LOOKUP
+#undef GS_INTERNAL
+#undef GS_ENTRY
