@@ -53,6 +53,15 @@ static void uuid_str(const uint8_t uuid[16], char str[37])
     *p = '\0';
 }
 
+/* The tenant's entry on a device, or NULL if it never used it. */
+static const struct device_tenant *tenant_on(const struct device *d, const struct tenant *t)
+{
+    for (size_t i = 0; i < d->ntenants; i++)
+        if (d->tenants[i].tenant == t)
+            return &d->tenants[i];
+    return NULL;
+}
+
 static const char *state_name(enum device_state s)
 {
     return s == DEV_IDLE ? "idle" : s == DEV_RUNNING ? "running" : "revoking";
@@ -90,23 +99,22 @@ size_t status_json(char *buf, size_t cap)
             (unsigned long long)(t->config.quantum_ns / 1000000), (unsigned long long)t->config.memory,
             t->clients);
         bool first = true;
-        for (struct device *d = devices; d; d = d->next)
-            for (size_t i = 0; i < d->ntenants; i++) {
-                const struct device_tenant *dt = &d->tenants[i];
-                if (dt->tenant != t)
-                    continue;
-                char uuid[37];
-                uuid_str(d->uuid, uuid);
-                out(&o, "%s{\"uuid\":\"GPU-%s\",\"achieved_share\":%.4f,\"slices\":%llu,\"wait_ms\":%.1f,"
-                        "\"gpu_ms\":%.1f,\"waiting\":%u,\"overrun_p99_ms\":%.3f,\"overruns\":%zu,"
-                        "\"mem_used\":%llu,\"mem_cap\":%llu,\"mem_peak\":%llu,\"oom_refusals\":%llu}",
-                    first ? "" : ",", uuid, device_tenant_recent_share(d, dt, now), (unsigned long long)dt->slices,
-                    (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, dt->waiting,
-                    (double)device_tenant_overrun_p99(dt) / 1e6, dt->noverruns, (unsigned long long)dt->mem_used,
-                    (unsigned long long)t->config.memory, (unsigned long long)dt->mem_peak,
-                    (unsigned long long)dt->oom_refusals);
-                first = false;
-            }
+        for (struct device *d = devices; d; d = d->next) {
+            const struct device_tenant *dt = tenant_on(d, t);
+            if (!dt)
+                continue;
+            char uuid[37];
+            uuid_str(d->uuid, uuid);
+            out(&o, "%s{\"uuid\":\"GPU-%s\",\"achieved_share\":%.4f,\"slices\":%llu,\"wait_ms\":%.1f,"
+                    "\"gpu_ms\":%.1f,\"waiting\":%u,\"overrun_p99_ms\":%.3f,\"overruns\":%zu,"
+                    "\"mem_used\":%llu,\"mem_cap\":%llu,\"mem_peak\":%llu,\"oom_refusals\":%llu}",
+                first ? "" : ",", uuid, device_tenant_recent_share(d, dt, now), (unsigned long long)dt->slices,
+                (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, dt->waiting,
+                (double)device_tenant_overrun_p99(dt) / 1e6, dt->noverruns, (unsigned long long)dt->mem_used,
+                (unsigned long long)t->config.memory, (unsigned long long)dt->mem_peak,
+                (unsigned long long)dt->oom_refusals);
+            first = false;
+        }
         out(&o, "]}");
     }
     out(&o, "]}\n");
@@ -136,23 +144,22 @@ size_t status_table(char *buf, size_t cap)
             "   MEM(MiB)   CAP(MiB)  PEAK(MiB)  OOM\n");
     for (struct tenant *t = tenants; t; t = t->next) {
         bool any = false;
-        for (struct device *d = devices; d; d = d->next)
-            for (size_t i = 0; i < d->ntenants; i++) {
-                const struct device_tenant *dt = &d->tenants[i];
-                if (dt->tenant != t)
-                    continue;
-                char uuid[37];
-                uuid_str(d->uuid, uuid);
-                char cap[32] = "-";
-                if (t->config.memory)
-                    snprintf(cap, sizeof cap, "%.1f", (double)t->config.memory / 1048576.0);
-                out(&o, "%-15s  %5g  %5g  %7u  GPU-%.8s...  %12.1f%%  %6llu  %10.1f  %9.1f  %9.1f  %9s  %9.1f  %3llu\n",
-                    t->name, t->config.share, t->config.limit, t->clients, uuid,
-                    100.0 * device_tenant_recent_share(d, dt, now), (unsigned long long)dt->slices,
-                    (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, (double)dt->mem_used / 1048576.0, cap,
-                    (double)dt->mem_peak / 1048576.0, (unsigned long long)dt->oom_refusals);
-                any = true;
-            }
+        for (struct device *d = devices; d; d = d->next) {
+            const struct device_tenant *dt = tenant_on(d, t);
+            if (!dt)
+                continue;
+            char uuid[37];
+            uuid_str(d->uuid, uuid);
+            char cap[32] = "-";
+            if (t->config.memory)
+                snprintf(cap, sizeof cap, "%.1f", (double)t->config.memory / 1048576.0);
+            out(&o, "%-15s  %5g  %5g  %7u  GPU-%.8s...  %12.1f%%  %6llu  %10.1f  %9.1f  %9.1f  %9s  %9.1f  %3llu\n",
+                t->name, t->config.share, t->config.limit, t->clients, uuid,
+                100.0 * device_tenant_recent_share(d, dt, now), (unsigned long long)dt->slices,
+                (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, (double)dt->mem_used / 1048576.0, cap,
+                (double)dt->mem_peak / 1048576.0, (unsigned long long)dt->oom_refusals);
+            any = true;
+        }
         if (!any)
             out(&o, "%-15s  %5g  %5g  %7u  -\n", t->name, t->config.share, t->config.limit, t->clients);
     }
