@@ -32,6 +32,7 @@
 
 #define IDLE_RELEASE_NS 2000000ull  /* nothing launched for 2 ms: release */
 #define TICK_NS 1000000ull
+#define OPEN_WELCOME_WAIT_NS 2000000000ull /* see gs_client_mem_call_locked */
 
 /* The gate thread's state; guarded by gs_gate_lock. */
 static bool started;
@@ -43,6 +44,7 @@ static int sock = -1;
 static bool connected;          /* HELLO answered with WELCOME */
 static bool policy_open;        /* GPUSLICE_ON_SERVER_DOWN=open */
 static bool policy_read;
+static bool connect_tried;      /* the gate thread has tried to connect at least once */
 static char socket_path[108];
 /* Memory requests waiting for their MEM_RESULT; guarded by gs_gate_lock. */
 #define MAX_PENDING 64
@@ -158,6 +160,7 @@ static void disconnected_locked(const char *why)
 
 static void try_connect_locked(void)
 {
+    connect_tried = true;
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     memcpy(addr.sun_path, socket_path, sizeof addr.sun_path - 1);
@@ -311,8 +314,9 @@ static void service_devices_locked(uint64_t now)
             bool queue_empty = d->completed >= atomic_load(&d->submitted) && admitted == atomic_load(&d->submitted);
             /* Less time left than one launch takes, and nothing queued:
              * nothing more fits, so give the GPU back now. */
-            bool nothing_fits = queue_empty && admitted > d->admitted_at_grant && d->kernel_ns > 0 &&
-                                now + (uint64_t)d->kernel_ns >= d->deadline_ns;
+            bool nothing_fits = queue_empty && admitted > d->admitted_at_grant &&
+                                ((d->kernel_ns > 0 && now + (uint64_t)d->kernel_ns >= d->deadline_ns) ||
+                                 (d->waiting_graph_ns && now + d->waiting_graph_ns > d->deadline_ns));
             if (now >= d->deadline_ns || nothing_fits ||
                 (queue_empty && d->waiters == 0 && now - d->quiet_since_ns >= IDLE_RELEASE_NS))
                 gs_gate_begin_drain_locked(d);
@@ -346,6 +350,7 @@ static void *gate_main(void *arg)
 {
     (void)arg;
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* wake at deadlines, not 50 us later */
+    prctl(PR_SET_NAME, "gpuslice-gate", 0, 0, 0);
     gs_defer_wakeups = true;
     uint64_t backoff = 50000000ull, next_try = 0;
     pthread_mutex_lock(&gs_gate_lock);
@@ -417,12 +422,25 @@ int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t 
 {
     gs_client_start_locked();
     bool wants_answer = type == GS_MSG_MEM_RESERVE || type == GS_MSG_MEM_QUERY;
+    uint64_t first_try = gs_now_ns();
     for (;;) {
         if (!connected) {
-            if (policy_open)
+            /* Under the open policy an allocation goes ahead uncounted only
+             * when the server is really unreachable: while the first
+             * connection is being made (or its WELCOME is on its way), it
+             * waits, for up to OPEN_WELCOME_WAIT_NS. */
+            bool server_maybe_up = !connect_tried || sock >= 0;
+            if (policy_open && (!server_maybe_up || gs_now_ns() - first_try >= OPEN_WELCOME_WAIT_NS))
                 return -1;
             gs_client_wake();
-            pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 50000000;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&gs_gate_cv, &gs_gate_lock, &until);
             continue;
         }
         if (!d->declared) {
@@ -528,6 +546,6 @@ void gs_client_after_fork_child(void)
     if (launcher_fd >= 0)
         close(launcher_fd);
     sock = wake_fd = launcher_fd = -1;
-    started = connected = app_reader = false;
+    started = connected = app_reader = connect_tried = false;
     memset(pending, 0, sizeof pending);
 }

@@ -22,14 +22,16 @@ void *gs_dlsym_hook(void *handle, const char *name)
 {
     void *result = gs_call_real_dlsym(handle, name);
     /* Only names the shim wraps can load the driver: a process that looks
-     * up curl_easy_init must not find libcuda opened behind its back. */
-    if (result && handle != RTLD_NEXT && gs_driver_is_wrapped_name(name)) {
-        void *wrapped = gs_driver_wrap(result);
-        if (wrapped != result)
-            GS_DEBUG("dlsym(%s): wrapped", name);
-        result = wrapped;
-    }
-    return result;
+     * up curl_easy_init must not find libcuda opened behind its back.
+     * Matched by name, not address (fail closed): whatever the lookup
+     * found for a wrapped name, the application gets the wrapper. */
+    if (!result || handle == RTLD_NEXT || !gs_driver_is_wrapped_name(name) || gs_driver_init() != CUDA_SUCCESS)
+        return result;
+    int index = gs_driver_entry_index(name);
+    if (gs_ptr_to_entry(result) != gs_real_fn[index])
+        gs_driver_note_unknown_pointer(index, "dlsym", name);
+    GS_DEBUG("dlsym(%s): wrapped", name);
+    return gs_entry_to_ptr(gs_driver_wrapper(index));
 }
 
 #if !defined(__x86_64__) && !defined(__aarch64__)

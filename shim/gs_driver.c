@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 gs_entry gs_real_fn[GS_ENTRY_COUNT];
@@ -141,25 +142,43 @@ CUresult gs_driver_init_slow(void)
     return state == GS_DRIVER_READY ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
-void *gs_driver_wrap(void *real)
+int gs_driver_entry_index(const char *name)
 {
-    if (!real || gs_driver_init() != CUDA_SUCCESS)
-        return real;
-    gs_entry fn = gs_ptr_to_entry(real);
+    if (!name || name[0] != 'c' || name[1] != 'u')
+        return -1;
     for (int i = 0; i < GS_ENTRY_COUNT; i++)
-        if (gs_real_fn[i] == fn && wrappers[i])
-            return gs_entry_to_ptr(wrappers[i]);
-    return real;
+        if (strcmp(entry_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+const char *gs_driver_entry_name(int index)
+{
+    return entry_names[index];
+}
+
+gs_entry gs_driver_wrapper(int index)
+{
+    return wrappers[index];
 }
 
 bool gs_driver_is_wrapped_name(const char *name)
 {
-    if (!name || name[0] != 'c' || name[1] != 'u')
-        return false;
-    for (int i = 0; i < GS_ENTRY_COUNT; i++)
-        if (wrappers[i] && strcmp(entry_names[i], name) == 0)
-            return true;
-    return false;
+    int i = gs_driver_entry_index(name);
+    return i >= 0 && wrappers[i];
+}
+
+/* Entries already reported by gs_driver_note_unknown_pointer; bits set
+ * with atomic OR, from any thread. */
+static _Atomic uint64_t unknown_reported[(GS_ENTRY_COUNT + 63) / 64];
+
+void gs_driver_note_unknown_pointer(int index, const char *path, const char *asked)
+{
+    uint64_t bit = 1ull << (index % 64);
+    if (atomic_fetch_or(&unknown_reported[index / 64], bit) & bit)
+        return;
+    gs_log(GS_LOG_INFO, "%s(%s) returned a pointer that is not the driver's %s: wrapped as %s all the same",
+           path, asked, entry_names[index], entry_names[index]);
 }
 
 static void atfork_prepare(void)

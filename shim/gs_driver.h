@@ -50,12 +50,19 @@ static inline CUresult gs_driver_init(void)
     return gs_driver_init_slow();
 }
 
-/* The shim's wrapper of a real driver function, or `real` itself when the
- * shim does not wrap it. Loads the driver if needed. */
-void *gs_driver_wrap(void *real);
+/* The index of the exact symbol `name` among the entries, or -1. */
+int gs_driver_entry_index(const char *name);
+/* An entry's exact symbol name, and the shim's wrapper of it (NULL for an
+ * entry the shim only calls). */
+const char *gs_driver_entry_name(int index);
+gs_entry gs_driver_wrapper(int index);
 
 /* Whether `name` is one of the exact symbols the shim wraps. */
 bool gs_driver_is_wrapped_name(const char *name);
+
+/* Logs, once per entry, that a lookup of a wrapped name returned a pointer
+ * that is not the driver's exported function: it is wrapped all the same. */
+void gs_driver_note_unknown_pointer(int index, const char *path, const char *asked);
 
 /* glibc's dlsym, found with dlvsym; NULL only if no known version exists. */
 void *gs_call_real_dlsym(void *handle, const char *name);

@@ -4,14 +4,17 @@
  * generated. Anything not listed here passes through untouched.
  *
  * Each line is one exact, versioned driver symbol:
- *   GS_LAUNCH(name, (parameters), (arguments), stream expression)
- *       compute submission; the launch gate runs around it
+ *   GS_LAUNCH(name, (parameters), (arguments), stream expression, ptsz)
+ *       compute submission; the launch gate runs around it. ptsz is 1 for
+ *       the per-thread-default-stream variants, where a NULL stream means
+ *       the calling thread's own default stream
+ *   GS_CUSTOM(name, (parameters), (arguments))
+ *       wrapped by hand: graph launches (gs_graph.c), stream capture and
+ *       stream lifetimes (gs_capture.c), context lifetimes (gs_contexts.c)
  *   GS_MEMORY(name, (parameters), (arguments))
  *       device memory: allocation, free and the queries that report it
  *   GS_LIFECYCLE(name, (parameters), (arguments))
  *       initialisation and contexts
- *   GS_CTX_DESTROY(name, (parameters), (arguments), context expression)
- *       a context call that destroys the context named
  *   GS_INTERNAL(name, (parameters), (arguments))
  *       not wrapped: the real function, for the shim's own use
  * cuGetProcAddress and cuGetProcAddress_v2 are wrapped by hand
@@ -22,16 +25,16 @@
  * every category but GS_INTERNAL. All of them are undefined at the end.
  */
 #ifndef GS_LAUNCH
-#define GS_LAUNCH(name, params, args, stream) GS_ENTRY(name, params, 1)
+#define GS_LAUNCH(name, params, args, stream, ptsz) GS_ENTRY(name, params, 1)
+#endif
+#ifndef GS_CUSTOM
+#define GS_CUSTOM(name, params, args) GS_ENTRY(name, params, 1)
 #endif
 #ifndef GS_MEMORY
 #define GS_MEMORY(name, params, args) GS_ENTRY(name, params, 1)
 #endif
 #ifndef GS_LIFECYCLE
 #define GS_LIFECYCLE(name, params, args) GS_ENTRY(name, params, 1)
-#endif
-#ifndef GS_CTX_DESTROY
-#define GS_CTX_DESTROY(name, params, args, ctx) GS_ENTRY(name, params, 1)
 #endif
 #ifndef GS_LOOKUP
 #define GS_LOOKUP(name, params, args) GS_ENTRY(name, params, 1)
@@ -45,34 +48,59 @@ GS_LAUNCH(cuLaunchKernel,
           (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
            unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
            void **extra),
-          (f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra), stream)
+          (f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra), stream, 0)
 GS_LAUNCH(cuLaunchKernel_ptsz,
           (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
            unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
            void **extra),
-          (f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra), stream)
+          (f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra), stream, 1)
 GS_LAUNCH(cuLaunchKernelEx,
           (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),
-          (config, f, params, extra), config ? config->hStream : NULL)
+          (config, f, params, extra), config ? config->hStream : NULL, 0)
 GS_LAUNCH(cuLaunchKernelEx_ptsz,
           (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),
-          (config, f, params, extra), config ? config->hStream : NULL)
+          (config, f, params, extra), config ? config->hStream : NULL, 1)
 GS_LAUNCH(cuLaunchCooperativeKernel,
           (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
            unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params),
-          (f, gx, gy, gz, bx, by, bz, shmem, stream, params), stream)
+          (f, gx, gy, gz, bx, by, bz, shmem, stream, params), stream, 0)
 GS_LAUNCH(cuLaunchCooperativeKernel_ptsz,
           (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
            unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params),
-          (f, gx, gy, gz, bx, by, bz, shmem, stream, params), stream)
+          (f, gx, gy, gz, bx, by, bz, shmem, stream, params), stream, 1)
 GS_LAUNCH(cuLaunchCooperativeKernelMultiDevice,
           (CUDA_LAUNCH_PARAMS *list, unsigned int ndevices, unsigned int flags),
-          (list, ndevices, flags), NULL)
-GS_LAUNCH(cuGraphLaunch, (CUgraphExec exec, CUstream stream), (exec, stream), stream)
-GS_LAUNCH(cuGraphLaunch_ptsz, (CUgraphExec exec, CUstream stream), (exec, stream), stream)
-GS_LAUNCH(cuLaunch, (CUfunction f), (f), NULL)
-GS_LAUNCH(cuLaunchGrid, (CUfunction f, int w, int h), (f, w, h), NULL)
-GS_LAUNCH(cuLaunchGridAsync, (CUfunction f, int w, int h, CUstream stream), (f, w, h, stream), stream)
+          (list, ndevices, flags), NULL, 0)
+GS_LAUNCH(cuLaunch, (CUfunction f), (f), NULL, 0)
+GS_LAUNCH(cuLaunchGrid, (CUfunction f, int w, int h), (f, w, h), NULL, 0)
+GS_LAUNCH(cuLaunchGridAsync, (CUfunction f, int w, int h, CUstream stream), (f, w, h, stream), stream, 0)
+
+/* Graph launches: admitted against the graph's measured device time. */
+GS_CUSTOM(cuGraphLaunch, (CUgraphExec exec, CUstream stream), (exec, stream))
+GS_CUSTOM(cuGraphLaunch_ptsz, (CUgraphExec exec, CUstream stream), (exec, stream))
+GS_CUSTOM(cuGraphExecDestroy, (CUgraphExec exec), (exec))
+
+/* Stream capture and stream lifetimes: launches into a capturing stream
+ * pass ungated, and the drainer never records into a capture or a
+ * destroyed stream. */
+GS_CUSTOM(cuStreamBeginCapture, (CUstream stream), (stream))
+GS_CUSTOM(cuStreamBeginCapture_ptsz, (CUstream stream), (stream))
+GS_CUSTOM(cuStreamBeginCapture_v2, (CUstream stream, CUstreamCaptureMode mode), (stream, mode))
+GS_CUSTOM(cuStreamBeginCapture_v2_ptsz, (CUstream stream, CUstreamCaptureMode mode), (stream, mode))
+GS_CUSTOM(cuStreamBeginCaptureToGraph,
+          (CUstream stream, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges, size_t ndeps,
+           CUstreamCaptureMode mode),
+          (stream, graph, deps, edges, ndeps, mode))
+GS_CUSTOM(cuStreamBeginCaptureToGraph_ptsz,
+          (CUstream stream, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges, size_t ndeps,
+           CUstreamCaptureMode mode),
+          (stream, graph, deps, edges, ndeps, mode))
+GS_CUSTOM(cuStreamEndCapture, (CUstream stream, CUgraph *graph), (stream, graph))
+GS_CUSTOM(cuStreamEndCapture_ptsz, (CUstream stream, CUgraph *graph), (stream, graph))
+GS_CUSTOM(cuStreamWaitEvent, (CUstream stream, CUevent event, unsigned int flags), (stream, event, flags))
+GS_CUSTOM(cuStreamWaitEvent_ptsz, (CUstream stream, CUevent event, unsigned int flags), (stream, event, flags))
+GS_CUSTOM(cuStreamDestroy, (CUstream stream), (stream))
+GS_CUSTOM(cuStreamDestroy_v2, (CUstream stream), (stream))
 
 /* Device memory. */
 GS_MEMORY(cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytes), (dptr, bytes))
@@ -126,25 +154,35 @@ GS_LIFECYCLE(cuCtxCreate_v3,
 GS_LIFECYCLE(cuCtxCreate_v4,
              (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
              (pctx, params, flags, dev))
-GS_CTX_DESTROY(cuCtxDestroy, (CUcontext ctx), (ctx), ctx)
-GS_CTX_DESTROY(cuCtxDestroy_v2, (CUcontext ctx), (ctx), ctx)
+GS_CUSTOM(cuCtxDestroy, (CUcontext ctx), (ctx))
+GS_CUSTOM(cuCtxDestroy_v2, (CUcontext ctx), (ctx))
 GS_LIFECYCLE(cuCtxSetCurrent, (CUcontext ctx), (ctx))
 GS_LIFECYCLE(cuCtxPushCurrent, (CUcontext ctx), (ctx))
 GS_LIFECYCLE(cuCtxPushCurrent_v2, (CUcontext ctx), (ctx))
 GS_LIFECYCLE(cuCtxPopCurrent, (CUcontext *pctx), (pctx))
 GS_LIFECYCLE(cuCtxPopCurrent_v2, (CUcontext *pctx), (pctx))
-GS_LIFECYCLE(cuDevicePrimaryCtxRetain, (CUcontext *pctx, CUdevice dev), (pctx, dev))
-GS_LIFECYCLE(cuDevicePrimaryCtxRelease, (CUdevice dev), (dev))
-GS_LIFECYCLE(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), (dev))
-GS_LIFECYCLE(cuDevicePrimaryCtxReset, (CUdevice dev), (dev))
-GS_LIFECYCLE(cuDevicePrimaryCtxReset_v2, (CUdevice dev), (dev))
+GS_CUSTOM(cuDevicePrimaryCtxRetain, (CUcontext *pctx, CUdevice dev), (pctx, dev))
+GS_CUSTOM(cuDevicePrimaryCtxRelease, (CUdevice dev), (dev))
+GS_CUSTOM(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), (dev))
+GS_CUSTOM(cuDevicePrimaryCtxReset, (CUdevice dev), (dev))
+GS_CUSTOM(cuDevicePrimaryCtxReset_v2, (CUdevice dev), (dev))
 
 /* Used by the gate, not wrapped. */
 GS_INTERNAL(cuCtxGetCurrent, (CUcontext *pctx), (pctx))
 GS_INTERNAL(cuCtxGetDevice, (CUdevice *dev), (dev))
-GS_INTERNAL(cuCtxSynchronize, (void), ())
 GS_INTERNAL(cuDeviceGetUuid, (CUuuid *uuid, CUdevice dev), (uuid, dev))
 GS_INTERNAL(cuDeviceGetUuid_v2, (CUuuid *uuid, CUdevice dev), (uuid, dev))
+GS_INTERNAL(cuDevicePrimaryCtxGetState, (CUdevice dev, unsigned int *flags, int *active), (dev, flags, active))
+GS_INTERNAL(cuStreamGetCtx, (CUstream stream, CUcontext *pctx), (stream, pctx))
+GS_INTERNAL(cuStreamIsCapturing, (CUstream stream, CUstreamCaptureStatus *status), (stream, status))
+GS_INTERNAL(cuStreamIsCapturing_ptsz, (CUstream stream, CUstreamCaptureStatus *status), (stream, status))
+GS_INTERNAL(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *mode), (mode))
+GS_INTERNAL(cuEventCreate, (CUevent *event, unsigned int flags), (event, flags))
+GS_INTERNAL(cuEventRecord, (CUevent event, CUstream stream), (event, stream))
+GS_INTERNAL(cuEventSynchronize, (CUevent event), (event))
+GS_INTERNAL(cuEventQuery, (CUevent event), (event))
+GS_INTERNAL(cuEventElapsedTime, (float *ms, CUevent start, CUevent end), (ms, start, end))
+GS_INTERNAL(cuEventDestroy_v2, (CUevent event), (event))
 
 /* Entry-point lookup (hand-written wrappers). */
 GS_LOOKUP(cuGetProcAddress,
@@ -156,9 +194,9 @@ GS_LOOKUP(cuGetProcAddress_v2,
           (symbol, pfn, version, flags, status))
 
 #undef GS_LAUNCH
+#undef GS_CUSTOM
 #undef GS_MEMORY
 #undef GS_LIFECYCLE
-#undef GS_CTX_DESTROY
 #undef GS_LOOKUP
 #undef GS_INTERNAL
 #undef GS_ENTRY

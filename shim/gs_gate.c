@@ -1,17 +1,20 @@
 /*
- * The launch gate's slow path, device bookkeeping and drainers (see
- * gs_gate.h). The fast path is gs_hook_launch_enter in gs_hooks.h.
+ * The launch gate's slow path and device bookkeeping (see gs_gate.h). The
+ * fast path is gs_hook_launch_enter in gs_hooks.h; the drainers are in
+ * gs_drain.c.
  *
  * Bounding the overrun: a real driver lets a process queue 1024 launches,
  * which may be seconds of work. So admission is counted against a budget:
- * roughly the time left in the slice divided by the measured device time
- * per launch, minus what is already queued. The drainer measures that time
- * by synchronising the process's contexts in a loop: each round ends when
- * everything submitted before it started has finished. Admission stops at
- * the deadline (or on REVOKE, or when the tenant goes idle); the drainer
- * then waits for the queue to empty and the gate thread releases the slice.
+ * the time left in the slice, less the device time already queued, divided
+ * by the measured device time per kernel launch. Graph launches are
+ * admitted one by one against their own measured device time (gs_graph.c).
+ * Admission stops at the deadline (or on REVOKE, or when the tenant goes
+ * idle); the drainer then waits for the queue to empty and the gate thread
+ * releases the slice.
  */
 #include "gs_gate.h"
+#include "gs_capture.h"
+#include "gs_contexts.h"
 #include "gs_glibc_compat.h"
 #include "gs_log.h"
 
@@ -22,11 +25,9 @@ pthread_mutex_t gs_gate_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t gs_gate_cv = PTHREAD_COND_INITIALIZER;
 struct gs_dev gs_devs[GS_MAX_DEVICES];
 __thread struct gs_dev *gs_tls_dev;
+__thread struct gs_launch_cache gs_tls_launches[GS_LAUNCH_CACHE];
 __thread bool gs_defer_wakeups;
 bool gs_wakeup_pending;
-/* Signals drainers; used with gs_gate_lock. */
-static pthread_cond_t drainer_cv = PTHREAD_COND_INITIALIZER;
-
 
 #define FIRST_SLICE_ALLOWANCE 4 /* launches, before any time per launch is known */
 
@@ -35,6 +36,23 @@ uint64_t gs_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+bool gs_gate_queue_empty_locked(const struct gs_dev *d)
+{
+    uint64_t submitted = atomic_load(&d->submitted);
+    return d->completed >= submitted && atomic_load(&d->admitted) == submitted;
+}
+
+double gs_gate_queued_ns_locked(const struct gs_dev *d)
+{
+    uint64_t admitted = atomic_load(&d->admitted);
+    uint64_t submitted = atomic_load(&d->submitted);
+    uint64_t graphs = atomic_load(&d->graphs_submitted) - d->graphs_completed;
+    uint64_t graph_ns = atomic_load(&d->graph_ns_submitted) - d->graph_ns_completed;
+    uint64_t launches = (submitted > d->completed ? submitted - d->completed : 0) + (admitted - submitted);
+    uint64_t kernels = launches > graphs ? launches - graphs : 0;
+    return (double)kernels * d->kernel_ns + (double)graph_ns;
 }
 
 void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now)
@@ -52,20 +70,18 @@ void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now)
             allowance = 0;
     } else {
         double left = (double)(d->deadline_ns - now);
-        double queued = (double)(submitted > d->completed ? submitted - d->completed : 0) +
-                        (double)(admitted - submitted);
-        double fits = left / d->kernel_ns - queued;
+        double fits = (left - gs_gate_queued_ns_locked(d)) / d->kernel_ns;
         allowance = fits > 0 ? (uint64_t)fits : 0;
         /* Always let one launch through at the start of a slice: a kernel
          * longer than the slice must still run (its overrun is charged). */
-        if (allowance == 0 && queued == 0 && now - d->slice_start_ns < d->deadline_ns - now)
+        if (allowance == 0 && gs_gate_queue_empty_locked(d) && now - d->slice_start_ns < d->deadline_ns - now)
             allowance = 1;
     }
     uint64_t budget = admitted + allowance;
     if (budget > atomic_load(&d->budget) || allowance == 0)
         atomic_store(&d->budget, budget > admitted ? budget : admitted);
     atomic_store(&d->open, 1);
-    if (allowance > 0) {
+    if (allowance > 0 || d->waiting_graph_ns) {
         if (gs_defer_wakeups)
             gs_wakeup_pending = true; /* the gate thread broadcasts after unlocking */
         else
@@ -73,7 +89,7 @@ void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now)
     }
     /* work in flight: the drainer measures it */
     if (submitted > d->completed)
-        pthread_cond_broadcast(&drainer_cv);
+        gs_drain_wake_locked();
 }
 
 void gs_gate_begin_drain_locked(struct gs_dev *d)
@@ -81,7 +97,7 @@ void gs_gate_begin_drain_locked(struct gs_dev *d)
     atomic_store(&d->open, 0);
     d->state = GS_DEV_DRAIN;
     d->drain_requested = true;
-    pthread_cond_broadcast(&drainer_cv);
+    gs_drain_wake_locked();
 }
 
 bool gs_gate_drained_locked(const struct gs_dev *d)
@@ -106,84 +122,9 @@ void gs_gate_set_all_open_locked(bool open)
         pthread_cond_broadcast(&gs_gate_cv);
 }
 
-/* Waits until every launch already admitted has been handed to the
- * driver, then until the driver has finished all of it. */
-static void *drainer_main(void *arg)
-{
-    struct gs_dev *d = arg;
-    pthread_mutex_lock(&gs_gate_lock);
-    for (;;) {
-        while (!d->drain_requested &&
-               !((d->state == GS_DEV_HOLD) && atomic_load(&d->submitted) > d->completed))
-            pthread_cond_wait(&drainer_cv, &gs_gate_lock);
-        bool draining = d->drain_requested;
-        CUcontext ctxs[GS_GATE_MAX_CTX];
-        int nctx = d->nctx;
-        memcpy(ctxs, d->ctxs, sizeof ctxs);
-        uint64_t since = d->last_sync_end_ns > d->slice_start_ns ? d->last_sync_end_ns : d->slice_start_ns;
-        pthread_mutex_unlock(&gs_gate_lock);
-
-        /* Launches admitted just before admission closed may still be on
-         * their way into the driver. */
-        while (draining && atomic_load(&d->submitted) < atomic_load(&d->admitted)) {
-            struct timespec pause = {0, 20000};
-            nanosleep(&pause, NULL);
-        }
-        uint64_t target = atomic_load(&d->submitted);
-        for (int i = 0; i < nctx; i++) {
-            if (GS_REAL(cuCtxPushCurrent_v2)(ctxs[i]) != CUDA_SUCCESS)
-                continue;
-            GS_REAL(cuCtxSynchronize)();
-            CUcontext popped;
-            GS_REAL(cuCtxPopCurrent_v2)(&popped);
-        }
-        uint64_t end = gs_now_ns();
-
-        pthread_mutex_lock(&gs_gate_lock);
-        uint64_t finished = target - d->completed;
-        if (finished > 0 && end > since) {
-            double per = (double)(end - since) / (double)finished;
-            d->kernel_ns = d->kernel_ns > 0 ? 0.5 * d->kernel_ns + 0.5 * per : per;
-        }
-        d->completed = target;
-        d->last_sync_end_ns = end;
-        if (draining && atomic_load(&d->submitted) == target)
-            d->drain_requested = false;
-        if (d->state == GS_DEV_HOLD)
-            gs_gate_update_budget_locked(d, end);
-        gs_client_wake();
-    }
-    return NULL;
-}
-
-static void register_ctx_locked(struct gs_dev *d, CUcontext ctx)
-{
-    for (int i = 0; i < d->nctx; i++)
-        if (d->ctxs[i] == ctx)
-            return;
-    if (d->nctx < GS_GATE_MAX_CTX)
-        d->ctxs[d->nctx++] = ctx;
-    else
-        gs_log(GS_LOG_WARN, "more than %d contexts on one device: the newest are not drained", GS_GATE_MAX_CTX);
-}
-
-void gs_gate_forget_ctx(CUcontext ctx)
-{
-    pthread_mutex_lock(&gs_gate_lock);
-    for (int i = 0; i < GS_MAX_DEVICES; i++) {
-        struct gs_dev *d = &gs_devs[i];
-        for (int j = 0; j < d->nctx; j++)
-            if (d->ctxs[j] == ctx) {
-                d->ctxs[j] = d->ctxs[--d->nctx];
-                break;
-            }
-    }
-    pthread_mutex_unlock(&gs_gate_lock);
-}
-
-/* The gate of a device, created on first use; ctx (if not NULL) is one of
- * the process's contexts on it, for the drainer. */
-static CUresult device_gate(CUdevice ordinal, CUcontext ctx, struct gs_dev **out)
+/* The gate of a device by ordinal, created on first use, with its drainer
+ * and the gate thread started. */
+static CUresult device_gate(CUdevice ordinal, struct gs_dev **out)
 {
     CUuuid uuid;
     CUresult rc = GS_REAL(cuDeviceGetUuid_v2) ? GS_REAL(cuDeviceGetUuid_v2)(&uuid, ordinal)
@@ -212,14 +153,7 @@ static CUresult device_gate(CUdevice ordinal, CUcontext ctx, struct gs_dev **out
         }
     }
     if (found) {
-        if (ctx)
-            register_ctx_locked(found, ctx);
-        if (!found->drainer_started) {
-            if (pthread_create(&found->drainer, NULL, drainer_main, found) == 0)
-                found->drainer_started = true;
-            else
-                gs_log(GS_LOG_ERROR, "cannot start the drainer thread: slices will not be drained");
-        }
+        gs_drain_start_locked(found);
         gs_client_start_locked();
     }
     pthread_mutex_unlock(&gs_gate_lock);
@@ -231,7 +165,33 @@ static CUresult device_gate(CUdevice ordinal, CUcontext ctx, struct gs_dev **out
 
 CUresult gs_gate_device_by_ordinal(CUdevice ordinal, struct gs_dev **out)
 {
-    return device_gate(ordinal, NULL, out);
+    return device_gate(ordinal, out);
+}
+
+/* The gate and registry entry of a context. */
+static CUresult context_gate(CUcontext handle, struct gs_ctx **ctx_out, struct gs_dev **dev_out)
+{
+    pthread_mutex_lock(&gs_gate_lock);
+    struct gs_ctx *c = gs_ctx_get_locked(handle);
+    struct gs_dev *d = c ? c->dev : NULL;
+    bool usable = gs_ctx_use_locked(c);
+    pthread_mutex_unlock(&gs_gate_lock);
+    if (!usable)
+        return c ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = CUDA_SUCCESS;
+    if (!d) {
+        CUdevice ordinal;
+        if ((rc = gs_ctx_device(c, &ordinal)) == CUDA_SUCCESS)
+            rc = device_gate(ordinal, &d);
+    }
+    pthread_mutex_lock(&gs_gate_lock);
+    if (rc == CUDA_SUCCESS)
+        c->dev = d;
+    gs_ctx_unuse_locked(c);
+    pthread_mutex_unlock(&gs_gate_lock);
+    *ctx_out = c;
+    *dev_out = d;
+    return rc;
 }
 
 CUresult gs_gate_current_device(struct gs_dev **out)
@@ -241,38 +201,112 @@ CUresult gs_gate_current_device(struct gs_dev **out)
         return CUDA_SUCCESS;
     }
     CUcontext ctx = NULL;
-    CUdevice ordinal;
     CUresult rc = GS_REAL(cuCtxGetCurrent)(&ctx);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
-    if ((rc = GS_REAL(cuCtxGetDevice)(&ordinal)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = device_gate(ordinal, ctx, out)) == CUDA_SUCCESS)
+    struct gs_ctx *c;
+    if ((rc = context_gate(ctx, &c, out)) == CUDA_SUCCESS)
         gs_tls_dev = *out;
     return rc;
 }
 
-CUresult gs_gate_slow(struct gs_dev **out)
+CUresult gs_gate_resolve_stream(CUstream stream, int ptsz, struct gs_launch_target *t)
 {
-    struct gs_dev *d;
-    CUresult rc = gs_gate_current_device(&d);
+    uintptr_t value = (uintptr_t)stream;
+    CUcontext ctx = NULL;
+    CUresult rc;
+    if (value == 0)
+        t->kind = ptsz ? GS_STREAM_PER_THREAD : GS_STREAM_LEGACY;
+    else if (value == (uintptr_t)CU_STREAM_LEGACY)
+        t->kind = GS_STREAM_LEGACY;
+    else if (value == (uintptr_t)CU_STREAM_PER_THREAD)
+        t->kind = GS_STREAM_PER_THREAD;
+    else
+        t->kind = GS_STREAM_CREATED;
+    t->stream = t->kind == GS_STREAM_LEGACY ? CU_STREAM_LEGACY
+              : t->kind == GS_STREAM_PER_THREAD ? CU_STREAM_PER_THREAD : stream;
+    /* A created stream carries its context, with or without a current one
+     * (a CUkernel launch needs none); a default stream is the current
+     * context's. */
+    if (t->kind == GS_STREAM_CREATED && GS_REAL(cuStreamGetCtx))
+        rc = GS_REAL(cuStreamGetCtx)(stream, &ctx);
+    else
+        rc = GS_REAL(cuCtxGetCurrent)(&ctx);
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&gs_gate_lock);
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return context_gate(ctx, &t->ctx, &t->dev);
+}
+
+void gs_gate_track_stream_locked(const struct gs_launch_target *t)
+{
+    if (t->kind == GS_STREAM_PER_THREAD)
+        return; /* its thread records its own mark */
+    struct gs_dev *d = t->dev;
+    for (int i = 0; i < d->nstreams; i++)
+        if (d->streams[i].stream == t->stream && d->streams[i].ctx == t->ctx)
+            return;
+    if (d->nstreams < GS_MAX_TRACKED_STREAMS) {
+        d->streams[d->nstreams++] = (struct gs_tracked_stream){t->stream, t->ctx};
+        return;
+    }
+    /* More streams than tracked: fall back to the legacy stream of the
+     * context, which orders after every blocking stream's work. */
+    static bool warned; /* guarded by gs_gate_lock */
+    if (!warned)
+        gs_log(GS_LOG_WARN, "more than %d streams with work on one device: the rest are drained through the legacy stream",
+               GS_MAX_TRACKED_STREAMS);
+    warned = true;
+    d->streams[GS_MAX_TRACKED_STREAMS - 1] = (struct gs_tracked_stream){CU_STREAM_LEGACY, t->ctx};
+}
+
+void gs_gate_wait_admission_locked(struct gs_dev *d, bool (*fits)(struct gs_dev *d, void *arg), void *arg)
+{
     for (;;) {
-        if (atomic_load(&d->open) && atomic_load(&d->admitted) < atomic_load(&d->budget)) {
+        if (atomic_load(&d->open) && atomic_load(&d->admitted) < atomic_load(&d->budget) &&
+            (!fits || fits(d, arg))) {
             atomic_fetch_add(&d->admitted, 1);
-            break;
+            return;
         }
         d->waiters++;
         gs_client_wake();
         gs_client_wait_locked();
         d->waiters--;
     }
+}
+
+/* Remembers the stream in the calling thread's launch cache. */
+static void cache_launch(CUstream stream, int ptsz, struct gs_dev *d, struct gs_thread_mark *mark,
+                         uint32_t set_gen, uint32_t handles_gen)
+{
+    memmove(&gs_tls_launches[1], &gs_tls_launches[0], sizeof gs_tls_launches[0] * (GS_LAUNCH_CACHE - 1));
+    gs_tls_launches[0] = (struct gs_launch_cache){stream, ptsz, handles_gen, set_gen, d, mark};
+}
+
+CUresult gs_gate_slow(CUstream stream, int ptsz, struct gs_admit *a)
+{
+    a->dev = NULL;
+    a->mark = NULL;
+    /* Work captured into a graph does not run now: never gate it, never
+     * wait for it. Its graph is gated when it is launched. */
+    if (gs_capture_stream_is_capturing(stream, ptsz))
+        return CUDA_SUCCESS;
+    uint32_t handles_gen = atomic_load(&gs_handles_gen);
+    struct gs_launch_target t;
+    if (gs_gate_resolve_stream(stream, ptsz, &t) != CUDA_SUCCESS)
+        return CUDA_SUCCESS; /* the driver answers the launch itself */
+    if (t.kind == GS_STREAM_PER_THREAD && !(a->mark = gs_drain_thread_mark(t.ctx, t.dev)))
+        t.kind = GS_STREAM_LEGACY, t.stream = CU_STREAM_LEGACY; /* no event: drain it through the legacy stream */
+    pthread_mutex_lock(&gs_gate_lock);
+    gs_gate_wait_admission_locked(t.dev, NULL, NULL);
+    gs_gate_track_stream_locked(&t);
+    uint32_t set_gen = atomic_load(&t.dev->stream_set_gen);
     pthread_mutex_unlock(&gs_gate_lock);
-    *out = d;
+    cache_launch(stream, ptsz, t.dev, a->mark, set_gen, handles_gen);
+    a->dev = t.dev;
     return CUDA_SUCCESS;
 }
 
@@ -281,7 +315,7 @@ void gs_gate_after_fork_child(void)
     /* No gate or drainer thread exists in the child: start from scratch. */
     pthread_mutex_init(&gs_gate_lock, NULL);
     pthread_cond_init(&gs_gate_cv, NULL);
-    pthread_cond_init(&drainer_cv, NULL);
     memset(gs_devs, 0, sizeof gs_devs);
+    memset(gs_tls_launches, 0, sizeof gs_tls_launches);
     gs_tls_dev = NULL;
 }

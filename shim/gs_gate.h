@@ -5,8 +5,14 @@
  * Per device the gate keeps an admission flag and a budget, read by
  * launching threads without a lock (the fast path); everything else is
  * the business of the gate thread (gs_client.c), which talks to the
- * server, and of one drainer thread per device, which waits for the
- * device's queue to empty. All cold state is guarded by gs_gate_lock.
+ * server, and of one drainer thread per device (gs_drain.c), which learns
+ * when admitted work has finished from events it records on the streams
+ * the work was admitted to. All cold state is guarded by gs_gate_lock.
+ *
+ * A launch belongs to the device of its stream: a created stream's own
+ * context, or for the default streams the calling thread's current
+ * context. Launches into a stream that is capturing a graph run nothing
+ * and pass ungated (gs_capture.c).
  */
 #ifndef GPUSLICE_GATE_H
 #define GPUSLICE_GATE_H
@@ -20,7 +26,27 @@
 
 #include "gpuslice/protocol.h"
 
-#define GS_GATE_MAX_CTX 8
+#define GS_MAX_TRACKED_STREAMS 32 /* streams with admitted work, per device and slice */
+#define GS_MAX_FLUSH_MARKS 64      /* events recorded ahead of a capture, per device */
+#define GS_LAUNCH_CACHE 4          /* streams a thread's fast path remembers */
+
+struct gs_ctx;                     /* gs_contexts.h */
+struct gs_thread_mark;             /* gs_drain.c */
+
+/* A stream the shim admitted work to in the current slice. The legacy
+ * default stream of a context is stream CU_STREAM_LEGACY; per-thread
+ * default streams are never listed (only their own thread can name them:
+ * see struct gs_thread_mark). */
+struct gs_tracked_stream {
+    CUstream stream;
+    struct gs_ctx *ctx;
+};
+
+/* An event recorded for the drainer to wait on, in ctx's pool. */
+struct gs_flush_mark {
+    CUevent event;
+    struct gs_ctx *ctx;
+};
 
 enum gs_dev_state {
     GS_DEV_NONE,   /* no slice, none asked for */
@@ -35,7 +61,12 @@ struct gs_dev {
     _Atomic uint64_t admitted;   /* launches let through */
     _Atomic uint64_t budget;     /* admitted may reach this */
     _Atomic uint64_t submitted;  /* launches back from the driver */
+    _Atomic uint32_t stream_set_gen; /* bumped when `streams` is emptied */
     char pad[64];
+    /* Graph launches handed to the driver and their estimated device time
+     * (written by launching threads, read by the drainer). */
+    _Atomic uint64_t graphs_submitted;
+    _Atomic uint64_t graph_ns_submitted;
 
     /* Cold: guarded by gs_gate_lock. */
     bool used;
@@ -47,8 +78,11 @@ struct gs_dev {
     uint64_t grant, deadline_ns, slice_start_ns, last_released;
     uint64_t admitted_at_grant;  /* launches admitted before this slice */
     int waiters;                 /* threads blocked in the slow path */
-    CUcontext ctxs[GS_GATE_MAX_CTX];
-    int nctx;
+    uint64_t waiting_graph_ns;   /* the longest graph waiting for a slice */
+    struct gs_tracked_stream streams[GS_MAX_TRACKED_STREAMS];
+    int nstreams;
+    struct gs_flush_mark flushes[GS_MAX_FLUSH_MARKS];
+    int nflushes;
     /* idle detection (gate thread) */
     uint64_t seen_admitted, quiet_since_ns;
     /* the drainer thread */
@@ -56,8 +90,9 @@ struct gs_dev {
     bool drainer_started;
     bool drain_requested;
     uint64_t completed;          /* launches known finished */
+    uint64_t graphs_completed, graph_ns_completed;
     uint64_t last_sync_end_ns;
-    double kernel_ns;            /* estimated device time per launch; 0 = unknown */
+    double kernel_ns;            /* estimated device time per kernel launch; 0 = unknown */
     /* device memory this process holds on it, as counted by the server */
     uint64_t mem_held;
     uint64_t mem_cap;            /* the tenant's cap, as last reported */
@@ -70,8 +105,43 @@ extern pthread_cond_t gs_gate_cv;
 extern struct gs_dev gs_devs[GS_MAX_DEVICES];
 
 /* The calling thread's device gate for its current context; NULL until
- * the slow path has resolved it, and again after a context change. */
+ * resolved, and again after a context change. */
 extern __thread struct gs_dev *gs_tls_dev;
+
+/* What a launch was admitted as: its device (NULL when it passed
+ * ungated) and, for the per-thread default stream, the thread's mark. */
+struct gs_admit {
+    struct gs_dev *dev;
+    struct gs_thread_mark *mark;
+};
+
+/* The fast path's memory of the streams a thread launched into: valid
+ * while handles_gen and the device's stream_set_gen are unchanged (so the
+ * stream is still listed for the drainer). Owned by the thread. */
+struct gs_launch_cache {
+    CUstream stream;
+    int ptsz;
+    uint32_t handles_gen, stream_set_gen;
+    struct gs_dev *dev;
+    struct gs_thread_mark *mark;
+};
+extern __thread struct gs_launch_cache gs_tls_launches[GS_LAUNCH_CACHE];
+
+/* Bumped (relaxed is enough: readers recheck under gs_gate_lock) whenever a
+ * context or stream the shim knows dies, so that no thread's cache names
+ * it again. Written by the lifetime wrappers. */
+extern _Atomic uint32_t gs_handles_gen;
+
+/* How a launch names its stream. */
+enum gs_stream_kind { GS_STREAM_LEGACY, GS_STREAM_PER_THREAD, GS_STREAM_CREATED };
+
+/* Where a launch on a stream goes: its kind, context and device gate. */
+struct gs_launch_target {
+    enum gs_stream_kind kind;
+    CUstream stream;             /* CU_STREAM_LEGACY for the legacy stream */
+    struct gs_ctx *ctx;
+    struct gs_dev *dev;
+};
 
 /* Set on the gate thread: opening admission then only marks
  * gs_wakeup_pending (under gs_gate_lock), and the gate thread broadcasts
@@ -80,9 +150,24 @@ extern __thread struct gs_dev *gs_tls_dev;
 extern __thread bool gs_defer_wakeups;
 extern bool gs_wakeup_pending;
 
-/* The slow path: resolves the device, starts the gate thread on first
- * use, and blocks until the launch may proceed. */
-CUresult gs_gate_slow(struct gs_dev **out);
+/* The slow path: passes launches into capturing streams, resolves the
+ * device, lists the stream for the drainer, starts the gate thread on
+ * first use, and blocks until the launch may proceed. Returns
+ * CUDA_SUCCESS with a->dev NULL for a launch that goes ungated (capturing
+ * stream, or one the driver will refuse itself). */
+CUresult gs_gate_slow(CUstream stream, int ptsz, struct gs_admit *a);
+
+/* Resolves the stream a call names to its kind, context and gate. */
+CUresult gs_gate_resolve_stream(CUstream stream, int ptsz, struct gs_launch_target *t);
+/* Lists t's stream for the drainer (called with gs_gate_lock held). */
+void gs_gate_track_stream_locked(const struct gs_launch_target *t);
+/* Blocks (gs_gate_lock held) until d admits a launch; `fits` decides
+ * whether a launch fits what is left of the slice. */
+void gs_gate_wait_admission_locked(struct gs_dev *d, bool (*fits)(struct gs_dev *d, void *arg), void *arg);
+/* Launches queued on d and their device time, excluding what is known to
+ * have finished (gs_gate_lock held). */
+double gs_gate_queued_ns_locked(const struct gs_dev *d);
+bool gs_gate_queue_empty_locked(const struct gs_dev *d);
 
 /* The gate of the calling thread's current device (created on first use,
  * cached per thread), or of a device by ordinal. */
@@ -99,9 +184,24 @@ bool gs_gate_drained_locked(const struct gs_dev *d);
 /* Opens or closes every device unconditionally (server-down policy). */
 void gs_gate_set_all_open_locked(bool open);
 
-/* A context is being destroyed: forget it. */
-void gs_gate_forget_ctx(CUcontext ctx);
 void gs_gate_after_fork_child(void);
+
+/* gs_drain.c: the drainer threads and the marks they wait on. */
+void gs_drain_start_locked(struct gs_dev *d);
+void gs_drain_wake_locked(void);
+/* The calling thread's mark for its per-thread default stream in ctx. */
+struct gs_thread_mark *gs_drain_thread_mark(struct gs_ctx *ctx, struct gs_dev *d);
+/* After a launch into the per-thread default stream: records the mark. */
+void gs_drain_record_thread_mark(struct gs_thread_mark *mark);
+/* Records events on the tracked streams a capture or a stream destruction
+ * is about to make unrecordable (see gs_capture.c). Called with
+ * gs_capture_lock held, on the application's thread. */
+void gs_drain_flush(const struct gs_launch_target *t, bool with_legacy);
+/* Forgets every stream, mark and event of a context that died, or one
+ * stream that was destroyed (gs_gate_lock held). */
+void gs_drain_forget_ctx_locked(struct gs_ctx *ctx);
+void gs_drain_forget_stream_locked(CUstream stream, struct gs_ctx *ctx);
+void gs_drain_after_fork_child(void);
 
 /* gs_client.c: the gate thread. */
 void gs_client_start_locked(void);

@@ -4,6 +4,8 @@
  * starts with no gate thread, no connection and no devices.
  */
 #include "gs_hooks.h"
+#include "gs_contexts.h"
+#include "gs_graph.h"
 
 void gs_hooks_before_fork(void)
 {
@@ -19,5 +21,9 @@ void gs_hooks_after_fork_child(void)
 {
     gs_memory_after_fork_child();
     gs_client_after_fork_child();
+    gs_capture_after_fork_child();
+    gs_drain_after_fork_child();
+    gs_graph_after_fork_child();
+    gs_contexts_after_fork_child();
     gs_gate_after_fork_child();
 }

@@ -2,13 +2,16 @@
  * The hook points every wrapper calls around the real driver call: the
  * launch gate around compute submissions, and context tracking.
  *
- * Hot path: gs_hook_launch_enter for a thread whose device already holds
- * a slice with budget left is three relaxed loads and one atomic add; no
- * lock, no system call, no clock read. Everything else is gs_gate_slow.
+ * Hot path: gs_hook_launch_enter for a thread that launched into the same
+ * stream before in this slice, while its device holds a slice with budget
+ * left and no graph capture is under way in the process, is a few relaxed
+ * loads and one atomic add; no lock, no system call, no clock read, no
+ * driver call. Everything else is gs_gate_slow.
  */
 #ifndef GPUSLICE_HOOKS_H
 #define GPUSLICE_HOOKS_H
 
+#include "gs_capture.h"
 #include "gs_gate.h"
 #include "gs_log.h"
 
@@ -22,33 +25,45 @@
         return CUDA_ERROR_NOT_FOUND;                                    \
     GS_DEBUG("intercepted %s", #name)
 
-static inline CUresult gs_hook_launch_enter(struct gs_dev **out)
+#define GS_RELAXED(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+static inline CUresult gs_hook_launch_enter(CUstream stream, int ptsz, struct gs_admit *a)
 {
-    struct gs_dev *d = gs_tls_dev;
-    if (__builtin_expect(d != NULL, 1) &&
-        __builtin_expect(atomic_load_explicit(&d->open, memory_order_relaxed), 1) &&
-        __builtin_expect(atomic_load_explicit(&d->admitted, memory_order_relaxed) <
-                             atomic_load_explicit(&d->budget, memory_order_relaxed), 1)) {
-        atomic_fetch_add_explicit(&d->admitted, 1, memory_order_relaxed);
-        *out = d;
-        return CUDA_SUCCESS;
+    const struct gs_launch_cache *c = gs_tls_launches;
+    for (int i = 0; i < GS_LAUNCH_CACHE; i++, c++) {
+        if (c->stream != stream || c->ptsz != ptsz || !c->dev)
+            continue;
+        struct gs_dev *d = c->dev;
+        if (__builtin_expect(GS_RELAXED(gs_captures_active) == 0, 1) &&
+            __builtin_expect(c->handles_gen == GS_RELAXED(gs_handles_gen), 1) &&
+            __builtin_expect(c->stream_set_gen == GS_RELAXED(d->stream_set_gen), 1) &&
+            __builtin_expect(GS_RELAXED(d->open), 1) &&
+            __builtin_expect(GS_RELAXED(d->admitted) < GS_RELAXED(d->budget), 1)) {
+            atomic_fetch_add_explicit(&d->admitted, 1, memory_order_relaxed);
+            a->dev = d;
+            a->mark = c->mark;
+            return CUDA_SUCCESS;
+        }
+        break;
     }
-    *out = NULL;
-    CUresult rc = gs_gate_slow(out);
-    /* No current context: let the driver answer the launch itself. */
-    return rc == CUDA_ERROR_INVALID_CONTEXT ? CUDA_SUCCESS : rc;
+    return gs_gate_slow(stream, ptsz, a);
 }
 
-static inline void gs_hook_launch_exit(struct gs_dev *d)
+static inline void gs_hook_launch_exit(const struct gs_admit *a, CUresult rc)
 {
-    if (d)
-        atomic_fetch_add_explicit(&d->submitted, 1, memory_order_release);
+    if (a->mark && rc == CUDA_SUCCESS)
+        gs_drain_record_thread_mark(a->mark);
+    if (a->dev)
+        atomic_fetch_add_explicit(&a->dev->submitted, 1, memory_order_release);
 }
 
-/* The calling thread's current context may have changed. */
+/* The calling thread's current context may have changed: what its default
+ * streams resolve to may have too. */
 static inline void gs_hook_context_changed(void)
 {
     gs_tls_dev = NULL;
+    for (int i = 0; i < GS_LAUNCH_CACHE; i++)
+        gs_tls_launches[i].dev = NULL;
 }
 
 void gs_hooks_before_fork(void);

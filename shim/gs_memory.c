@@ -216,21 +216,23 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned i
     COUNTED_ALLOC(d, bytes, K_PTR, GS_REAL(cuMemAllocManaged)(dptr, bytes, flags), *dptr);
 }
 
-#define ASYNC_ALLOC(name, extra_params, extra_args)                              \
+/* Stream-ordered allocations come from the stream's device, whatever the
+ * current context is. */
+#define ASYNC_ALLOC(name, ptsz, extra_params, extra_args)                        \
     GS_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytes extra_params)        \
     {                                                                            \
-        GS_PROLOGUE(name);                                                          \
-        if (!dptr || bytes == 0)                                                 \
+        GS_PROLOGUE(name);                                                       \
+        struct gs_launch_target t;                                               \
+        if (!dptr || bytes == 0 || gs_gate_resolve_stream(s, ptsz, &t) != CUDA_SUCCESS) \
             return GS_REAL(name)(dptr, bytes extra_args);                        \
-        CURRENT_DEV_OR_PASS(d, GS_REAL(name)(dptr, bytes extra_args));           \
-        COUNTED_ALLOC(d, bytes, K_PTR, GS_REAL(name)(dptr, bytes extra_args), *dptr); \
+        COUNTED_ALLOC(t.dev, bytes, K_PTR, GS_REAL(name)(dptr, bytes extra_args), *dptr); \
     }
 
 #define COMMA ,
-ASYNC_ALLOC(cuMemAllocAsync, COMMA CUstream s, COMMA s)
-ASYNC_ALLOC(cuMemAllocAsync_ptsz, COMMA CUstream s, COMMA s)
-ASYNC_ALLOC(cuMemAllocFromPoolAsync, COMMA CUmemoryPool p COMMA CUstream s, COMMA p COMMA s)
-ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, COMMA CUmemoryPool p COMMA CUstream s, COMMA p COMMA s)
+ASYNC_ALLOC(cuMemAllocAsync, 0, COMMA CUstream s, COMMA s)
+ASYNC_ALLOC(cuMemAllocAsync_ptsz, 1, COMMA CUstream s, COMMA s)
+ASYNC_ALLOC(cuMemAllocFromPoolAsync, 0, COMMA CUmemoryPool p COMMA CUstream s, COMMA p COMMA s)
+ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, 1, COMMA CUmemoryPool p COMMA CUstream s, COMMA p COMMA s)
 
 /* Pitched: the driver picks the pitch. Reserve a 512-byte-aligned
  * estimate, make the allocation, then settle on pitch x height. `real`

@@ -1,20 +1,123 @@
 /*
  * cuGetProcAddress and cuGetProcAddress_v2: how CUDA 11.3+ runtimes fetch
- * every driver entry point. The real driver picks the variant for the
- * caller's CUDA version and stream flags; the shim then swaps in its
- * wrapper of that same variant, so version selection stays the driver's
- * (no guessing at _v2/_v3 names) and status and errors are the driver's.
+ * every driver entry point.
+ *
+ * The real driver picks the variant for the caller's CUDA version and
+ * stream flags, and its status and errors are returned unchanged. The
+ * pointer it returns is then replaced by the shim's wrapper of the same
+ * variant, and this fails closed: when the pointer is the driver's
+ * exported function, the variant is the one it is; when it is anything
+ * else (a tool's trampoline, an internal alias), the variant is chosen by
+ * name, version and flags from the table below, as the driver would, and
+ * wrapped all the same. A wrapped name never reaches the application
+ * unwrapped.
  */
 #include "gs_driver.h"
 #include "gs_log.h"
 
-static CUresult finish_lookup(const char *symbol, void **pfn, CUresult rc)
+#include <string.h>
+
+/* The CUDA version each versioned variant appeared in (cudaTypedefs.h
+ * names them PFN_<base>_v<version>); a variant not listed here is the
+ * original, present since the base name existed. */
+static const struct {
+    const char *name;
+    int since;
+} variant_versions[] = {
+    {"cuMemAlloc_v2", 3020},          {"cuMemAllocPitch_v2", 3020},
+    {"cuMemFree_v2", 3020},           {"cuMemGetInfo_v2", 3020},
+    {"cuDeviceTotalMem_v2", 3020},    {"cuArrayCreate_v2", 3020},
+    {"cuArray3DCreate_v2", 3020},     {"cuCtxCreate_v2", 3020},
+    {"cuCtxCreate_v3", 11040},        {"cuCtxCreate_v4", 12050},
+    {"cuCtxDestroy_v2", 4000},        {"cuCtxPushCurrent_v2", 4000},
+    {"cuCtxPopCurrent_v2", 4000},     {"cuStreamDestroy_v2", 4000},
+    {"cuDevicePrimaryCtxRelease_v2", 11000}, {"cuDevicePrimaryCtxReset_v2", 11000},
+    {"cuGetProcAddress_v2", 12000},   {"cuStreamBeginCapture_v2", 10010},
+    {"cuStreamBeginCapture_v2_ptsz", 10010},
+};
+
+static int since_version(const char *name)
 {
-    if (rc == CUDA_SUCCESS && pfn && *pfn) {
-        void *wrapped = gs_driver_wrap(*pfn);
-        if (wrapped != *pfn)
-            GS_DEBUG("cuGetProcAddress(%s): wrapped", symbol);
-        *pfn = wrapped;
+    for (size_t i = 0; i < sizeof variant_versions / sizeof variant_versions[0]; i++)
+        if (strcmp(variant_versions[i].name, name) == 0)
+            return variant_versions[i].since;
+    return 0;
+}
+
+static bool ends_with(const char *s, size_t len, const char *suffix)
+{
+    size_t n = strlen(suffix);
+    return len >= n && memcmp(s + len - n, suffix, n) == 0;
+}
+
+/* Whether entry `name` is a variant of base symbol `base`: the base, then
+ * optionally _vN, then optionally _ptsz. */
+static bool is_variant_of(const char *name, const char *base, bool *ptsz)
+{
+    size_t blen = strlen(base), len = strlen(name);
+    if (len < blen || memcmp(name, base, blen) != 0)
+        return false;
+    *ptsz = ends_with(name, len, "_ptsz");
+    if (*ptsz)
+        len -= 5;
+    const char *rest = name + blen;
+    size_t rlen = len - blen;
+    if (rlen == 0)
+        return true;
+    if (rlen < 3 || rest[0] != '_' || rest[1] != 'v')
+        return false;
+    for (size_t i = 2; i < rlen; i++)
+        if (rest[i] < '0' || rest[i] > '9')
+            return false;
+    return true;
+}
+
+/* The wrapped entry the driver would give for (symbol, version, flags),
+ * or -1 when the shim wraps no variant of it. */
+static int choose_variant(const char *symbol, int version, cuuint64_t flags)
+{
+    int exact = gs_driver_entry_index(symbol);
+    bool want_ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    int best = -1, best_since = -1, fallback = -1, fallback_since = -1;
+    for (int i = 0; i < GS_ENTRY_COUNT; i++) {
+        bool ptsz;
+        if (!gs_driver_wrapper(i) || !is_variant_of(gs_driver_entry_name(i), symbol, &ptsz))
+            continue;
+        int since = since_version(gs_driver_entry_name(i));
+        if (since > version)
+            continue;
+        if (ptsz == want_ptsz && since > best_since)
+            best = i, best_since = since;
+        if (!ptsz && since > fallback_since)
+            fallback = i, fallback_since = since;
+    }
+    if (best < 0)
+        best = fallback; /* no per-thread variant: the plain one serves both */
+    if (best < 0 && exact >= 0 && gs_driver_wrapper(exact))
+        best = exact;
+    return best;
+}
+
+static CUresult finish_lookup(const char *path, const char *symbol, int version, cuuint64_t flags,
+                              void **pfn, CUresult rc)
+{
+    if (rc != CUDA_SUCCESS || !pfn || !*pfn || !symbol)
+        return rc;
+    gs_entry real = gs_ptr_to_entry(*pfn);
+    /* The driver's own exported function: its choice of variant stands. */
+    for (int i = 0; i < GS_ENTRY_COUNT; i++) {
+        bool ptsz;
+        if (gs_real_fn[i] == real && gs_driver_wrapper(i) &&
+            (is_variant_of(gs_driver_entry_name(i), symbol, &ptsz) || strcmp(gs_driver_entry_name(i), symbol) == 0)) {
+            GS_DEBUG("%s(%s): wrapped %s", path, symbol, gs_driver_entry_name(i));
+            *pfn = gs_entry_to_ptr(gs_driver_wrapper(i));
+            return rc;
+        }
+    }
+    int chosen = choose_variant(symbol, version, flags);
+    if (chosen >= 0) {
+        gs_driver_note_unknown_pointer(chosen, path, symbol);
+        *pfn = gs_entry_to_ptr(gs_driver_wrapper(chosen));
     }
     return rc;
 }
@@ -27,7 +130,8 @@ GS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version,
     if (!gs_real_fn[GS_IDX_cuGetProcAddress])
         return CUDA_ERROR_NOT_FOUND;
     GS_DEBUG("intercepted cuGetProcAddress");
-    return finish_lookup(symbol, pfn, GS_REAL(cuGetProcAddress)(symbol, pfn, version, flags));
+    return finish_lookup("cuGetProcAddress", symbol, version, flags, pfn,
+                         GS_REAL(cuGetProcAddress)(symbol, pfn, version, flags));
 }
 
 GS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
@@ -39,5 +143,6 @@ GS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int versi
     if (!gs_real_fn[GS_IDX_cuGetProcAddress_v2])
         return CUDA_ERROR_NOT_FOUND;
     GS_DEBUG("intercepted cuGetProcAddress_v2");
-    return finish_lookup(symbol, pfn, GS_REAL(cuGetProcAddress_v2)(symbol, pfn, version, flags, status));
+    return finish_lookup("cuGetProcAddress_v2", symbol, version, flags, pfn,
+                         GS_REAL(cuGetProcAddress_v2)(symbol, pfn, version, flags, status));
 }

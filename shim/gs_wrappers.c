@@ -10,24 +10,16 @@
 #include "gs_hooks.h"
 #include "gs_log.h"
 
-#define GS_LAUNCH(name, params, args, stream)                           \
+#define GS_LAUNCH(name, params, args, stream, ptsz)                     \
     GS_EXPORT CUresult name params                                      \
     {                                                                   \
         GS_PROLOGUE(name);                                              \
-        struct gs_dev *gs_dev;                                          \
-        (void)(stream);                                                 \
-        if ((gs_rc = gs_hook_launch_enter(&gs_dev)) != CUDA_SUCCESS)    \
+        struct gs_admit gs_admit;                                       \
+        if ((gs_rc = gs_hook_launch_enter(stream, ptsz, &gs_admit)) != CUDA_SUCCESS) \
             return gs_rc;                                               \
         gs_rc = GS_REAL(name) args;                                     \
-        gs_hook_launch_exit(gs_dev);                                    \
+        gs_hook_launch_exit(&gs_admit, gs_rc);                          \
         return gs_rc;                                                   \
-    }
-
-#define GS_PASS(name, params, args)                                     \
-    GS_EXPORT CUresult name params                                      \
-    {                                                                   \
-        GS_PROLOGUE(name);                                              \
-        return GS_REAL(name) args;                                      \
     }
 
 /* Context calls may change the calling thread's current device. */
@@ -40,16 +32,7 @@
         return gs_rc;                                                   \
     }
 
-#define GS_CTX_DESTROY(name, params, args, ctx)                         \
-    GS_EXPORT CUresult name params                                      \
-    {                                                                   \
-        GS_PROLOGUE(name);                                              \
-        gs_gate_forget_ctx(ctx);                                        \
-        gs_rc = GS_REAL(name) args;                                     \
-        gs_hook_context_changed();                                      \
-        return gs_rc;                                                   \
-    }
-
+#define GS_CUSTOM(name, params, args) /* gs_graph.c, gs_capture.c, gs_contexts.c */
 #define GS_MEMORY(name, params, args) /* gs_memory.c */
 #define GS_LOOKUP(name, params, args) /* gs_procaddress.c */
 #define GS_INTERNAL(name, params, args) /* not wrapped */

@@ -1,0 +1,71 @@
+/*
+ * The contexts the shim has seen, and the rule that keeps its own threads
+ * off a context the application has destroyed.
+ *
+ * The drainer and the capture bookkeeping push an application's context
+ * to record and wait on events in it. NVIDIA forbids touching a context
+ * after cuCtxDestroy, after the last cuDevicePrimaryCtxRelease or after
+ * cuDevicePrimaryCtxReset. So every shim thread that wants to use a
+ * context first takes a use of it (gs_ctx_use_locked), and the wrappers of
+ * those calls mark the context closing, wait until no use is left, make
+ * the real call, and then either forget everything the shim holds in the
+ * context (it died) or reopen it (a release that left it alive).
+ *
+ * Each context also keeps a small pool of the shim's own events: blocking
+ * ones without timing, for the drainer's marks, and timed ones, for
+ * measuring graph launches.
+ */
+#ifndef GPUSLICE_CONTEXTS_H
+#define GPUSLICE_CONTEXTS_H
+
+#include "gs_driver.h"
+
+#include <stdbool.h>
+
+#define GS_CTX_EVENT_POOL 16
+
+struct gs_dev;
+
+struct gs_ctx {
+    CUcontext handle;
+    bool primary;            /* retained with cuDevicePrimaryCtxRetain */
+    bool device_known;
+    CUdevice device;
+    struct gs_dev *dev;      /* its device gate, once resolved */
+    bool closing;            /* a destroy, release or reset is under way */
+    bool dead;               /* destroyed: never touched again */
+    int uses;                /* shim threads using it right now */
+    CUevent events[GS_CTX_EVENT_POOL];
+    int nevents;
+    CUevent timed_events[GS_CTX_EVENT_POOL];
+    int ntimed_events;
+    struct gs_ctx *next;
+};
+
+/* The entry of a live context, created on first sight (gs_gate_lock held).
+ * A dead entry whose handle the driver hands out again is reused. NULL
+ * only when memory runs out. */
+struct gs_ctx *gs_ctx_get_locked(CUcontext handle);
+
+/* Takes a use of c for a driver call outside gs_gate_lock; false when the
+ * context is closing or dead. gs_ctx_unuse_locked gives it back. */
+bool gs_ctx_use_locked(struct gs_ctx *c);
+void gs_ctx_unuse_locked(struct gs_ctx *c);
+
+/* Makes c the calling thread's current context for a moment (the caller
+ * holds a use of it); gs_ctx_pop restores the previous one. */
+bool gs_ctx_push(struct gs_ctx *c);
+void gs_ctx_pop(void);
+
+/* An event of the shim's from c's pool (created when the pool is empty),
+ * and back. The caller holds a use of c and has pushed it. `timed` events
+ * measure time; the others block without spinning and never time. */
+CUevent gs_ctx_event_take(struct gs_ctx *c, bool timed);
+void gs_ctx_event_give(struct gs_ctx *c, CUevent event, bool timed);
+
+/* The device ordinal of c; the caller holds a use of it. */
+CUresult gs_ctx_device(struct gs_ctx *c, CUdevice *out);
+
+void gs_contexts_after_fork_child(void);
+
+#endif

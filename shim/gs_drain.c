@@ -1,0 +1,394 @@
+/*
+ * The drainers: one thread per device that learns when the work the gate
+ * admitted has finished, to measure the device time per launch while a
+ * slice is held and to know when the queue is empty after admission
+ * closes.
+ *
+ * How it knows: every stream the gate admitted work to in this slice is
+ * listed (gs_dev.streams). A round records one of the shim's own events
+ * on each listed stream (with the stream's context pushed) and waits for
+ * each with cuEventSynchronize; the events are created with
+ * CU_EVENT_BLOCKING_SYNC, so the wait sleeps instead of spinning a core.
+ * Work on other streams (a weight-load copy, a host function) is never
+ * waited for, and the application's contexts are never synchronized.
+ *   - A per-thread default stream can be named only by its own thread, so
+ *     that thread records its mark after each launch into it
+ *     (struct gs_thread_mark); the drainer waits on the mark.
+ *   - A stream about to capture, to join a capture or to be destroyed
+ *     cannot be recorded into afterwards, so the application's thread
+ *     records a flush mark first (gs_drain_flush, from gs_capture.c).
+ *   - Drainer threads set their capture interaction mode to relaxed and
+ *     wait only on events recorded outside any capture, so nothing they
+ *     do counts against an application's capture (see gs_capture.c).
+ *   - Contexts are used under gs_ctx_use_locked (see gs_contexts.h).
+ *
+ * State: the stream lists and flush marks live in gs_devs and the thread
+ * marks in thread_marks, all guarded by gs_gate_lock; drainer_cv wakes the
+ * drainers.
+ */
+#include "gs_capture.h"
+#include "gs_contexts.h"
+#include "gs_gate.h"
+#include "gs_glibc_compat.h"
+#include "gs_graph.h"
+#include "gs_hooks.h"
+#include "gs_log.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+struct gs_thread_mark {
+    struct gs_ctx *ctx;
+    struct gs_dev *dev;
+    CUevent event;              /* recorded after each launch into the stream */
+    _Atomic int recorded;       /* set by the owner, taken by the drainer */
+    bool orphan;                /* its thread exited; guarded by gs_gate_lock */
+    bool dead;                  /* its context died; guarded by gs_gate_lock */
+    struct gs_thread_mark *next;
+};
+
+/* Every live thread mark; guarded by gs_gate_lock. */
+static struct gs_thread_mark *thread_marks;
+/* The calling thread's marks, one per context it used; owned by it. */
+#define THREAD_MARKS 4
+static __thread struct gs_thread_mark *my_marks[THREAD_MARKS];
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+/* Wakes drainers; used with gs_gate_lock. */
+static pthread_cond_t drainer_cv = PTHREAD_COND_INITIALIZER;
+
+void gs_drain_wake_locked(void)
+{
+    pthread_cond_broadcast(&drainer_cv);
+}
+
+/* ---- per-thread default streams --------------------------------------------- */
+
+/* A thread's marks outlive it until the drainer has waited for them. */
+static void thread_exited(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&gs_gate_lock);
+    for (int i = 0; i < THREAD_MARKS; i++)
+        if (my_marks[i])
+            my_marks[i]->orphan = true;
+    pthread_mutex_unlock(&gs_gate_lock);
+}
+
+static void make_exit_key(void)
+{
+    if (pthread_key_create(&exit_key, thread_exited) != 0)
+        gs_log(GS_LOG_WARN, "pthread_key_create failed: marks of exited threads are kept");
+}
+
+struct gs_thread_mark *gs_drain_thread_mark(struct gs_ctx *ctx, struct gs_dev *d)
+{
+    int free_index = -1;
+    pthread_mutex_lock(&gs_gate_lock);
+    for (int i = 0; i < THREAD_MARKS; i++) {
+        struct gs_thread_mark *m = my_marks[i];
+        if (m && !m->dead && m->ctx == ctx) {
+            pthread_mutex_unlock(&gs_gate_lock);
+            return m;
+        }
+        if (!m || m->dead)
+            free_index = i;
+    }
+    bool usable = free_index >= 0 && gs_ctx_use_locked(ctx);
+    pthread_mutex_unlock(&gs_gate_lock);
+    if (!usable)
+        return NULL;
+    /* The per-thread default stream is the current context's, so ctx is
+     * current here: no push needed. */
+    CUevent event = gs_ctx_event_take(ctx, false);
+    struct gs_thread_mark *m = event ? calloc(1, sizeof *m) : NULL;
+    pthread_once(&exit_key_once, make_exit_key);
+    pthread_mutex_lock(&gs_gate_lock);
+    if (m) {
+        m->ctx = ctx;
+        m->dev = d;
+        m->event = event;
+        m->next = thread_marks;
+        thread_marks = m;
+        my_marks[free_index] = m; /* a dead mark is unlinked already; its memory stays with its thread */
+        pthread_setspecific(exit_key, m);
+    }
+    gs_ctx_unuse_locked(ctx);
+    pthread_mutex_unlock(&gs_gate_lock);
+    if (!m && event)
+        gs_ctx_event_give(ctx, event, false);
+    return m;
+}
+
+void gs_drain_record_thread_mark(struct gs_thread_mark *mark)
+{
+    if (GS_REAL(cuEventRecord)(mark->event, CU_STREAM_PER_THREAD) == CUDA_SUCCESS)
+        atomic_store_explicit(&mark->recorded, 1, memory_order_release);
+}
+
+/* ---- flushes (application threads) -------------------------------------------- */
+
+static bool tracked_locked(const struct gs_dev *d, CUstream stream, const struct gs_ctx *ctx)
+{
+    for (int i = 0; i < d->nstreams; i++)
+        if (d->streams[i].stream == stream && d->streams[i].ctx == ctx)
+            return true;
+    return false;
+}
+
+/* Records a flush mark on one stream of ctx (pushed) if work was admitted
+ * to it and it can still be recorded into. */
+static void flush_one(struct gs_dev *d, struct gs_ctx *ctx, CUstream stream)
+{
+    pthread_mutex_lock(&gs_gate_lock);
+    bool wanted = tracked_locked(d, stream, ctx);
+    pthread_mutex_unlock(&gs_gate_lock);
+    if (!wanted || gs_capture_unrecordable(stream))
+        return;
+    CUevent event = gs_ctx_event_take(ctx, false);
+    if (!event)
+        return;
+    if (GS_REAL(cuEventRecord)(event, stream) != CUDA_SUCCESS) {
+        gs_ctx_event_give(ctx, event, false);
+        return;
+    }
+    pthread_mutex_lock(&gs_gate_lock);
+    bool kept = d->nflushes < GS_MAX_FLUSH_MARKS && !ctx->dead;
+    if (kept)
+        d->flushes[d->nflushes++] = (struct gs_flush_mark){event, ctx};
+    pthread_mutex_unlock(&gs_gate_lock);
+    if (!kept) {
+        /* No room left: wait for it here, on the application's thread. */
+        GS_REAL(cuEventSynchronize)(event);
+        gs_ctx_event_give(ctx, event, false);
+    }
+}
+
+void gs_drain_flush(const struct gs_launch_target *t, bool with_legacy)
+{
+    pthread_mutex_lock(&gs_gate_lock);
+    bool any = t->dev->nstreams > 0 && gs_ctx_use_locked(t->ctx);
+    pthread_mutex_unlock(&gs_gate_lock);
+    if (!any)
+        return;
+    CUstreamCaptureMode mode = gs_capture_relax_thread();
+    if (gs_ctx_push(t->ctx)) {
+        if (t->kind == GS_STREAM_CREATED)
+            flush_one(t->dev, t->ctx, t->stream);
+        if (with_legacy || t->kind == GS_STREAM_LEGACY)
+            flush_one(t->dev, t->ctx, CU_STREAM_LEGACY);
+        gs_ctx_pop();
+    }
+    gs_capture_restore_thread(mode);
+    pthread_mutex_lock(&gs_gate_lock);
+    gs_ctx_unuse_locked(t->ctx);
+    pthread_mutex_unlock(&gs_gate_lock);
+}
+
+/* ---- forgetting ---------------------------------------------------------------- */
+
+void gs_drain_forget_stream_locked(CUstream stream, struct gs_ctx *ctx)
+{
+    for (int i = 0; i < GS_MAX_DEVICES; i++) {
+        struct gs_dev *d = &gs_devs[i];
+        for (int j = 0; j < d->nstreams; j++)
+            if (d->streams[j].stream == stream && d->streams[j].ctx == ctx)
+                d->streams[j--] = d->streams[--d->nstreams];
+    }
+}
+
+void gs_drain_forget_ctx_locked(struct gs_ctx *ctx)
+{
+    for (int i = 0; i < GS_MAX_DEVICES; i++) {
+        struct gs_dev *d = &gs_devs[i];
+        for (int j = 0; j < d->nstreams; j++)
+            if (d->streams[j].ctx == ctx)
+                d->streams[j--] = d->streams[--d->nstreams];
+        for (int j = 0; j < d->nflushes; j++)
+            if (d->flushes[j].ctx == ctx)
+                d->flushes[j--] = d->flushes[--d->nflushes];
+    }
+    for (struct gs_thread_mark **p = &thread_marks; *p;) {
+        struct gs_thread_mark *m = *p;
+        if (m->ctx == ctx) {
+            m->dead = true; /* its event died with the context */
+            *p = m->next;
+            if (m->orphan)
+                free(m);
+        } else {
+            p = &m->next;
+        }
+    }
+    gs_graph_forget_ctx_locked(ctx);
+}
+
+/* ---- the drainer thread ------------------------------------------------------- */
+
+/* One thing a round waits for: an event, or a stream to record one on. */
+struct round_item {
+    struct gs_ctx *ctx;       /* a use of it is held for the round */
+    CUstream stream;          /* to record on; unused once event is set */
+    bool has_stream;
+    CUevent event;
+    bool owned;               /* the event goes back to ctx's pool after */
+    struct gs_thread_mark *retire; /* an orphan mark to free after waiting */
+};
+
+#define ROUND_ITEMS (GS_MAX_TRACKED_STREAMS + GS_MAX_FLUSH_MARKS + 64)
+
+static int collect_locked(struct gs_dev *d, struct round_item *items)
+{
+    int n = 0;
+    for (int i = 0; i < d->nstreams && n < ROUND_ITEMS; i++)
+        if (gs_ctx_use_locked(d->streams[i].ctx))
+            items[n++] = (struct round_item){.ctx = d->streams[i].ctx, .stream = d->streams[i].stream,
+                                             .has_stream = true};
+    int kept = 0;
+    for (int i = 0; i < d->nflushes; i++) {
+        struct gs_flush_mark *f = &d->flushes[i];
+        if (n < ROUND_ITEMS && gs_ctx_use_locked(f->ctx))
+            items[n++] = (struct round_item){.ctx = f->ctx, .event = f->event, .owned = true};
+        else if (!f->ctx->dead && !f->ctx->closing)
+            d->flushes[kept++] = *f;
+    }
+    d->nflushes = kept;
+    for (struct gs_thread_mark **p = &thread_marks; *p && n < ROUND_ITEMS;) {
+        struct gs_thread_mark *m = *p;
+        bool take = m->dev == d && (atomic_exchange(&m->recorded, 0) || m->orphan);
+        if (take && gs_ctx_use_locked(m->ctx)) {
+            items[n++] = (struct round_item){.ctx = m->ctx, .event = m->event, .retire = m->orphan ? m : NULL};
+            if (m->orphan) {
+                *p = m->next; /* freed after the round */
+                continue;
+            }
+        } else if (take && !m->orphan) {
+            atomic_store(&m->recorded, 1); /* its context is closing: next round */
+        }
+        p = &m->next;
+    }
+    return n;
+}
+
+static void run_round(struct gs_dev *d, struct round_item *items, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct round_item *it = &items[i];
+        if (!it->has_stream || !gs_ctx_push(it->ctx))
+            continue;
+        pthread_mutex_lock(&gs_capture_lock);
+        pthread_mutex_lock(&gs_gate_lock);
+        bool listed = tracked_locked(d, it->stream, it->ctx);
+        pthread_mutex_unlock(&gs_gate_lock);
+        /* A stream that captures now had its admitted work flushed before
+         * it began; one that was destroyed, before it went. */
+        if (listed && !gs_capture_unrecordable(it->stream)) {
+            CUevent event = gs_ctx_event_take(it->ctx, false);
+            if (event && GS_REAL(cuEventRecord)(event, it->stream) == CUDA_SUCCESS) {
+                it->event = event;
+                it->owned = true;
+            } else {
+                gs_ctx_event_give(it->ctx, event, false);
+            }
+        }
+        pthread_mutex_unlock(&gs_capture_lock);
+        gs_ctx_pop();
+    }
+    for (int i = 0; i < n; i++) {
+        struct round_item *it = &items[i];
+        if (!it->event || !gs_ctx_push(it->ctx))
+            continue;
+        CUresult rc = GS_REAL(cuEventSynchronize)(it->event);
+        if (rc != CUDA_SUCCESS)
+            GS_DEBUG("drainer: cuEventSynchronize returned %d", (int)rc);
+        if (it->retire)
+            GS_REAL(cuEventDestroy_v2)(it->event);
+        else if (it->owned)
+            gs_ctx_event_give(it->ctx, it->event, false);
+        gs_ctx_pop();
+    }
+}
+
+/* Waits until every launch already admitted has been handed to the
+ * driver, then until all of it has finished. */
+static void *drainer_main(void *arg)
+{
+    struct gs_dev *d = arg;
+    static struct round_item items_by_dev[GS_MAX_DEVICES][ROUND_ITEMS]; /* one row per drainer */
+    struct round_item *items = items_by_dev[d->slot];
+    prctl(PR_SET_NAME, "gpuslice-drain", 0, 0, 0);
+    gs_capture_relax_thread();
+    pthread_mutex_lock(&gs_gate_lock);
+    for (;;) {
+        while (!d->drain_requested && !(d->state == GS_DEV_HOLD && atomic_load(&d->submitted) > d->completed))
+            pthread_cond_wait(&drainer_cv, &gs_gate_lock);
+        bool draining = d->drain_requested;
+        uint64_t since = d->last_sync_end_ns > d->slice_start_ns ? d->last_sync_end_ns : d->slice_start_ns;
+        pthread_mutex_unlock(&gs_gate_lock);
+
+        /* Launches admitted just before admission closed may still be on
+         * their way into the driver. */
+        while (draining && atomic_load(&d->submitted) < atomic_load(&d->admitted)) {
+            struct timespec pause = {0, 20000};
+            nanosleep(&pause, NULL);
+        }
+        pthread_mutex_lock(&gs_gate_lock);
+        /* Read before listing the streams: each launch counted here was
+         * listed before it was made. */
+        uint64_t target = atomic_load(&d->submitted);
+        uint64_t graphs = atomic_load(&d->graphs_submitted), graph_ns = atomic_load(&d->graph_ns_submitted);
+        int n = collect_locked(d, items);
+        pthread_mutex_unlock(&gs_gate_lock);
+
+        run_round(d, items, n);
+        gs_graph_measure(d);
+        uint64_t end = gs_now_ns();
+
+        pthread_mutex_lock(&gs_gate_lock);
+        for (int i = 0; i < n; i++) {
+            gs_ctx_unuse_locked(items[i].ctx);
+            free(items[i].retire);
+        }
+        uint64_t finished = target > d->completed ? target - d->completed : 0;
+        uint64_t graphs_finished = graphs - d->graphs_completed;
+        double graph_time = (double)(graph_ns - d->graph_ns_completed);
+        if (finished > graphs_finished && end > since && (double)(end - since) > graph_time) {
+            double per = ((double)(end - since) - graph_time) / (double)(finished - graphs_finished);
+            d->kernel_ns = d->kernel_ns > 0 ? 0.5 * d->kernel_ns + 0.5 * per : per;
+        }
+        d->completed = target > d->completed ? target : d->completed;
+        d->graphs_completed = graphs;
+        d->graph_ns_completed = graph_ns;
+        d->last_sync_end_ns = end;
+        if (draining && atomic_load(&d->submitted) == target) {
+            d->drain_requested = false;
+            /* All done: the next slice lists its streams afresh. */
+            d->nstreams = 0;
+            atomic_fetch_add(&d->stream_set_gen, 1);
+        }
+        if (d->state == GS_DEV_HOLD)
+            gs_gate_update_budget_locked(d, end);
+        gs_client_wake();
+    }
+    return NULL;
+}
+
+void gs_drain_start_locked(struct gs_dev *d)
+{
+    if (d->drainer_started)
+        return;
+    if (pthread_create(&d->drainer, NULL, drainer_main, d) == 0)
+        d->drainer_started = true;
+    else
+        gs_log(GS_LOG_ERROR, "cannot start the drainer thread: slices will not be drained");
+}
+
+void gs_drain_after_fork_child(void)
+{
+    /* The parent's marks name its contexts and threads, none of which
+     * exist here. */
+    thread_marks = NULL;
+    memset(my_marks, 0, sizeof my_marks);
+    pthread_cond_init(&drainer_cv, NULL);
+}
