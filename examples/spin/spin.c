@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
 "Usage: spin [--kernel-us US] [--seconds S | --count N] [--depth D] [--device I]\n"
+"            [--copy-mb MB]\n"
 "\n"
 "Launches kernels that each keep the GPU busy for US microseconds, one\n"
 "stream, at most D in flight, until S seconds have passed or N kernels ran.\n"
@@ -54,6 +56,9 @@ static void usage(FILE *out)
 "  --count N        run exactly N kernels instead of a time\n"
 "  --depth D        kernels in flight at most, 1..%d (default 16)\n"
 "  --device I       device ordinal (default 0)\n"
+"  --copy-mb MB     meanwhile, keep one host-to-device copy of MB MiB in flight\n"
+"                   on a second stream (a weight load beside the kernels); the\n"
+"                   line then ends with copies=C, the copies that finished\n"
 "  -h, --help       show this help\n"
 "\n"
 "Exit status: 0 on success, 1 on a usage error, 2 on a CUDA error.\n",
@@ -94,10 +99,11 @@ int main(int argc, char **argv)
     static const struct option options[] = {
         {"kernel-us", required_argument, NULL, 'k'}, {"seconds", required_argument, NULL, 's'},
         {"count", required_argument, NULL, 'n'},     {"depth", required_argument, NULL, 'd'},
-        {"device", required_argument, NULL, 'D'},    {"help", no_argument, NULL, 'h'},
+        {"device", required_argument, NULL, 'D'},    {"copy-mb", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    double kernel_us = 1000, seconds = 5, count = 0, depth = 16, device = 0;
+    double kernel_us = 1000, seconds = 5, count = 0, depth = 16, device = 0, copy_mb = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         double *target = NULL;
@@ -106,6 +112,7 @@ int main(int argc, char **argv)
         case 's': target = &seconds; break;
         case 'n': target = &count; break;
         case 'd': target = &depth; break;
+        case 'c': target = &copy_mb; break;
         case 'D':
             device = atoi(optarg);
             if (device < 0 || strspn(optarg, "0123456789") != strlen(optarg)) {
@@ -118,7 +125,7 @@ int main(int argc, char **argv)
         }
         if (parse_positive(optarg, target)) {
             fprintf(stderr, "spin: --%s needs a positive number, got '%s'\n",
-                    options[opt == 'k' ? 0 : opt == 's' ? 1 : opt == 'n' ? 2 : 3].name, optarg);
+                    options[opt == 'k' ? 0 : opt == 's' ? 1 : opt == 'n' ? 2 : opt == 'd' ? 3 : 5].name, optarg);
             return 1;
         }
     }
@@ -144,6 +151,24 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < in_flight; i++)
         if (check(cuEventCreate(&done[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate"))
             return 2;
+    /* The background copy: its own stream, buffers and completion event. */
+    size_t copy_bytes = (size_t)(copy_mb * 1048576.0);
+    CUstream copy_stream = NULL;
+    CUdeviceptr copy_dst = 0;
+    CUevent copy_done = NULL;
+    unsigned char *copy_src = NULL;
+    uint64_t copies = 0;
+    bool copying = false;
+    if (copy_bytes > 0) {
+        if (!(copy_src = calloc(1, copy_bytes))) {
+            fprintf(stderr, "spin: cannot allocate %zu bytes of host memory for --copy-mb\n", copy_bytes);
+            return 2;
+        }
+        if (check(cuStreamCreate(&copy_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
+            check(cuMemAlloc(&copy_dst, copy_bytes), "cuMemAlloc") ||
+            check(cuEventCreate(&copy_done, CU_EVENT_DISABLE_TIMING), "cuEventCreate"))
+            return 2;
+    }
 
     uint64_t spin_ns = (uint64_t)(kernel_us * 1000.0);
     void *params[] = {&spin_ns};
@@ -151,6 +176,18 @@ int main(int argc, char **argv)
     double start = now_s(), stop = start + seconds;
     uint64_t launched = 0;
     while (launched < limit && (count > 0 || now_s() < stop)) {
+        if (copy_bytes > 0) {
+            CUresult q = copying ? cuEventQuery(copy_done) : CUDA_SUCCESS;
+            if (q != CUDA_SUCCESS && q != CUDA_ERROR_NOT_READY)
+                return check(q, "cuEventQuery"), 2;
+            if (q == CUDA_SUCCESS) {
+                copies += copying;
+                if (check(cuMemcpyHtoDAsync(copy_dst, copy_src, copy_bytes, copy_stream), "cuMemcpyHtoDAsync") ||
+                    check(cuEventRecord(copy_done, copy_stream), "cuEventRecord"))
+                    return 2;
+                copying = true;
+            }
+        }
         CUevent ev = done[launched % in_flight];
         if (launched >= in_flight && check(cuEventSynchronize(ev), "cuEventSynchronize"))
             return 2;
@@ -162,12 +199,20 @@ int main(int argc, char **argv)
     if (check(cuStreamSynchronize(stream), "cuStreamSynchronize"))
         return 2;
     double wall = now_s() - start;
-    printf("spin: pid=%d device=%d kernel_us=%.0f kernels=%" PRIu64 " wall_s=%.3f kernels_per_s=%.1f\n",
+    printf("spin: pid=%d device=%d kernel_us=%.0f kernels=%" PRIu64 " wall_s=%.3f kernels_per_s=%.1f",
            (int)getpid(), (int)device, kernel_us, launched, wall, (double)launched / wall);
+    if (copy_bytes > 0)
+        printf(" copies=%" PRIu64, copies);
+    printf("\n");
     fflush(stdout);
     for (unsigned i = 0; i < in_flight; i++)
         cuEventDestroy(done[i]);
     cuStreamDestroy(stream);
+    if (copy_bytes > 0) {
+        /* The copy still in flight is left to finish: exiting frees it. */
+        cuEventDestroy(copy_done);
+        free(copy_src);
+    }
     cuModuleUnload(module);
     cuDevicePrimaryCtxRelease(dev);
     return 0;

@@ -1,0 +1,204 @@
+"""Real-driver semantics under gpuslice-server, on fakecuda taught what
+NVIDIA's driver does (test/fakecuda/README.md). One section per failure of
+the old shim:
+
+ 1. graph capture (global, thread-local, relaxed; created and per-thread
+    streams) survives the shim's threads while slices come and go, and the
+    captured graph's launches are gated;
+ 2. the shim's own threads use no measurable CPU while fakecuda's
+    synchronization spins a core, as a real driver's does;
+ 3. a long copy on another stream does not delay the handover;
+ 4. graphs are admitted against their device time: shares hold and the
+    overrun stays within one graph;
+ 5. contexts destroyed, released and reset while slices come and go are
+    never touched afterwards (FAKECUDA_STRICT aborts on any stale use);
+ 6. a CUkernel launched with no current context is gated;
+ 7. lookups fail closed (FAKECUDA_TRAMPOLINES): every path still reaches
+    the wrappers.
+Every figure comes from the fakecuda meter, fakecuda's own error reports,
+/proc, or the server's status."""
+import os
+import subprocess
+import time
+
+from testlib import BUILD, SPIN, Checks, Machine, Server, parse_line, tenant_shares
+
+checks = Checks()
+CAPTURE_APP = os.path.join(BUILD, "test", "capture_app")
+CTX_CHURN = os.path.join(BUILD, "test", "ctx_churn")
+PATHS_TEST = os.path.join(BUILD, "test", "shim_paths_test")
+
+
+def near(value, target, points):
+    return abs(value - target) <= points / 100.0
+
+
+def run(server, tenant, argv, timeout=120, **extra):
+    p = server.machine.spawn(argv, env=server.tenant_env(tenant, **extra), stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err
+
+
+# ---- 1. graph capture -------------------------------------------------------------
+# Thread A captures 20 000 launches while thread B's ordinary launches make
+# the tenant gain and lose slices against a busy neighbour. Each capture
+# ends cleanly, and the graph is replayed under the gate.
+capture_log = None
+for mode, stream in [("global", "created"), ("global", "ptds"), ("thread_local", "created"), ("relaxed", "created")]:
+    machine = Machine()
+    capture_log = os.path.join(machine.dir, "capture.log")
+    machine.env["FAKECUDA_CAPTURE_LOG"] = capture_log
+    server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
+    neighbour = server.spin("b", 8)
+    time.sleep(0.3)
+    rc, out, err = run(server, "a", [CAPTURE_APP, "--launches", "20000", "--mode", mode, "--stream", stream,
+                                     "--background-launches", "--replay-seconds", "1"])
+    line = parse_line(out, "capture_app") or {}
+    checks.expect(rc == 0 and line.get("end_capture") == "CUDA_SUCCESS" and line.get("instantiate") == "CUDA_SUCCESS",
+                  "%s capture on a %s stream survives slice changes (end_capture=%s, rc=%d)"
+                  % (mode, stream, line.get("end_capture"), rc))
+    invalidations = open(capture_log).read() if os.path.exists(capture_log) else ""
+    checks.expect(invalidations == "", "%s/%s: fakecuda logged no invalidation (%s)"
+                  % (mode, stream, invalidations.strip().replace("\n", "; ")[:200]))
+    checks.expect(int(line.get("background_kernels", 0)) > 0 and int(line.get("graph_launches", 0)) > 0,
+                  "%s/%s: background launches and graph replays ran (%s, %s)"
+                  % (mode, stream, line.get("background_kernels"), line.get("graph_launches")))
+    neighbour.kill()
+    neighbour.communicate()
+    server.stop()
+
+# Replays are gated: a tenant replaying 5 ms graphs against a busy
+# neighbour at 1:1 gets half the device, not what the graphs ask for.
+machine = Machine()
+server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
+neighbour = server.spin("b", 7)
+graphs = server.machine.spawn([CAPTURE_APP, "--graph-kernels", "5", "--kernel-us", "1000", "--replay-seconds", "6"],
+                              env=server.tenant_env("a"))
+time.sleep(1.0)
+snap = machine.snapshot()
+time.sleep(4.0)
+meter = machine.meter(since=snap)
+out, _ = graphs.communicate()
+neighbour.communicate()
+shares = tenant_shares(meter, {"a": [graphs.pid], "b": [neighbour.pid]})
+checks.expect(graphs.returncode == 0, "graph replay tenant exits 0")
+checks.expect(near(shares["a"], 0.5, 5), "replayed graphs are gated: 1:1 -> %.1f/%.1f"
+              % (100 * shares["a"], 100 * shares["b"]))
+server.stop()
+
+
+# ---- 2. the shim's threads use no CPU ---------------------------------------------------
+def shim_thread_cpu_seconds(pid):
+    """CPU seconds (user+sys) of the process's threads named gpuslice-*."""
+    total = 0
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        if name.startswith("gpuslice"):
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+machine = Machine()
+server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
+spins = [server.spin(t, 11, kernel_us=1000) for t in "ab"]
+time.sleep(0.5)
+start = [shim_thread_cpu_seconds(p.pid) for p in spins]
+time.sleep(10)
+used = [shim_thread_cpu_seconds(p.pid) - s for p, s in zip(spins, start)]
+for p in spins:
+    p.communicate()
+for t, u in zip("ab", used):
+    checks.expect(u / 10 <= 0.01, "tenant %s: the shim's threads used %.2f%% of a core over 10 s (<= 1%%)"
+                  % (t, 100 * u / 10))
+server.stop()
+
+# ---- 3. a long copy on another stream ------------------------------------------------------
+# 2 MiB at 1 MiB/s: each copy keeps the copy engine busy for 2 s. Draining
+# waits only for the kernels the gate admitted, so shares hold.
+machine = Machine(FAKECUDA_COPY_BYTES_PER_S="1M")
+server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
+copier = machine.spawn([SPIN, "--seconds", "7", "--copy-mb", "2"], env=server.tenant_env("a"))
+other = server.spin("b", 7)
+time.sleep(1.0)
+snap = machine.snapshot()
+time.sleep(5.0)
+meter = machine.meter(since=snap)
+out_a, _ = copier.communicate()
+other.communicate()
+shares = tenant_shares(meter, {"a": [copier.pid], "b": [other.pid]})
+line = parse_line(out_a, "spin") or {}
+checks.expect(copier.returncode == 0 and int(line.get("copies", 0)) >= 2,
+              "the copying tenant ran its copies (%s)" % line.get("copies"))
+checks.expect(near(shares["a"], 0.5, 2), "with a 2 s copy outstanding, 1:1 -> %.1f/%.1f (+-2)"
+              % (100 * shares["a"], 100 * shares["b"]))
+status = server.status()
+overruns = [d["overrun_p99_ms"] for t in status["tenants"] for d in t["devices"]]
+checks.expect(overruns and max(overruns) <= 3.0, "handover within 2 ms + one kernel of the deadline (overrun p99 %s ms)"
+              % overruns)
+server.stop()
+
+# ---- 4. graphs against their device time ------------------------------------------------------
+machine = Machine()
+server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
+graphs = machine.spawn([CAPTURE_APP, "--graph-kernels", "30", "--kernel-us", "1000", "--replay-seconds", "9"],
+                       env=server.tenant_env("a"))
+other = server.spin("b", 9)
+time.sleep(2.0)
+snap = machine.snapshot()
+time.sleep(6.0)
+meter = machine.meter(since=snap)
+status = server.status()
+graphs.communicate()
+other.communicate()
+shares = tenant_shares(meter, {"a": [graphs.pid], "b": [other.pid]})
+checks.expect(graphs.returncode == 0, "30 ms graph tenant exits 0")
+checks.expect(near(shares["a"], 0.5, 2), "30 ms graphs against 1 ms kernels at 1:1 -> %.1f/%.1f (+-2)"
+              % (100 * shares["a"], 100 * shares["b"]))
+overrun = {t["name"]: max([d["overrun_p99_ms"] for d in t["devices"]] or [99]) for t in status["tenants"]}
+checks.expect(overrun.get("a", 99) <= 2 + 30, "graph tenant's overrun p99 %.1f ms <= 2 ms + one graph" % overrun.get("a", 99))
+checks.expect(overrun.get("b", 99) <= 3, "kernel tenant's overrun p99 %.1f ms <= 2 ms + one kernel" % overrun.get("b", 99))
+server.stop()
+
+# ---- 5. context lifetimes -------------------------------------------------------------------
+machine = Machine(FAKECUDA_STRICT="1")
+server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
+other = server.spin("b", 6)
+rc, out, err = run(server, "a", [CTX_CHURN, "--seconds", "4"], timeout=60, FAKECUDA_STRICT="1")
+line = parse_line(out, "ctx_churn") or {}
+checks.expect(rc == 0 and int(line.get("rounds", 0)) >= 3,
+              "destroy, release and reset in a loop under FAKECUDA_STRICT: rc=%d rounds=%s %s"
+              % (rc, line.get("rounds"), err.strip().splitlines()[-1:] if err else ""))
+other.communicate()
+server.stop()
+
+# ---- 6. a CUkernel with no current context is gated --------------------------------------------
+machine = Machine()
+server = Server(machine, {"capped": "limit = 0.3\n"})
+proc = machine.spawn([CTX_CHURN, "--cukernel", "--seconds", "5"], env=server.tenant_env("capped"))
+time.sleep(1.0)
+snap = machine.snapshot()
+time.sleep(3.0)
+meter = machine.meter(since=snap)
+proc.communicate()
+util = meter["devices"][0]["utilization"]
+checks.expect(proc.returncode == 0 and 0.05 < util <= 0.31,
+              "a CUkernel launched with no current context is gated: limit 0.3 -> %.1f%%" % (100 * util))
+server.stop()
+
+# ---- 7. lookups fail closed ---------------------------------------------------------------
+env = dict(os.environ)
+env.update({"LD_LIBRARY_PATH": os.path.join(BUILD, "test", "fakecuda"), "LD_PRELOAD": os.path.join(BUILD, "shim", "libgpuslice.so"),
+            "GPUSLICE_LOG": "debug", "GPUSLICE_SOCKET": "/nonexistent/gpuslice.sock",
+            "GPUSLICE_ON_SERVER_DOWN": "open", "FAKECUDA_TRAMPOLINES": "1"})
+p = subprocess.run([PATHS_TEST, "--shim"], env=env, capture_output=True, text=True, timeout=60)
+checks.expect(p.returncode == 0, "every lookup path reaches the wrappers with trampolines from cuGetProcAddress (%s)"
+              % (p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr[-300:]))
+
+checks.finish()
