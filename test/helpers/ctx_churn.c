@@ -60,31 +60,31 @@ static bool some_work(void)
         kernels++;
     }
     CALL(cuStreamSynchronize(stream));
-    CALL(cuStreamDestroy(stream));
+    CALL(cuStreamDestroy_v2(stream));
     return true;
 }
 
 static bool churn_round(CUdevice dev)
 {
     CUcontext ctx, primary, popped;
-    CALL(cuCtxCreate(&ctx, 0, dev));
+    CALL(cuCtxCreate_v2(&ctx, 0, dev));
     if (!some_work())
         return false;
-    CALL(cuCtxDestroy(ctx));
+    CALL(cuCtxDestroy_v2(ctx));
 
     CALL(cuDevicePrimaryCtxRetain(&primary, dev));
-    CALL(cuCtxPushCurrent(primary));
+    CALL(cuCtxPushCurrent_v2(primary));
     if (!some_work())
         return false;
-    CALL(cuCtxPopCurrent(&popped));
-    CALL(cuDevicePrimaryCtxRelease(dev)); /* the last reference: destroyed */
+    CALL(cuCtxPopCurrent_v2(&popped));
+    CALL(cuDevicePrimaryCtxRelease_v2(dev)); /* the last reference: destroyed */
 
     CALL(cuDevicePrimaryCtxRetain(&primary, dev));
-    CALL(cuCtxPushCurrent(primary));
+    CALL(cuCtxPushCurrent_v2(primary));
     if (!some_work())
         return false;
-    CALL(cuCtxPopCurrent(&popped));
-    CALL(cuDevicePrimaryCtxReset(dev));
+    CALL(cuCtxPopCurrent_v2(&popped));
+    CALL(cuDevicePrimaryCtxReset_v2(dev));
     return true;
 }
 
@@ -99,9 +99,9 @@ static bool cukernel_loop(CUdevice dev, double seconds)
     CALL(cuLibraryLoadData(&lib, "ctx_churn", NULL, NULL, 0, NULL, NULL, 0));
     CALL(cuLibraryGetKernel(&kernel, lib, "spin"));
     CALL(cuDevicePrimaryCtxRetain(&primary, dev));
-    CALL(cuCtxPushCurrent(primary));
+    CALL(cuCtxPushCurrent_v2(primary));
     CALL(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    CALL(cuCtxPopCurrent(&popped));
+    CALL(cuCtxPopCurrent_v2(&popped));
     CUcontext current = (CUcontext)1;
     CALL(cuCtxGetCurrent(&current));
     if (current) {
