@@ -39,6 +39,16 @@ SPIN_SECONDS = 8 if SIMULATE else 20
 CPU_SECONDS = 10
 CAPTURE_OPS = 20000
 CAPTURE_APP = os.path.join(BUILD, "test", "capture_app")
+# The whole run stops waiting after this many seconds (8 minutes on a GPU
+# with the build; 2 simulated): a hung program fails its row, and the rows
+# not started by then are skipped.
+BUDGET_S = 100 if SIMULATE else 390
+DEADLINE = time.monotonic() + BUDGET_S
+
+
+def within(seconds):
+    """seconds, or what is left of the run's budget if that is less."""
+    return max(1.0, min(seconds, DEADLINE - time.monotonic()))
 BENCH = os.path.join(BUILD, "test", "launch_overhead_bench")
 
 
@@ -122,7 +132,7 @@ class Lines:
     def until(self, prefixes, timeout):
         """The first line starting with one of prefixes, or None at the end
         of the output or after timeout seconds."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within(timeout)
         while True:
             try:
                 line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
@@ -146,7 +156,7 @@ def fields(line):
 def finish(proc, timeout):
     """Waits for proc; returns its whole remaining output."""
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out, _ = proc.communicate(timeout=within(timeout))
     except subprocess.TimeoutExpired:
         proc.kill()
         out, _ = proc.communicate()
@@ -204,7 +214,7 @@ def row_matmul(missing):
         procs = {t: tenants.start(t, argv, stdin=True) for t in ("a", "b")}
         lines = {t: Lines(p) for t, p in procs.items()}
         for t in procs:
-            if not lines[t].until(["ready"], 180):
+            if not lines[t].until(["ready"], 120):
                 return row.failed("tenant %s never got ready: %s" % (t, lines[t].tail()))
         for p in procs.values():
             p.stdin.write("go\n")
@@ -258,18 +268,18 @@ def row_capture(missing):
         proc = tenants.start("cap", [sys.executable, os.path.join(HERE, "torch_capture.py"),
                                      "--ops", str(CAPTURE_OPS)], stdin=True)
         lines = Lines(proc)
-        if not lines.until(["warm:"], 180):
+        if not lines.until(["warm:"], 120):
             return row.failed("warm-up failed: %s" % lines.tail())
         start = tenants.slices()
         proc.stdin.write("go\n")
         proc.stdin.flush()
-        captured = lines.until(["captured:", "capture_failed:"], 300)
+        captured = lines.until(["captured:", "capture_failed:"], 120)
         if not captured or captured.startswith("capture_failed:"):
             return row.failed("capture failed: %s" % (captured or lines.tail()))
         mid = tenants.slices()
         proc.stdin.write("go\n")
         proc.stdin.flush()
-        replayed = lines.until(["replayed:"], 300)
+        replayed = lines.until(["replayed:"], 120)
         end = tenants.slices()
         finish(proc, 60)
         if not replayed:
@@ -360,7 +370,8 @@ def row_overhead():
         env.update({"GPUSLICE_SOCKET": "/nonexistent/gpuslice.sock", "GPUSLICE_ON_SERVER_DOWN": "open"})
         if SIMULATE:
             env["FAKECUDA_KERNEL_NS"] = "0"
-        proc = subprocess.run([BENCH, testlib.SHIM, "2000"], env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run([BENCH, testlib.SHIM, "2000"], env=env, capture_output=True, text=True,
+                              timeout=within(120))
         out = {}
         for line in proc.stdout.splitlines():
             key, _, value = line.partition(":")
@@ -404,7 +415,8 @@ def main():
     for make in (row_spin, lambda: row_matmul(missing), lambda: row_capture(missing), row_cpu, row_overhead):
         t0 = time.monotonic()
         try:
-            row = make()
+            row = make() if t0 < DEADLINE - 5 else Row(len(rows) + 1, "row %d" % (len(rows) + 1), "-").skipped(
+                "the run's %d s budget was spent" % BUDGET_S)
         except Exception as e:  # noqa: BLE001 - a broken row is a failed row, the others still run
             row = Row(len(rows) + 1, "row %d" % (len(rows) + 1), "-").failed("error: %s" % e)
         row.seconds = time.monotonic() - t0
