@@ -25,10 +25,12 @@ void *gs_dlsym_hook(void *handle, const char *name)
      * up curl_easy_init must not find libcuda opened behind its back.
      * Matched by name, not address (fail closed): whatever the lookup
      * found for a wrapped name, the application gets the wrapper. */
-    if (!result || handle == RTLD_NEXT || !gs_driver_is_wrapped_name(name) || gs_driver_init() != CUDA_SUCCESS)
+    if (!result || handle == RTLD_NEXT || !gs_driver_is_wrapped_name(name))
         return result;
+    /* Even when the shim cannot load the driver itself: the wrapper then
+     * answers CUDA_ERROR_NOT_INITIALIZED rather than let work run ungated. */
     int index = gs_driver_entry_index(name);
-    if (gs_ptr_to_entry(result) != gs_real_fn[index])
+    if (gs_driver_init() == CUDA_SUCCESS && gs_ptr_to_entry(result) != gs_real_fn[index])
         gs_driver_note_unknown_pointer(index, "dlsym", name);
     GS_DEBUG("dlsym(%s): wrapped", name);
     return gs_entry_to_ptr(gs_driver_wrapper(index));
