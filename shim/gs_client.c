@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define IDLE_RELEASE_NS 2000000ull  /* nothing launched for 2 ms: release */
-#define TICK_NS 1000000ull
+#define TICK_NS 5000000ull  /* the longest the gate thread sleeps while a slice is held */
 #define OPEN_WELCOME_WAIT_NS 2000000000ull /* see gs_client_mem_call_locked */
 
 /* The gate thread's state; guarded by gs_gate_lock. */
@@ -337,6 +337,14 @@ static void service_devices_locked(uint64_t now)
     }
 }
 
+void gs_client_wake_launchers_locked(void)
+{
+    pthread_cond_broadcast(&gs_gate_cv);
+    uint64_t one = 1;
+    if (app_reader && launcher_fd >= 0 && write(launcher_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        gs_log(GS_LOG_DEBUG, "launcher wake: %s", strerror(errno));
+}
+
 /* Wakes launchers blocked on gs_gate_cv and the one reading the socket. */
 static void wake_blocked_launchers(void)
 {
@@ -367,16 +375,28 @@ static void *gate_main(void *arg)
         }
         service_devices_locked(now);
 
-        /* Sleep until a message, a wake-up, the next tick or deadline
-         * (while a slice is held or draining) or the next reconnection try. */
+        /* Sleep until a message, a wake-up (launchers waiting, a drainer
+         * round ending), the next moment a held slice needs looking at
+         * (its deadline, the last moment a launch still fits, the end of
+         * an idle spell) or the next reconnection try; at most TICK_NS
+         * while a slice is held or draining. Few wake-ups: this thread's
+         * CPU is the tenant's. */
         uint64_t wake_at = UINT64_MAX;
         for (int i = 0; i < GS_MAX_DEVICES; i++) {
             const struct gs_dev *d = &gs_devs[i];
             if (!d->used || (d->state != GS_DEV_HOLD && d->state != GS_DEV_DRAIN))
                 continue;
             uint64_t at = now + TICK_NS;
-            if (d->state == GS_DEV_HOLD && d->deadline_ns > now && d->deadline_ns < at)
-                at = d->deadline_ns;
+            if (d->state == GS_DEV_HOLD) {
+                uint64_t last_fit = d->kernel_ns > 0 ? d->deadline_ns - (uint64_t)d->kernel_ns : d->deadline_ns;
+                uint64_t idle_end = d->quiet_since_ns + IDLE_RELEASE_NS;
+                if (d->deadline_ns > now && d->deadline_ns < at)
+                    at = d->deadline_ns;
+                if (last_fit > now && last_fit < at)
+                    at = last_fit;
+                if (gs_gate_queue_empty_locked(d) && d->waiters == 0 && idle_end > now && idle_end < at)
+                    at = idle_end;
+            }
             if (at < wake_at)
                 wake_at = at;
         }
@@ -487,10 +507,17 @@ int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t 
     }
 }
 
-void gs_client_wait_locked(void)
+void gs_client_wait_locked(bool for_grant)
 {
-    if (!connected || sock < 0 || app_reader || launcher_fd < 0) {
-        pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
+    if (!for_grant || !connected || sock < 0 || app_reader || launcher_fd < 0) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 50000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&gs_gate_cv, &gs_gate_lock, &until);
         return;
     }
     /* Read the socket on this thread, so that a GRANT wakes the launcher
@@ -503,7 +530,7 @@ void gs_client_wait_locked(void)
     gs_client_wake();
     pthread_mutex_unlock(&gs_gate_lock);
     struct pollfd fds[2] = {{.fd = fd, .events = POLLIN}, {.fd = launcher_fd, .events = POLLIN}};
-    int n = poll(fds, 2, 10);
+    int n = poll(fds, 2, 50); /* a grant, a budget update or a drain's end wakes it sooner */
     pthread_mutex_lock(&gs_gate_lock);
     app_reader = false;
     if (n > 0 && (fds[1].revents & POLLIN)) {

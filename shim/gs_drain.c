@@ -56,11 +56,23 @@ static struct gs_thread_mark *thread_marks;
 static __thread struct gs_thread_mark *my_marks[THREAD_MARKS];
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
-/* Wakes drainers; used with gs_gate_lock. */
-static pthread_cond_t drainer_cv = PTHREAD_COND_INITIALIZER;
+/* Wakes drainers; used with gs_gate_lock; waits time out on
+ * CLOCK_MONOTONIC (set up by init_drainer_cv). */
+static pthread_cond_t drainer_cv;
+static pthread_once_t drainer_cv_once = PTHREAD_ONCE_INIT;
+
+static void init_drainer_cv(void)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&drainer_cv, &attr);
+    pthread_condattr_destroy(&attr);
+}
 
 void gs_drain_wake_locked(void)
 {
+    pthread_once(&drainer_cv_once, init_drainer_cv);
     pthread_cond_broadcast(&drainer_cv);
 }
 
@@ -310,6 +322,16 @@ static void run_round(struct gs_dev *d, struct round_item *items, int n)
     }
 }
 
+#define MEASURE_INTERVAL_NS 5000000ull
+
+/* Waits on drainer_cv (gs_gate_lock held) until a wake-up or `until` on
+ * CLOCK_MONOTONIC (drainer_cv is created for that clock). */
+static void timed_wait_locked(uint64_t until)
+{
+    struct timespec ts = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
+    pthread_cond_timedwait(&drainer_cv, &gs_gate_lock, &ts);
+}
+
 /* Waits until every launch already admitted has been handed to the
  * driver, then until all of it has finished. */
 static void *drainer_main(void *arg)
@@ -323,6 +345,12 @@ static void *drainer_main(void *arg)
     for (;;) {
         while (!d->drain_requested && !(d->state == GS_DEV_HOLD && atomic_load(&d->submitted) > d->completed))
             pthread_cond_wait(&drainer_cv, &gs_gate_lock);
+        /* While the slice runs, a round only refreshes the estimates: one
+         * every MEASURE_INTERVAL_NS is plenty, and cheap. A drain request
+         * cuts the pause short. */
+        while (!d->drain_requested && d->last_sync_end_ns + MEASURE_INTERVAL_NS > gs_now_ns() &&
+               d->last_sync_end_ns > d->slice_start_ns)
+            timed_wait_locked(d->last_sync_end_ns + MEASURE_INTERVAL_NS);
         bool draining = d->drain_requested;
         uint64_t since = d->last_sync_end_ns > d->slice_start_ns ? d->last_sync_end_ns : d->slice_start_ns;
         pthread_mutex_unlock(&gs_gate_lock);
@@ -363,13 +391,17 @@ static void *drainer_main(void *arg)
         d->last_sync_end_ns = end;
         if (draining && atomic_load(&d->submitted) == target) {
             d->drain_requested = false;
+            gs_client_wake_launchers_locked(); /* a waiting launcher asks again */
             /* All done: the next slice lists its streams afresh. */
             d->nstreams = 0;
             atomic_fetch_add(&d->stream_set_gen, 1);
         }
         if (d->state == GS_DEV_HOLD)
             gs_gate_update_budget_locked(d, end);
-        gs_client_wake();
+        /* The gate thread acts on a finished drain, and on an empty queue
+         * (idle release, nothing more fits); otherwise it sleeps on. */
+        if (!d->drain_requested && (draining || gs_gate_queue_empty_locked(d)))
+            gs_client_wake();
     }
     return NULL;
 }
@@ -378,6 +410,7 @@ void gs_drain_start_locked(struct gs_dev *d)
 {
     if (d->drainer_started)
         return;
+    pthread_once(&drainer_cv_once, init_drainer_cv);
     if (pthread_create(&d->drainer, NULL, drainer_main, d) == 0)
         d->drainer_started = true;
     else
@@ -390,5 +423,5 @@ void gs_drain_after_fork_child(void)
      * exist here. */
     thread_marks = NULL;
     memset(my_marks, 0, sizeof my_marks);
-    pthread_cond_init(&drainer_cv, NULL);
+    init_drainer_cv();
 }

@@ -85,7 +85,7 @@ void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now)
         if (gs_defer_wakeups)
             gs_wakeup_pending = true; /* the gate thread broadcasts after unlocking */
         else
-            pthread_cond_broadcast(&gs_gate_cv);
+            gs_client_wake_launchers_locked();
     }
     /* work in flight: the drainer measures it */
     if (submitted > d->completed)
@@ -272,8 +272,12 @@ void gs_gate_wait_admission_locked(struct gs_dev *d, bool (*fits)(struct gs_dev 
             return;
         }
         d->waiters++;
-        gs_client_wake();
-        gs_client_wait_locked();
+        /* Only a device with no slice asked for needs the gate thread now
+         * (to send ACQUIRE); otherwise a grant, a drainer round or the
+         * end of a drain wakes this thread. */
+        if (d->state == GS_DEV_NONE || !gs_client_connected_locked())
+            gs_client_wake();
+        gs_client_wait_locked(d->state != GS_DEV_HOLD && d->state != GS_DEV_DRAIN);
         d->waiters--;
     }
 }

@@ -206,13 +206,18 @@ void gs_drain_after_fork_child(void);
 /* gs_client.c: the gate thread. */
 void gs_client_start_locked(void);
 void gs_client_wake(void);
+/* Wakes every launcher blocked in gs_client_wait_locked (gs_gate_lock held). */
+void gs_client_wake_launchers_locked(void);
 bool gs_client_policy_open(void);
 bool gs_client_connected_locked(void);
 void gs_client_after_fork_child(void);
 /* Blocks a launching thread until something may have changed: a message
- * from the server, a broadcast of gs_gate_cv, or 10 ms. Called with
- * gs_gate_lock held; returns with it held. */
-void gs_client_wait_locked(void);
+ * from the server, a broadcast of gs_gate_cv, or 50 ms. for_grant: the
+ * thread waits for a GRANT, and may read the server's socket itself; else
+ * it waits for budget within a held slice (or a drain's end), which a
+ * drainer round brings. Called with gs_gate_lock held; returns with it
+ * held. */
+void gs_client_wait_locked(bool for_grant);
 /* Sends a memory message for d and, for RESERVE and QUERY, waits for the
  * answer. Called with gs_gate_lock held. Returns 0 with *result filled (for
  * RESERVE and QUERY), or -1 when the server is unreachable and the policy

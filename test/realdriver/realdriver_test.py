@@ -3,7 +3,7 @@ GPU: the driver (libcuda1) and runtime (libcudart11.0) come from Debian's
 non-free archive, unpacked but not installed (fetch-nvidia-driver.sh).
 
 1. Lookups: for every name the shim wraps (the GS_LAUNCH, GS_MEMORY,
-   GS_LIFECYCLE, GS_CTX_DESTROY and GS_LOOKUP lines of shim/gs_entries.h),
+   GS_LIFECYCLE, GS_CUSTOM and GS_LOOKUP lines of shim/gs_entries.h),
    each pointer the driver hands out must lead into libgpuslice.so when the
    shim is preloaded: dlsym(dlopen("libcuda.so.1"), NAME), dlsym(RTLD_DEFAULT,
    NAME), and cuGetProcAddress and cuGetProcAddress_v2 for the base name a
@@ -48,7 +48,7 @@ def wrapped_names(path):
     """The exact names the shim wraps, in the order of gs_entries.h."""
     names = []
     for line in open(path):
-        m = re.match(r"\s*GS_(LAUNCH|MEMORY|LIFECYCLE|CTX_DESTROY|LOOKUP|INTERNAL)\((\w+),", line)
+        m = re.match(r"\s*GS_(LAUNCH|MEMORY|LIFECYCLE|CUSTOM|LOOKUP|INTERNAL)\((\w+),", line)
         if m and m.group(1) != "INTERNAL":
             names.append(m.group(2))
     return names
