@@ -170,112 +170,6 @@ FC_API CUresult cuDriverGetVersion(int *version)
     return CUDA_SUCCESS;
 }
 
-static CUresult check_device(CUdevice dev)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (dev < 0 || (uint32_t)dev >= shared->ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGetCount(int *count)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
-    *count = (int)shared->ndevices;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (ordinal < 0 || (uint32_t)ordinal >= shared->ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    *device = ordinal;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!name || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    snprintf(name, (size_t)len, "fakecuda simulated GPU %d", dev);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!uuid)
-        return CUDA_ERROR_INVALID_VALUE;
-    memcpy(uuid->bytes, shared->dev[dev].uuid, sizeof uuid->bytes);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
-{
-    return cuDeviceGetUuid(uuid, dev);
-}
-
-FC_API CUresult cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!bus_id || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    snprintf(bus_id, (size_t)len, "00000000:%02X:00.0", 0x18 + dev);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUdevice dev)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!value || (int)attrib <= 0 || (int)attrib >= (int)CU_DEVICE_ATTRIBUTE_MAX)
-        return CUDA_ERROR_INVALID_VALUE;
-    /* Figures of a Hopper-class part, for applications that size grids. */
-    switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *value = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *value = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *value = 64; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *value = 2147483647; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *value = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *value = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *value = 49152; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *value = 1980000; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *value = 0x18 + dev; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *value = 1; break;
-    default: *value = 0; break;
-    }
-    return CUDA_SUCCESS;
-}
-
 /* ---- contexts ----------------------------------------------------------- */
 
 static struct fc_ctx *ctx_new(int device, bool primary, unsigned flags, CUresult *err)
@@ -364,7 +258,7 @@ CUresult fc_resolve_stream(CUstream hstream, struct fc_stream **out)
 
 static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CUresult rc = check_device(dev);
+    CUresult rc = fc_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!pctx)
@@ -508,7 +402,7 @@ FC_API CUresult cuCtxSynchronize(void)
 
 FC_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    CUresult rc = check_device(dev);
+    CUresult rc = fc_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!pctx)
@@ -527,7 +421,7 @@ FC_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 static CUresult primary_release(CUdevice dev, bool reset)
 {
-    CUresult rc = check_device(dev);
+    CUresult rc = fc_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     struct fc_ctx *dying = NULL;
@@ -555,7 +449,7 @@ FC_API CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return primary_release(d
 
 FC_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
-    CUresult rc = check_device(dev);
+    CUresult rc = fc_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!flags || !active)
@@ -569,7 +463,7 @@ FC_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, in
 
 FC_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 {
-    CUresult rc = check_device(dev);
+    CUresult rc = fc_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&proc_lock);

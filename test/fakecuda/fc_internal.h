@@ -125,6 +125,16 @@ struct fc_ctx *fc_current_ctx(CUresult *err);
  * context's default stream). */
 CUresult fc_resolve_stream(CUstream hstream, struct fc_stream **out);
 
+/* ---- devices (fc_device.c, fc_device_attributes.c) -------------------- */
+
+#define FC_DEVICE_NAME "NVIDIA H100 80GB HBM3"
+#define FC_PCI_BUS_BASE 0x18
+
+/* CUDA_SUCCESS, CUDA_ERROR_NOT_INITIALIZED or CUDA_ERROR_INVALID_DEVICE. */
+CUresult fc_check_device(CUdevice dev);
+/* The H100 figure of one attribute; false for a number cuda.h lacks. */
+bool fc_device_attribute(CUdevice_attribute attribute, int device, int *value);
+
 /* ---- execution (fc_exec.c) -------------------------------------------- */
 
 CUresult fc_ctx_start(struct fc_ctx *ctx);
