@@ -107,6 +107,8 @@ static void atfork_child(void)
      * shared mapping stays; the child takes its own slot at cuInit. */
     fc_handles_atfork_child();
     fc_mem_atfork_child();
+    if (!fc_state_after_fork_child())
+        shared = NULL; /* cannot prove liveness: attach afresh at cuInit */
     memset(primaries, 0, sizeof primaries);
     ctx_depth = 0;
     self_slot = -1;

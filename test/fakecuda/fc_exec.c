@@ -73,17 +73,17 @@ static void engine_take(struct fc_ctx *ctx, struct engine_hold *h)
 {
     struct fc_shared *s = fc_shared_state();
     int slot = fc_self_slot();
-    h->ticket = fc_engine_acquire(s, ctx->device, slot);
+    h->ticket = fc_engine_acquire(s, &s->dev[ctx->device].compute, slot);
     h->holding = true;
     h->since = fc_now_ns();
-    int32_t last = atomic_exchange(&s->dev[ctx->device].last_slot, slot);
+    int32_t last = atomic_exchange(&s->dev[ctx->device].compute.last_slot, slot);
     if (switch_ns && last != slot)
         occupy(switch_ns);
 }
 
 static void engine_drop(struct fc_ctx *ctx, struct engine_hold *h)
 {
-    fc_engine_release(fc_shared_state(), ctx->device, h->ticket);
+    fc_engine_release(&fc_shared_state()->dev[ctx->device].compute, h->ticket);
     h->holding = false;
 }
 
@@ -97,16 +97,16 @@ static void run_kernel(struct fc_ctx *ctx, uint64_t ns, struct engine_hold *h)
     uint64_t remaining = ns;
     do {
         /* Skipped while stopped (SIGSTOP): the engine moved on without us. */
-        if (h->holding && atomic_load(&s->dev[ctx->device].serving) != h->ticket)
+        if (h->holding && atomic_load(&s->dev[ctx->device].compute.serving) != h->ticket)
             h->holding = false;
         if (!h->holding)
             engine_take(ctx, h);
         uint64_t start = fc_now_ns();
         uint64_t slice_left = h->since + timeslice_ns > start ? h->since + timeslice_ns - start : 0;
         uint64_t chunk = remaining;
-        if (chunk > slice_left && fc_engine_contended(s, ctx->device, h->ticket))
+        if (chunk > slice_left && fc_engine_contended(&s->dev[ctx->device].compute, h->ticket))
             chunk = slice_left;
-        fc_engine_busy_until(s, ctx->device, start + chunk);
+        fc_engine_busy_until(&s->dev[ctx->device].compute, start + chunk);
         occupy(chunk);
         uint64_t busy = fc_now_ns() - start;
         remaining -= chunk;
@@ -195,7 +195,7 @@ static void *worker_main(void *arg)
          * hardware-like time slice when other contexts wait. */
         if (hold.holding) {
             bool slice_over = fc_now_ns() - hold.since >= timeslice_ns &&
-                              fc_engine_contended(s, ctx->device, hold.ticket);
+                              fc_engine_contended(&s->dev[ctx->device].compute, hold.ticket);
             if (!queue_has_kernel_locked(ctx) || slice_over) {
                 pthread_mutex_unlock(&ctx->lock);
                 engine_drop(ctx, &hold);
