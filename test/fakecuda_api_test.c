@@ -113,6 +113,65 @@ static void test_devices(void)
     EXPECT(total == (256ull << 20));
 }
 
+/* Every attribute of cuda.h answers, as an H100 SXM would; none that a
+ * library divides by is zero. */
+static void test_attributes(void)
+{
+    int value, failures = 0;
+    for (int a = 1; a < (int)CU_DEVICE_ATTRIBUTE_MAX; a++) {
+        value = -12345;
+        if (cuDeviceGetAttribute(&value, (CUdevice_attribute)a, 0) != CUDA_SUCCESS || value == -12345) {
+            printf("attribute %d does not answer\n", a);
+            failures++;
+        }
+    }
+    EXPECT(failures == 0);
+    EXPECT_RC(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuDeviceGetAttribute(&value, (CUdevice_attribute)0, 0), CUDA_ERROR_INVALID_VALUE);
+    static const CUdevice_attribute divisors[] = {
+        CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+        CU_DEVICE_ATTRIBUTE_WARP_SIZE, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
+        CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
+        CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR,
+        CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY,
+        CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
+        CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, CU_DEVICE_ATTRIBUTE_MAX_PITCH,
+    };
+    for (size_t i = 0; i < sizeof divisors / sizeof divisors[0]; i++) {
+        value = 0;
+        EXPECT_RC(cuDeviceGetAttribute(&value, divisors[i], 0), CUDA_SUCCESS);
+        if (value <= 0)
+            printf("attribute %d is %d\n", (int)divisors[i], value);
+        EXPECT(value > 0);
+    }
+    struct { CUdevice_attribute attribute; int h100; } figures[] = {
+        {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048},
+        {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536},
+        {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 52428800},
+        {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 233472},
+        {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448},
+        {CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32},
+        {CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1},
+        {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 132},
+        {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 5120},
+        {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9},
+    };
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        EXPECT_RC(cuDeviceGetAttribute(&value, figures[i].attribute, 0), CUDA_SUCCESS);
+        EXPECT(value == figures[i].h100);
+    }
+    EXPECT_RC(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 1), CUDA_SUCCESS);
+    int bus0;
+    EXPECT_RC(cuDeviceGetAttribute(&bus0, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0), CUDA_SUCCESS);
+    EXPECT(value == bus0 + 1);
+    char name[128];
+    EXPECT_RC(cuDeviceGetName(name, sizeof name, 0), CUDA_SUCCESS);
+    EXPECT(strstr(name, "H100") != NULL);
+}
+
 static void test_contexts(void)
 {
     CUcontext ctx = NULL, other, cur;
@@ -344,6 +403,7 @@ int main(void)
     test_before_init();
     test_proc_address();
     test_devices();
+    test_attributes();
     test_contexts();
     test_launches();
     test_memory();

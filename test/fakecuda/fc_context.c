@@ -1,7 +1,8 @@
 /*
- * fakecuda initialisation, devices and contexts: cuInit, the device
- * queries, primary and created contexts, each thread's context stack, and
- * what a forked child inherits (nothing: it must call cuInit again).
+ * fakecuda initialisation: cuInit and cuDriverGetVersion, the attachment to
+ * the shared state, small helpers the other files share, and what a forked
+ * child inherits (nothing: it must call cuInit again). Contexts are in
+ * fc_ctx.c, devices in fc_device.c.
  */
 #include "fc_internal.h"
 
@@ -20,19 +21,6 @@ static pthread_mutex_t proc_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic bool initialized;
 static struct fc_shared *shared;
 static int self_slot = -1;
-/* Destroyed contexts, kept so that stale streams and events that name them
- * fail cleanly instead of touching freed memory; guarded by proc_lock. */
-static struct fc_ctx *retired_ctxs;
-static struct primary_ctx {
-    struct fc_ctx *ctx;
-    unsigned refcount;
-    unsigned flags;
-} primaries[FC_MAX_DEVICES];
-
-/* Each thread's context stack; owned by that thread alone. */
-#define FC_CTX_STACK 64
-static __thread uint64_t ctx_stack[FC_CTX_STACK];
-static __thread int ctx_depth;
 
 uint64_t fc_now_ns(void)
 {
@@ -90,14 +78,18 @@ CUresult fc_check_init(void)
 static void atfork_prepare(void)
 {
     pthread_mutex_lock(&proc_lock);
-    fc_mem_atfork_prepare();
+    fc_ctx_atfork_prepare();
+    fc_exec_atfork_prepare();
     fc_handles_atfork_prepare();
+    fc_mem_atfork_prepare();
 }
 
 static void atfork_parent(void)
 {
-    fc_handles_atfork_parent();
     fc_mem_atfork_parent();
+    fc_handles_atfork_parent();
+    fc_exec_atfork_parent();
+    fc_ctx_atfork_parent();
     pthread_mutex_unlock(&proc_lock);
 }
 
@@ -105,10 +97,13 @@ static void atfork_child(void)
 {
     /* None of the parent's contexts or worker threads exist here. The
      * shared mapping stays; the child takes its own slot at cuInit. */
-    fc_handles_atfork_child();
     fc_mem_atfork_child();
-    memset(primaries, 0, sizeof primaries);
-    ctx_depth = 0;
+    fc_handles_atfork_child();
+    fc_exec_atfork_child();
+    fc_streams_atfork_child();
+    fc_ctx_atfork_child();
+    if (!fc_state_after_fork_child())
+        shared = NULL; /* cannot prove liveness: attach afresh at cuInit */
     self_slot = -1;
     atomic_store(&initialized, false);
     pthread_mutex_unlock(&proc_lock);
@@ -170,410 +165,3 @@ FC_API CUresult cuDriverGetVersion(int *version)
     return CUDA_SUCCESS;
 }
 
-static CUresult check_device(CUdevice dev)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (dev < 0 || (uint32_t)dev >= shared->ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGetCount(int *count)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
-    *count = (int)shared->ndevices;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (ordinal < 0 || (uint32_t)ordinal >= shared->ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    *device = ordinal;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!name || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    snprintf(name, (size_t)len, "fakecuda simulated GPU %d", dev);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!uuid)
-        return CUDA_ERROR_INVALID_VALUE;
-    memcpy(uuid->bytes, shared->dev[dev].uuid, sizeof uuid->bytes);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
-{
-    return cuDeviceGetUuid(uuid, dev);
-}
-
-FC_API CUresult cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!bus_id || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    snprintf(bus_id, (size_t)len, "00000000:%02X:00.0", 0x18 + dev);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUdevice dev)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!value || (int)attrib <= 0 || (int)attrib >= (int)CU_DEVICE_ATTRIBUTE_MAX)
-        return CUDA_ERROR_INVALID_VALUE;
-    /* Figures of a Hopper-class part, for applications that size grids. */
-    switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *value = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *value = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *value = 64; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *value = 2147483647; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *value = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *value = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *value = 49152; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *value = 1980000; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *value = 0x18 + dev; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *value = 1; break;
-    default: *value = 0; break;
-    }
-    return CUDA_SUCCESS;
-}
-
-/* ---- contexts ----------------------------------------------------------- */
-
-static struct fc_ctx *ctx_new(int device, bool primary, unsigned flags, CUresult *err)
-{
-    struct fc_ctx *ctx = calloc(1, sizeof *ctx);
-    struct fc_stream *stream = calloc(1, sizeof *stream);
-    if (!ctx || !stream) {
-        free(ctx);
-        free(stream);
-        *err = CUDA_ERROR_OUT_OF_MEMORY;
-        return NULL;
-    }
-    ctx->device = device;
-    ctx->primary = primary;
-    ctx->flags = flags;
-    stream->ctx = ctx;
-    ctx->default_stream = stream;
-    pthread_mutex_init(&ctx->lock, NULL);
-    pthread_cond_init(&ctx->work, NULL);
-    pthread_cond_init(&ctx->space, NULL);
-    pthread_cond_init(&ctx->done, NULL);
-    ctx->handle = fc_handle_new(FC_H_CONTEXT, ctx);
-    *err = ctx->handle ? fc_ctx_start(ctx) : CUDA_ERROR_OUT_OF_MEMORY;
-    if (*err != CUDA_SUCCESS) {
-        fc_handle_free(FC_H_CONTEXT, ctx->handle);
-        free(stream);
-        free(ctx);
-        return NULL;
-    }
-    return ctx;
-}
-
-static void ctx_destroy(struct fc_ctx *ctx)
-{
-    fc_handle_free(FC_H_CONTEXT, ctx->handle);
-    fc_ctx_stop(ctx);
-    fc_mem_release_ctx(ctx);
-    /* The object stays allocated: streams and events created in it may
-     * still be named by the application and must fail cleanly, not crash.
-     * They find the context stopped. */
-    pthread_mutex_lock(&proc_lock);
-    ctx->retired_next = retired_ctxs;
-    retired_ctxs = ctx;
-    pthread_mutex_unlock(&proc_lock);
-}
-
-static struct fc_ctx *ctx_from_handle(CUcontext handle)
-{
-    return fc_handle_get(FC_H_CONTEXT, (uint64_t)(uintptr_t)handle);
-}
-
-struct fc_ctx *fc_current_ctx(CUresult *err)
-{
-    *err = fc_check_init();
-    if (*err != CUDA_SUCCESS)
-        return NULL;
-    if (ctx_depth == 0) {
-        *err = CUDA_ERROR_INVALID_CONTEXT;
-        return NULL;
-    }
-    struct fc_ctx *ctx = fc_handle_get(FC_H_CONTEXT, ctx_stack[ctx_depth - 1]);
-    if (!ctx)
-        *err = CUDA_ERROR_INVALID_CONTEXT;
-    return ctx;
-}
-
-CUresult fc_resolve_stream(CUstream hstream, struct fc_stream **out)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    uintptr_t value = (uintptr_t)hstream;
-    if (value == 0 || value == (uintptr_t)CU_STREAM_LEGACY || value == (uintptr_t)CU_STREAM_PER_THREAD) {
-        struct fc_ctx *ctx = fc_current_ctx(&rc);
-        if (!ctx)
-            return rc;
-        *out = ctx->default_stream;
-        return CUDA_SUCCESS;
-    }
-    struct fc_stream *stream = fc_handle_get(FC_H_STREAM, value);
-    if (!stream)
-        return CUDA_ERROR_INVALID_HANDLE;
-    *out = stream;
-    return CUDA_SUCCESS;
-}
-
-static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (ctx_depth == FC_CTX_STACK)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    struct fc_ctx *ctx = ctx_new(dev, false, flags, &rc);
-    if (!ctx)
-        return rc;
-    ctx_stack[ctx_depth++] = ctx->handle;
-    *pctx = (CUcontext)(uintptr_t)ctx->handle;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    return ctx_create(pctx, flags, dev);
-}
-
-FC_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    return ctx_create(pctx, flags, dev);
-}
-
-FC_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int nparams,
-                               unsigned int flags, CUdevice dev)
-{
-    if (nparams < 0 || (nparams > 0 && !params))
-        return CUDA_ERROR_INVALID_VALUE;
-    return ctx_create(pctx, flags, dev);
-}
-
-FC_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
-                               CUdevice dev)
-{
-    (void)params;
-    return ctx_create(pctx, flags, dev);
-}
-
-FC_API CUresult cuCtxDestroy_v2(CUcontext handle)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct fc_ctx *ctx = ctx_from_handle(handle);
-    if (!ctx || ctx->primary)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (ctx_depth > 0 && ctx_stack[ctx_depth - 1] == ctx->handle)
-        ctx_depth--;
-    ctx_destroy(ctx);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuCtxDestroy(CUcontext handle)
-{
-    return cuCtxDestroy_v2(handle);
-}
-
-FC_API CUresult cuCtxSetCurrent(CUcontext handle)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!handle) {
-        if (ctx_depth > 0)
-            ctx_depth--;
-        return CUDA_SUCCESS;
-    }
-    struct fc_ctx *ctx = ctx_from_handle(handle);
-    if (!ctx)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (ctx_depth == 0)
-        ctx_depth = 1;
-    ctx_stack[ctx_depth - 1] = ctx->handle;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuCtxGetCurrent(CUcontext *pctx)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    *pctx = NULL;
-    if (ctx_depth > 0 && fc_handle_get(FC_H_CONTEXT, ctx_stack[ctx_depth - 1]))
-        *pctx = (CUcontext)(uintptr_t)ctx_stack[ctx_depth - 1];
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuCtxPushCurrent_v2(CUcontext handle)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct fc_ctx *ctx = ctx_from_handle(handle);
-    if (!ctx)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (ctx_depth == FC_CTX_STACK)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    ctx_stack[ctx_depth++] = ctx->handle;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (ctx_depth == 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    uint64_t top = ctx_stack[--ctx_depth];
-    if (pctx)
-        *pctx = (CUcontext)(uintptr_t)top;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuCtxGetDevice(CUdevice *device)
-{
-    CUresult rc;
-    struct fc_ctx *ctx = fc_current_ctx(&rc);
-    if (!ctx)
-        return rc;
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    *device = ctx->device;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuCtxSynchronize(void)
-{
-    CUresult rc;
-    struct fc_ctx *ctx = fc_current_ctx(&rc);
-    if (!ctx)
-        return rc;
-    fc_ctx_drain(ctx);
-    return CUDA_SUCCESS;
-}
-
-/* ---- primary contexts -------------------------------------------------- */
-
-FC_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&proc_lock);
-    struct primary_ctx *p = &primaries[dev];
-    if (!p->ctx)
-        p->ctx = ctx_new(dev, true, p->flags, &rc);
-    if (p->ctx) {
-        p->refcount++;
-        *pctx = (CUcontext)(uintptr_t)p->ctx->handle;
-    }
-    pthread_mutex_unlock(&proc_lock);
-    return rc;
-}
-
-static CUresult primary_release(CUdevice dev, bool reset)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct fc_ctx *dying = NULL;
-    pthread_mutex_lock(&proc_lock);
-    struct primary_ctx *p = &primaries[dev];
-    if (!reset && p->refcount == 0) {
-        rc = CUDA_ERROR_INVALID_CONTEXT;
-    } else {
-        p->refcount = reset ? 0 : p->refcount - 1;
-        if (p->refcount == 0) {
-            dying = p->ctx;
-            p->ctx = NULL;
-        }
-    }
-    pthread_mutex_unlock(&proc_lock);
-    if (dying)
-        ctx_destroy(dying);
-    return rc;
-}
-
-FC_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev, false); }
-FC_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev, false); }
-FC_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { return primary_release(dev, true); }
-FC_API CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return primary_release(dev, true); }
-
-FC_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!flags || !active)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&proc_lock);
-    *flags = primaries[dev].flags;
-    *active = primaries[dev].ctx != NULL;
-    pthread_mutex_unlock(&proc_lock);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
-{
-    CUresult rc = check_device(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    pthread_mutex_lock(&proc_lock);
-    primaries[dev].flags = flags;
-    pthread_mutex_unlock(&proc_lock);
-    return CUDA_SUCCESS;
-}

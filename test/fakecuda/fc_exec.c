@@ -1,11 +1,19 @@
 /*
- * fakecuda execution: each context's queue of pending work (at most
- * FC_MAX_PENDING ops, as a real driver blocks the launcher there), the
- * worker thread that runs it in order, the device engine it takes for each
- * kernel, the meter, and the stream and event calls built on that queue.
- *
- * One queue per context runs every stream of that context in submission
- * order: stricter than CUDA's per-stream order, never looser.
+ * fakecuda execution: each stream's queue of pending work, the ordering
+ * between streams that the legacy default stream imposes, and each
+ * context's two executors, as on a GPU with a compute engine and a copy
+ * engine that run side by side:
+ *   - the compute worker runs kernels, one at a time per device across
+ *     processes behind the device's compute engine (time-sliced, metered);
+ *   - the copy worker runs copies and memsets behind the device's copy
+ *     engine, each taking bytes / FAKECUDA_COPY_BYTES_PER_S.
+ * An op runs once the op before it in its stream and everything it depends
+ * on have completed ("Streams" and "Default Stream" in the CUDA Programming
+ * Guide): the legacy stream waits for all prior work of the context's
+ * blocking streams, and blocking streams wait for prior legacy work.
+ * Event records and event waits take no engine and complete as soon as
+ * they are ready. A context has at most FC_MAX_PENDING ops queued; a
+ * launcher blocks beyond that, like a real driver.
  */
 #include "fc_internal.h"
 
@@ -14,12 +22,34 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+/* The process's execution state (see fc_internal.h); guarded by exec_lock,
+ * which fc_exec_lock() takes. */
+static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fc_ctx *live_ctxs;     /* contexts not yet stopped */
+static uint64_t next_op_seq;         /* submission order across the process */
+
+void fc_exec_lock(void)
+{
+    pthread_mutex_lock(&exec_lock);
+}
+
+void fc_exec_unlock(void)
+{
+    pthread_mutex_unlock(&exec_lock);
+}
+
+pthread_mutex_t *fc_exec_mutex(void)
+{
+    return &exec_lock;
+}
+
 /* Tunables read once from the environment; written by load_tunables under
  * pthread_once, read-only afterwards. */
 static pthread_once_t tunables_once = PTHREAD_ONCE_INIT;
 static uint64_t kernel_default_ns = 5000;
 static uint64_t switch_ns;
 static uint64_t timeslice_ns = 1024000; /* the hardware's default slice */
+static uint64_t copy_bytes_per_s = 25ull << 30;
 
 static void load_tunables(void)
 {
@@ -31,6 +61,8 @@ static void load_tunables(void)
         switch_ns = parsed;
     if ((v = getenv("FAKECUDA_TIMESLICE_NS")) && fc_parse_bytes(v, &parsed))
         timeslice_ns = parsed;
+    if ((v = getenv("FAKECUDA_COPY_BYTES_PER_S")) && fc_parse_bytes(v, &parsed) && parsed > 0)
+        copy_bytes_per_s = parsed;
 }
 
 uint64_t fc_kernel_default_ns(void)
@@ -38,6 +70,202 @@ uint64_t fc_kernel_default_ns(void)
     pthread_once(&tunables_once, load_tunables);
     return kernel_default_ns;
 }
+
+uint64_t fc_copy_ns(size_t bytes)
+{
+    pthread_once(&tunables_once, load_tunables);
+    return (uint64_t)((double)bytes * 1e9 / (double)copy_bytes_per_s);
+}
+
+/* ---- fences and ops ----------------------------------------------------- */
+
+struct fc_op {
+    struct fc_work work;
+    uint64_t seq;
+    struct fc_stream *stream;
+    struct fc_fence *fence;      /* its completion; the op holds one reference */
+    struct fc_fence **deps;      /* must complete first; one reference each */
+    unsigned ndeps;
+    bool running;
+    struct fc_op *next;
+};
+
+struct fc_fence *fc_fence_ref(struct fc_fence *fence)
+{
+    if (fence)
+        fence->refs++;
+    return fence;
+}
+
+void fc_fence_unref(struct fc_fence *fence)
+{
+    if (fence && --fence->refs == 0)
+        free(fence);
+}
+
+static bool deps_done(const struct fc_op *op)
+{
+    for (unsigned i = 0; i < op->ndeps; i++)
+        if (!atomic_load(&op->deps[i]->done))
+            return false;
+    return true;
+}
+
+static bool uses_copy_engine(enum fc_work_kind kind)
+{
+    return kind == FC_WORK_COPY || kind == FC_WORK_SET;
+}
+
+static bool takes_no_engine(enum fc_work_kind kind)
+{
+    return kind == FC_WORK_RECORD || kind == FC_WORK_WAIT || kind == FC_WORK_FREE;
+}
+
+bool fc_stream_blocking(const struct fc_stream *stream)
+{
+    return !(stream->flags & CU_STREAM_NON_BLOCKING);
+}
+
+struct fc_ctx *fc_live_contexts_locked_first(void)
+{
+    return live_ctxs;
+}
+
+void fc_exec_atfork_prepare(void) { pthread_mutex_lock(&exec_lock); }
+void fc_exec_atfork_parent(void) { pthread_mutex_unlock(&exec_lock); }
+
+void fc_exec_atfork_child(void)
+{
+    /* The parent's contexts and their workers do not exist here. */
+    live_ctxs = NULL;
+    pthread_mutex_unlock(&exec_lock);
+}
+
+unsigned fc_live_contexts_locked(void)
+{
+    unsigned n = 0;
+    for (struct fc_ctx *c = live_ctxs; c; c = c->live_next)
+        n++;
+    return n;
+}
+
+void fc_stream_release_locked(struct fc_stream *stream)
+{
+    if (!stream->destroyed || stream->head || stream->users || stream->active)
+        return;
+    struct fc_ctx *ctx = stream->ctx;
+    if (stream->prev)
+        stream->prev->next = stream->next;
+    else
+        ctx->streams = stream->next;
+    if (stream->next)
+        stream->next->prev = stream->prev;
+    fc_fence_unref(stream->last);
+    free(stream);
+}
+
+/* Wakes a context's idle workers that have work queued for their engine
+ * (or all of them with `all`). */
+static void wake_workers_locked(struct fc_ctx *ctx, bool all)
+{
+    if (ctx->compute_idle && (all || ctx->queued_kernels > 0))
+        pthread_cond_signal(&ctx->compute_work);
+    if (ctx->copy_idle && (all || ctx->queued_transfers > 0))
+        pthread_cond_signal(&ctx->copy_work);
+}
+
+static void wake_all_contexts_locked(void)
+{
+    for (struct fc_ctx *c = live_ctxs; c; c = c->live_next)
+        wake_workers_locked(c, false);
+}
+
+static void count_queued(struct fc_ctx *ctx, enum fc_work_kind kind, int delta)
+{
+    if (kind == FC_WORK_KERNEL)
+        ctx->queued_kernels += (unsigned)delta;
+    else if (uses_copy_engine(kind))
+        ctx->queued_transfers += (unsigned)delta;
+}
+
+/* Marks the head op of its stream complete and frees it. */
+static void complete_locked(struct fc_op *op)
+{
+    struct fc_stream *stream = op->stream;
+    struct fc_ctx *ctx = stream->ctx;
+    stream->head = op->next;
+    if (!stream->head)
+        stream->tail = NULL;
+    if (op->work.kind == FC_WORK_FREE)
+        fc_mem_release_now(op->work.dst, op->work.bytes, (int)op->work.value);
+    op->fence->time_ns = fc_now_ns();
+    atomic_store(&op->fence->done, true);
+    if (op->fence->watched)
+        wake_all_contexts_locked();
+    if (op->fence->waiters)
+        fc_wake_waiters_locked();
+    count_queued(ctx, op->work.kind, -1);
+    for (unsigned i = 0; i < op->ndeps; i++)
+        fc_fence_unref(op->deps[i]);
+    free(op->deps);
+    fc_fence_unref(op->fence);
+    free(op);
+    if (ctx->pending-- == FC_MAX_PENDING)
+        pthread_cond_broadcast(&ctx->space);
+    wake_workers_locked(ctx, false);
+}
+
+/* Removes streams with empty queues from the active list. */
+static void prune_active_locked(struct fc_ctx *ctx)
+{
+    struct fc_stream **link = &ctx->active;
+    while (*link) {
+        struct fc_stream *s = *link;
+        if (s->head) {
+            link = &s->active_next;
+            continue;
+        }
+        *link = s->active_next;
+        s->active = false;
+        s->active_next = NULL;
+        fc_stream_release_locked(s);
+    }
+}
+
+/* Completes every event record and event wait that is ready, in any
+ * stream of the context. */
+static void advance_locked(struct fc_ctx *ctx)
+{
+    bool progress = true;
+    while (progress) {
+        progress = false;
+        for (struct fc_stream *s = ctx->active; s; s = s->active_next) {
+            while (s->head && !s->head->running && takes_no_engine(s->head->work.kind) &&
+                   deps_done(s->head)) {
+                complete_locked(s->head);
+                progress = true;
+            }
+        }
+    }
+    prune_active_locked(ctx);
+}
+
+/* The oldest ready op for one engine, or NULL. */
+static struct fc_op *pick_ready_locked(struct fc_ctx *ctx, bool copy_engine)
+{
+    struct fc_op *best = NULL;
+    for (struct fc_stream *s = ctx->active; s; s = s->active_next) {
+        struct fc_op *op = s->head;
+        if (!op || op->running || takes_no_engine(op->work.kind) ||
+            uses_copy_engine(op->work.kind) != copy_engine || !deps_done(op))
+            continue;
+        if (!best || op->seq < best->seq)
+            best = op;
+    }
+    return best;
+}
+
+/* ---- the engines -------------------------------------------------------- */
 
 /* Keeps the calling thread busy until `ns` have passed: sleeps through most
  * of a long wait, spins the rest for precision. */
@@ -54,15 +282,7 @@ static void occupy(uint64_t ns)
     }
 }
 
-static void wait_event(struct fc_event *event, uint64_t seq)
-{
-    struct fc_ctx *other = event->ctx;
-    if (!other)
-        return;
-    fc_ctx_wait_seq(other, seq);
-}
-
-/* The worker's hold on its device's engine. */
+/* The compute worker's hold on its device's compute engine. */
 struct engine_hold {
     bool holding;
     uint32_t ticket;
@@ -72,18 +292,19 @@ struct engine_hold {
 static void engine_take(struct fc_ctx *ctx, struct engine_hold *h)
 {
     struct fc_shared *s = fc_shared_state();
+    struct fc_engine *e = &s->dev[ctx->device].compute;
     int slot = fc_self_slot();
-    h->ticket = fc_engine_acquire(s, ctx->device, slot);
+    h->ticket = fc_engine_acquire(s, e, slot);
     h->holding = true;
     h->since = fc_now_ns();
-    int32_t last = atomic_exchange(&s->dev[ctx->device].last_slot, slot);
+    int32_t last = atomic_exchange(&e->last_slot, slot);
     if (switch_ns && last != slot)
         occupy(switch_ns);
 }
 
 static void engine_drop(struct fc_ctx *ctx, struct engine_hold *h)
 {
-    fc_engine_release(fc_shared_state(), ctx->device, h->ticket);
+    fc_engine_release(&fc_shared_state()->dev[ctx->device].compute, h->ticket);
     h->holding = false;
 }
 
@@ -93,20 +314,21 @@ static void engine_drop(struct fc_ctx *ctx, struct engine_hold *h)
 static void run_kernel(struct fc_ctx *ctx, uint64_t ns, struct engine_hold *h)
 {
     struct fc_shared *s = fc_shared_state();
+    struct fc_engine *e = &s->dev[ctx->device].compute;
     int slot = fc_self_slot();
     uint64_t remaining = ns;
     do {
         /* Skipped while stopped (SIGSTOP): the engine moved on without us. */
-        if (h->holding && atomic_load(&s->dev[ctx->device].serving) != h->ticket)
+        if (h->holding && atomic_load(&e->serving) != h->ticket)
             h->holding = false;
         if (!h->holding)
             engine_take(ctx, h);
         uint64_t start = fc_now_ns();
         uint64_t slice_left = h->since + timeslice_ns > start ? h->since + timeslice_ns - start : 0;
         uint64_t chunk = remaining;
-        if (chunk > slice_left && fc_engine_contended(s, ctx->device, h->ticket))
+        if (chunk > slice_left && fc_engine_contended(e, h->ticket))
             chunk = slice_left;
-        fc_engine_busy_until(s, ctx->device, start + chunk);
+        fc_engine_busy_until(e, start + chunk);
         occupy(chunk);
         uint64_t busy = fc_now_ns() - start;
         remaining -= chunk;
@@ -121,376 +343,301 @@ static void run_kernel(struct fc_ctx *ctx, uint64_t ns, struct engine_hold *h)
         atomic_fetch_add(&s->procs[slot].kernels[ctx->device], 1);
 }
 
-static void run_op(struct fc_ctx *ctx, struct fc_op *op, struct engine_hold *h)
+static void apply_transfer(const struct fc_work *w)
 {
-    switch (op->kind) {
-    case FC_OP_KERNEL:
-        run_kernel(ctx, op->ns, h);
-        break;
-    case FC_OP_EVENT:
-        op->event->time_ns = fc_now_ns();
-        break;
-    case FC_OP_COPY:
-        memmove(op->dst, op->src, op->bytes);
-        break;
-    case FC_OP_SET:
-        for (size_t i = 0; i < op->bytes; i++) {
-            if (op->elem_size == 1)
-                ((uint8_t *)op->dst)[i] = (uint8_t)op->value;
-            else if (op->elem_size == 2)
-                ((uint16_t *)op->dst)[i] = (uint16_t)op->value;
-            else
-                ((uint32_t *)op->dst)[i] = op->value;
-        }
-        break;
-    case FC_OP_WAIT:
-        wait_event(op->event, op->wait_seq);
-        break;
+    if (w->kind == FC_WORK_COPY) {
+        memmove(w->dst, w->src, w->bytes);
+        return;
+    }
+    for (size_t i = 0; i < w->bytes; i++) {
+        if (w->elem_size == 1)
+            ((uint8_t *)w->dst)[i] = (uint8_t)w->value;
+        else if (w->elem_size == 2)
+            ((uint16_t *)w->dst)[i] = (uint16_t)w->value;
+        else
+            ((uint32_t *)w->dst)[i] = w->value;
     }
 }
 
-static bool queue_has_kernel_locked(const struct fc_ctx *ctx)
+/* Runs one copy or set on the device's copy engine. */
+static void run_transfer(struct fc_ctx *ctx, const struct fc_work *w)
 {
-    for (unsigned i = 0; i < ctx->count; i++) {
-        const struct fc_op *op = &ctx->ring[(ctx->head + i) % FC_MAX_PENDING];
-        if (op->kind == FC_OP_WAIT)
-            return false; /* never hold the engine across a cross-context wait */
-        if (op->kind == FC_OP_KERNEL)
-            return true;
+    struct fc_shared *s = fc_shared_state();
+    struct fc_engine *e = &s->dev[ctx->device].copy;
+    int slot = fc_self_slot();
+    size_t bytes = w->kind == FC_WORK_COPY ? w->bytes : w->bytes * w->elem_size;
+    uint64_t ns = fc_copy_ns(bytes);
+    uint32_t ticket = fc_engine_acquire(s, e, slot);
+    uint64_t start = fc_now_ns();
+    fc_engine_busy_until(e, start + ns);
+    apply_transfer(w);
+    uint64_t spent = fc_now_ns() - start;
+    if (spent < ns)
+        occupy(ns - spent);
+    uint64_t busy = fc_now_ns() - start;
+    fc_engine_release(e, ticket);
+    atomic_fetch_add(&s->dev[ctx->device].copy_busy_ns, busy);
+    atomic_fetch_add(&s->dev[ctx->device].copies, 1);
+    atomic_fetch_add(&s->dev[ctx->device].copy_bytes, bytes);
+    if (slot >= 0) {
+        atomic_fetch_add(&s->procs[slot].copy_busy_ns[ctx->device], busy);
+        atomic_fetch_add(&s->procs[slot].copies[ctx->device], 1);
     }
-    return false;
 }
 
-static void *worker_main(void *arg)
+/* ---- the workers -------------------------------------------------------- */
+
+static void worker_setup(void)
+{
+    /* Precise wake-ups for simulated kernel and copy ends. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    pthread_once(&tunables_once, load_tunables);
+}
+
+static void *compute_worker_main(void *arg)
 {
     struct fc_ctx *ctx = arg;
     struct fc_shared *s = fc_shared_state();
+    struct fc_engine *e = &s->dev[ctx->device].compute;
     struct engine_hold hold = {0};
-
-    /* Precise wake-ups for simulated kernel ends. */
-    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    pthread_once(&tunables_once, load_tunables);
-
-    pthread_mutex_lock(&ctx->lock);
+    worker_setup();
+    pthread_mutex_lock(&exec_lock);
     for (;;) {
-        while (ctx->count == 0 && !ctx->stopping)
-            pthread_cond_wait(&ctx->work, &ctx->lock);
-        if (ctx->count == 0)
-            break;
-        struct fc_op op = ctx->ring[ctx->head];
-        pthread_mutex_unlock(&ctx->lock);
-
-        run_op(ctx, &op, &hold);
-
-        pthread_mutex_lock(&ctx->lock);
-        ctx->head = (ctx->head + 1) % FC_MAX_PENDING;
-        ctx->count--;
-        ctx->completed_seq = op.seq;
-        if (op.kind == FC_OP_EVENT && op.event->seq == op.seq)
-            op.event->completed = true;
-        pthread_cond_broadcast(&ctx->done);
-        pthread_cond_signal(&ctx->space);
-
-        /* Keep the engine while more kernels are queued, up to a
+        advance_locked(ctx);
+        struct fc_op *op = pick_ready_locked(ctx, false);
+        if (!op) {
+            if (hold.holding) {
+                pthread_mutex_unlock(&exec_lock);
+                engine_drop(ctx, &hold);
+                pthread_mutex_lock(&exec_lock);
+                continue;
+            }
+            if (ctx->stopping)
+                break;
+            ctx->compute_idle = true;
+            pthread_cond_wait(&ctx->compute_work, &exec_lock);
+            ctx->compute_idle = false;
+            continue;
+        }
+        op->running = true;
+        pthread_mutex_unlock(&exec_lock);
+        run_kernel(ctx, op->work.ns, &hold);
+        pthread_mutex_lock(&exec_lock);
+        complete_locked(op);
+        /* Keep the engine while more kernels are ready, up to a
          * hardware-like time slice when other contexts wait. */
         if (hold.holding) {
-            bool slice_over = fc_now_ns() - hold.since >= timeslice_ns &&
-                              fc_engine_contended(s, ctx->device, hold.ticket);
-            if (!queue_has_kernel_locked(ctx) || slice_over) {
-                pthread_mutex_unlock(&ctx->lock);
+            advance_locked(ctx);
+            bool slice_over = fc_now_ns() - hold.since >= timeslice_ns && fc_engine_contended(e, hold.ticket);
+            if (!pick_ready_locked(ctx, false) || slice_over) {
+                pthread_mutex_unlock(&exec_lock);
                 engine_drop(ctx, &hold);
-                pthread_mutex_lock(&ctx->lock);
+                pthread_mutex_lock(&exec_lock);
             }
         }
     }
-    pthread_mutex_unlock(&ctx->lock);
-    if (hold.holding)
-        engine_drop(ctx, &hold);
+    pthread_mutex_unlock(&exec_lock);
     return NULL;
 }
 
-CUresult fc_ctx_start(struct fc_ctx *ctx)
+static void *copy_worker_main(void *arg)
 {
-    if (pthread_create(&ctx->worker, NULL, worker_main, ctx) != 0)
+    struct fc_ctx *ctx = arg;
+    worker_setup();
+    pthread_mutex_lock(&exec_lock);
+    for (;;) {
+        advance_locked(ctx);
+        struct fc_op *op = pick_ready_locked(ctx, true);
+        if (!op) {
+            if (ctx->stopping)
+                break;
+            ctx->copy_idle = true;
+            pthread_cond_wait(&ctx->copy_work, &exec_lock);
+            ctx->copy_idle = false;
+            continue;
+        }
+        op->running = true;
+        pthread_mutex_unlock(&exec_lock);
+        run_transfer(ctx, &op->work);
+        pthread_mutex_lock(&exec_lock);
+        complete_locked(op);
+    }
+    pthread_mutex_unlock(&exec_lock);
+    return NULL;
+}
+
+static CUresult start_workers_locked(struct fc_ctx *ctx)
+{
+    if (ctx->workers_started)
+        return CUDA_SUCCESS;
+    if (pthread_create(&ctx->compute_worker, NULL, compute_worker_main, ctx) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    ctx->worker_started = true;
+    if (pthread_create(&ctx->copy_worker, NULL, copy_worker_main, ctx) != 0) {
+        ctx->stopping = true;
+        pthread_cond_broadcast(&ctx->compute_work);
+        pthread_mutex_unlock(&exec_lock);
+        pthread_join(ctx->compute_worker, NULL);
+        pthread_mutex_lock(&exec_lock);
+        ctx->stopping = false;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ctx->workers_started = true;
     return CUDA_SUCCESS;
+}
+
+/* ---- submission --------------------------------------------------------- */
+
+static void add_dep(struct fc_op *op, unsigned cap, struct fc_fence *fence)
+{
+    if (fence && !atomic_load(&fence->done) && op->ndeps < cap)
+        op->deps[op->ndeps++] = fc_fence_ref(fence);
+}
+
+CUresult fc_enqueue_locked(struct fc_stream *stream, const struct fc_work *work, struct fc_fence *after,
+                           struct fc_fence **fence_out)
+{
+    struct fc_ctx *ctx = stream->ctx;
+    if (ctx->stopping)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (!takes_no_engine(work->kind)) {
+        CUresult rc = start_workers_locked(ctx);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    stream->users++; /* keeps it allocated while this thread waits */
+    while (ctx->pending >= FC_MAX_PENDING && !ctx->stopping)
+        pthread_cond_wait(&ctx->space, &exec_lock);
+    stream->users--;
+    if (ctx->stopping)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (stream->destroyed) {
+        fc_stream_release_locked(stream);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+
+    /* Its dependencies besides the previous op of its stream. */
+    unsigned cap = 2;
+    if (stream->kind == FC_STREAM_LEGACY)
+        for (struct fc_stream *s = ctx->streams; s; s = s->next)
+            cap++;
+    struct fc_op *op = calloc(1, sizeof *op);
+    struct fc_fence *fence = calloc(1, sizeof *fence);
+    struct fc_fence **deps = calloc(cap, sizeof *deps);
+    if (!op || !fence || !deps) {
+        free(op);
+        free(fence);
+        free(deps);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->deps = deps;
+    if (after && !atomic_load(&after->done))
+        after->watched = true;
+    add_dep(op, cap, after);
+    if (stream->kind == FC_STREAM_LEGACY) {
+        for (struct fc_stream *s = ctx->streams; s; s = s->next)
+            if (s != stream && fc_stream_blocking(s))
+                add_dep(op, cap, s->last);
+    } else if (fc_stream_blocking(stream)) {
+        add_dep(op, cap, ctx->last_legacy);
+    }
+
+    op->work = *work;
+    op->seq = ++next_op_seq;
+    op->stream = stream;
+    op->fence = fence;
+    fence->refs = 1;
+    fc_fence_unref(stream->last);
+    stream->last = fc_fence_ref(fence);
+    if (stream->kind == FC_STREAM_LEGACY) {
+        fc_fence_unref(ctx->last_legacy);
+        ctx->last_legacy = fc_fence_ref(fence);
+    }
+    if (fence_out)
+        *fence_out = fc_fence_ref(fence);
+    if (stream->tail)
+        stream->tail->next = op;
+    else
+        stream->head = op;
+    stream->tail = op;
+    if (!stream->active) {
+        stream->active = true;
+        stream->active_next = ctx->active;
+        ctx->active = stream;
+    }
+    ctx->pending++;
+    count_queued(ctx, work->kind, 1);
+    advance_locked(ctx);
+    wake_workers_locked(ctx, false);
+    return CUDA_SUCCESS;
+}
+
+/* ---- context lifetime --------------------------------------------------- */
+
+void fc_ctx_exec_init(struct fc_ctx *ctx)
+{
+    pthread_cond_init(&ctx->compute_work, NULL);
+    pthread_cond_init(&ctx->copy_work, NULL);
+    pthread_cond_init(&ctx->space, NULL);
+    pthread_mutex_lock(&exec_lock);
+    ctx->live_next = live_ctxs;
+    live_ctxs = ctx;
+    pthread_mutex_unlock(&exec_lock);
+}
+
+static void free_stream_locked(struct fc_stream *stream)
+{
+    if (stream->handle)
+        fc_handle_free(FC_H_STREAM, stream->handle);
+    fc_fence_unref(stream->last);
+    free(stream);
 }
 
 void fc_ctx_stop(struct fc_ctx *ctx)
 {
-    pthread_mutex_lock(&ctx->lock);
+    pthread_mutex_lock(&exec_lock);
+    fc_capture_ctx_stopping_locked(ctx);
+    struct fc_fence **fences = NULL;
+    long n = fc_ctx_sync_fences_locked(ctx, &fences);
+    if (n > 0)
+        fc_wait_fences_locked(fences, (size_t)n, FC_WAIT_BLOCK);
+    free(fences);
     ctx->stopping = true;
-    pthread_cond_broadcast(&ctx->work);
+    pthread_cond_broadcast(&ctx->compute_work);
+    pthread_cond_broadcast(&ctx->copy_work);
     pthread_cond_broadcast(&ctx->space);
-    pthread_mutex_unlock(&ctx->lock);
-    if (ctx->worker_started && !pthread_equal(ctx->worker, pthread_self()))
-        pthread_join(ctx->worker, NULL);
-    ctx->worker_started = false;
-}
-
-CUresult fc_submit(struct fc_stream *stream, struct fc_op *op)
-{
-    struct fc_ctx *ctx = stream->ctx;
-    pthread_mutex_lock(&ctx->lock);
-    while (ctx->count == FC_MAX_PENDING && !ctx->stopping)
-        pthread_cond_wait(&ctx->space, &ctx->lock);
-    if (ctx->stopping) {
-        pthread_mutex_unlock(&ctx->lock);
-        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    bool started = ctx->workers_started;
+    ctx->workers_started = false;
+    pthread_mutex_unlock(&exec_lock);
+    if (started) {
+        pthread_join(ctx->compute_worker, NULL);
+        pthread_join(ctx->copy_worker, NULL);
     }
-    op->seq = ++ctx->submitted_seq;
-    if (op->kind == FC_OP_EVENT) {
-        op->event->ctx = ctx;
-        op->event->seq = op->seq;
-        op->event->completed = false;
+
+    pthread_mutex_lock(&exec_lock);
+    /* Anything still queued (a wait that never came true) is dropped. */
+    for (struct fc_stream *s = ctx->streams; s; s = s->next)
+        while (s->head)
+            complete_locked(s->head);
+    while (ctx->streams) {
+        struct fc_stream *s = ctx->streams;
+        ctx->streams = s->next;
+        free_stream_locked(s);
     }
-    ctx->ring[(ctx->head + ctx->count) % FC_MAX_PENDING] = *op;
-    ctx->count++;
-    stream->last_seq = op->seq;
-    pthread_cond_signal(&ctx->work);
-    pthread_mutex_unlock(&ctx->lock);
-    return CUDA_SUCCESS;
-}
-
-void fc_ctx_wait_seq(struct fc_ctx *ctx, uint64_t seq)
-{
-    pthread_mutex_lock(&ctx->lock);
-    while (ctx->completed_seq < seq && ctx->worker_started)
-        pthread_cond_wait(&ctx->done, &ctx->lock);
-    pthread_mutex_unlock(&ctx->lock);
-}
-
-void fc_ctx_drain(struct fc_ctx *ctx)
-{
-    pthread_mutex_lock(&ctx->lock);
-    uint64_t target = ctx->submitted_seq;
-    pthread_mutex_unlock(&ctx->lock);
-    fc_ctx_wait_seq(ctx, target);
-}
-
-/* ---- streams ----------------------------------------------------------- */
-
-static CUresult stream_create(CUstream *phstream, unsigned int flags, int priority)
-{
-    CUresult rc;
-    struct fc_ctx *ctx = fc_current_ctx(&rc);
-    if (!ctx)
-        return rc;
-    if (!phstream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fc_stream *stream = calloc(1, sizeof *stream);
-    if (!stream)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    stream->ctx = ctx;
-    stream->flags = flags;
-    stream->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
-    stream->handle = fc_handle_new(FC_H_STREAM, stream);
-    if (!stream->handle) {
-        free(stream);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx->active = NULL;
+    ctx->legacy = NULL;
+    fc_fence_unref(ctx->last_legacy);
+    ctx->last_legacy = NULL;
+    while (ctx->events) {
+        struct fc_event *e = ctx->events;
+        ctx->events = e->next;
+        fc_handle_free(FC_H_EVENT, e->handle);
+        fc_fence_unref(e->fence);
+        free(e);
     }
-    *phstream = (CUstream)(uintptr_t)stream->handle;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuStreamCreate(CUstream *phstream, unsigned int flags)
-{
-    return stream_create(phstream, flags, 0);
-}
-
-FC_API CUresult cuStreamCreateWithPriority(CUstream *phstream, unsigned int flags, int priority)
-{
-    return stream_create(phstream, flags, priority);
-}
-
-FC_API CUresult cuStreamDestroy_v2(CUstream hstream)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct fc_stream *stream = fc_handle_get(FC_H_STREAM, (uint64_t)(uintptr_t)hstream);
-    if (!stream)
-        return CUDA_ERROR_INVALID_HANDLE;
-    /* Work already queued still completes, as on a real device: queued
-     * ops name their context, never the stream. */
-    fc_handle_free(FC_H_STREAM, stream->handle);
-    free(stream);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuStreamDestroy(CUstream hstream) { return cuStreamDestroy_v2(hstream); }
-
-FC_API CUresult cuStreamSynchronize(CUstream hstream)
-{
-    struct fc_stream *stream;
-    CUresult rc = fc_resolve_stream(hstream, &stream);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    pthread_mutex_lock(&stream->ctx->lock);
-    uint64_t target = stream->last_seq;
-    pthread_mutex_unlock(&stream->ctx->lock);
-    fc_ctx_wait_seq(stream->ctx, target);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuStreamQuery(CUstream hstream)
-{
-    struct fc_stream *stream;
-    CUresult rc = fc_resolve_stream(hstream, &stream);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    pthread_mutex_lock(&stream->ctx->lock);
-    bool idle = stream->ctx->completed_seq >= stream->last_seq;
-    pthread_mutex_unlock(&stream->ctx->lock);
-    return idle ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-
-/* ---- events ------------------------------------------------------------ */
-
-static struct fc_event *event_get(CUevent hevent)
-{
-    return fc_handle_get(FC_H_EVENT, (uint64_t)(uintptr_t)hevent);
-}
-
-FC_API CUresult cuEventCreate(CUevent *phevent, unsigned int flags)
-{
-    CUresult rc;
-    if (!fc_current_ctx(&rc))
-        return rc;
-    if (!phevent)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fc_event *event = calloc(1, sizeof *event);
-    if (!event)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    event->flags = flags;
-    event->handle = fc_handle_new(FC_H_EVENT, event);
-    if (!event->handle) {
-        free(event);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *phevent = (CUevent)(uintptr_t)event->handle;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuEventRecord(CUevent hevent, CUstream hstream)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct fc_event *event = event_get(hevent);
-    if (!event)
-        return CUDA_ERROR_INVALID_HANDLE;
-    struct fc_stream *stream;
-    if ((rc = fc_resolve_stream(hstream, &stream)) != CUDA_SUCCESS)
-        return rc;
-    struct fc_op op = {.kind = FC_OP_EVENT, .event = event};
-    return fc_submit(stream, &op);
-}
-
-FC_API CUresult cuEventRecordWithFlags(CUevent hevent, CUstream hstream, unsigned int flags)
-{
-    (void)flags;
-    return cuEventRecord(hevent, hstream);
-}
-
-/* Whether the event's last record has completed; never-recorded counts as
- * complete, as on a real driver. */
-static bool event_done(struct fc_event *event, uint64_t *seq_out)
-{
-    struct fc_ctx *ctx = event->ctx;
-    if (!ctx)
-        return true;
-    pthread_mutex_lock(&ctx->lock);
-    bool done = event->completed || event->seq == 0;
-    if (seq_out)
-        *seq_out = event->seq;
-    pthread_mutex_unlock(&ctx->lock);
-    return done;
-}
-
-FC_API CUresult cuEventQuery(CUevent hevent)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct fc_event *event = event_get(hevent);
-    if (!event)
-        return CUDA_ERROR_INVALID_HANDLE;
-    return event_done(event, NULL) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-
-FC_API CUresult cuEventSynchronize(CUevent hevent)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct fc_event *event = event_get(hevent);
-    if (!event)
-        return CUDA_ERROR_INVALID_HANDLE;
-    uint64_t seq = 0;
-    if (!event_done(event, &seq))
-        fc_ctx_wait_seq(event->ctx, seq);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuEventElapsedTime(float *ms, CUevent hstart, CUevent hend)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!ms)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fc_event *start = event_get(hstart), *end = event_get(hend);
-    if (!start || !end)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (!start->ctx || !end->ctx)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (!event_done(start, NULL) || !event_done(end, NULL))
-        return CUDA_ERROR_NOT_READY;
-    *ms = (float)((double)((int64_t)(end->time_ns - start->time_ns)) / 1e6);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuEventElapsedTime_v2(float *ms, CUevent hstart, CUevent hend)
-{
-    return cuEventElapsedTime(ms, hstart, hend);
-}
-
-FC_API CUresult cuEventDestroy_v2(CUevent hevent)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct fc_event *event = event_get(hevent);
-    if (!event)
-        return CUDA_ERROR_INVALID_HANDLE;
-    fc_handle_free(FC_H_EVENT, event->handle);
-    /* A queued record still points at the event: let it pass first. */
-    uint64_t seq = 0;
-    if (!event_done(event, &seq))
-        fc_ctx_wait_seq(event->ctx, seq);
-    free(event);
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuEventDestroy(CUevent hevent) { return cuEventDestroy_v2(hevent); }
-
-FC_API CUresult cuStreamWaitEvent(CUstream hstream, CUevent hevent, unsigned int flags)
-{
-    (void)flags;
-    struct fc_stream *stream;
-    CUresult rc = fc_resolve_stream(hstream, &stream);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct fc_event *event = event_get(hevent);
-    if (!event)
-        return CUDA_ERROR_INVALID_HANDLE;
-    uint64_t seq = 0;
-    if (event_done(event, &seq) || event->ctx == stream->ctx)
-        return CUDA_SUCCESS; /* one queue per context keeps order already */
-    struct fc_op op = {.kind = FC_OP_WAIT, .event = event, .wait_seq = seq};
-    return fc_submit(stream, &op);
+    for (struct fc_ctx **link = &live_ctxs; *link; link = &(*link)->live_next)
+        if (*link == ctx) {
+            *link = ctx->live_next;
+            break;
+        }
+    pthread_mutex_unlock(&exec_lock);
 }

@@ -53,64 +53,191 @@ enum fc_handle_type {
 uint64_t fc_handle_new(enum fc_handle_type type, void *object);
 void *fc_handle_get(enum fc_handle_type type, uint64_t handle);
 void fc_handle_free(enum fc_handle_type type, uint64_t handle);
+/* Like fc_handle_get, and tells a stale handle (one that was valid and has
+ * been destroyed) from garbage. */
+void *fc_handle_lookup(enum fc_handle_type type, uint64_t handle, bool *stale);
+/* fc_handle_get for an application's argument: a stale handle is reported
+ * under FAKECUDA_STRICT=1 (a line naming `call` on stderr, then abort()). */
+void *fc_handle_use(const char *call, enum fc_handle_type type, uint64_t handle);
+/* Reports a stale handle of `type` used by `call` (see fc_handle_use). */
+void fc_stale_use(const char *call, enum fc_handle_type type, uint64_t handle);
 void fc_handles_atfork_prepare(void);
 void fc_handles_atfork_parent(void);
 void fc_handles_atfork_child(void);
 
-/* ---- process state (fc_context.c) ------------------------------------- */
+/* ---- work and its completion (fc_exec.c) ------------------------------ */
 
-struct fc_stream;
+/* Execution state of the whole process (every context's streams, queues,
+ * fences, events' last records and stream captures) is guarded by one
+ * lock, fc_exec_lock() / fc_exec_unlock(). A stream or event object is
+ * freed only under it, so a pointer looked up under it stays valid until
+ * it is released. Lock order: proc_lock (fc_context.c), then the exec
+ * lock, then the handle table's lock, then mem_lock (fc_memory.c). */
+void fc_exec_lock(void);
+void fc_exec_unlock(void);
+/* The lock itself, for condition waits. */
+pthread_mutex_t *fc_exec_mutex(void);
 
-struct fc_op {
-    enum { FC_OP_KERNEL, FC_OP_EVENT, FC_OP_COPY, FC_OP_SET, FC_OP_WAIT } kind;
-    uint64_t seq;
-    uint64_t ns;             /* FC_OP_KERNEL: device time */
-    void *dst;               /* FC_OP_COPY, FC_OP_SET */
-    const void *src;         /* FC_OP_COPY */
-    size_t bytes;            /* FC_OP_COPY; element count for FC_OP_SET */
-    uint32_t value;          /* FC_OP_SET */
-    unsigned elem_size;      /* FC_OP_SET: 1, 2 or 4 */
-    struct fc_event *event;  /* FC_OP_EVENT, FC_OP_WAIT */
-    uint64_t wait_seq;       /* FC_OP_WAIT */
+enum fc_work_kind {
+    FC_WORK_KERNEL, /* compute engine: `ns` of device time */
+    FC_WORK_COPY,   /* copy engine: `bytes` from src to dst */
+    FC_WORK_SET,    /* copy engine: `bytes` elements of `elem_size` set to `value` */
+    FC_WORK_RECORD, /* an event record: done when what precedes it is */
+    FC_WORK_WAIT,   /* done when the fence it waits for is */
+    FC_WORK_FREE,   /* cuMemFreeAsync: frees `bytes` at dst of device `value` */
 };
+
+/* One piece of work as the application asked for it: what a queued op
+ * does, and what a node of a graph holds. */
+struct fc_work {
+    enum fc_work_kind kind;
+    uint64_t ns;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    uint32_t value;
+    unsigned elem_size;
+    bool dst_device, src_device; /* FC_WORK_COPY/SET: which side is device memory */
+    uint64_t event; /* graph record/wait nodes: the event's handle */
+};
+
+/* The completion of one op. It outlives the op: the event recorded by it,
+ * the ops that depend on it and the threads that wait for it hold
+ * references. Guarded by the exec lock, except `done`, which spinning
+ * waiters also read without it. */
+struct fc_fence {
+    _Atomic bool done;
+    uint64_t time_ns;      /* when it completed */
+    unsigned refs;
+    unsigned waiters;      /* threads blocked until it is done */
+    bool watched;          /* an op of another context depends on it */
+};
+
+struct fc_fence *fc_fence_ref(struct fc_fence *fence);
+void fc_fence_unref(struct fc_fence *fence);
+
+struct fc_op;
+struct fc_capture;
+
+enum fc_stream_kind {
+    FC_STREAM_CREATED,    /* cuStreamCreate* */
+    FC_STREAM_LEGACY,     /* NULL / CU_STREAM_LEGACY */
+    FC_STREAM_PER_THREAD, /* CU_STREAM_PER_THREAD, NULL in the _ptsz/_ptds calls */
+};
+
+struct fc_stream {
+    uint64_t handle;                 /* 0 for the legacy and per-thread streams */
+    struct fc_ctx *ctx;
+    enum fc_stream_kind kind;
+    unsigned flags;                  /* CU_STREAM_NON_BLOCKING or 0 */
+    int priority;
+    uint64_t id;                     /* cuStreamGetId */
+    pthread_t owner;                 /* FC_STREAM_PER_THREAD: its thread */
+
+    /* Everything below is guarded by the exec lock. */
+    struct fc_op *head, *tail;       /* queued, oldest first */
+    struct fc_fence *last;           /* the last op queued; NULL if none */
+    bool destroyed;                  /* freed once its queue drains */
+    unsigned users;                  /* threads waiting to queue on it */
+    bool active;                     /* on ctx->active (head != NULL) */
+    struct fc_stream *next, *prev;   /* ctx->streams */
+    struct fc_stream *active_next;   /* ctx->active */
+    struct fc_capture *capture;      /* the capture it takes part in */
+    size_t captured_nodes;           /* nodes it added to that capture */
+    size_t capture_last_node;        /* index of the last of them in the graph */
+    bool capture_joined;             /* its last node is joined back to the origin */
+    CUgraphNode capture_dep_out;     /* what cuStreamGetCaptureInfo hands out */
+    CUgraphEdgeData capture_edge_out;
+};
+
+/* Whether a stream synchronizes with the legacy stream: every stream but
+ * those created with CU_STREAM_NON_BLOCKING ("Default Stream", CUDA
+ * Programming Guide). */
+bool fc_stream_blocking(const struct fc_stream *stream);
 
 struct fc_ctx {
     uint64_t handle;
     int device;
     bool primary;
     unsigned flags;
-    struct fc_stream *default_stream;
+    struct fc_stream *legacy;
 
-    /* Everything below is guarded by lock. */
-    pthread_mutex_t lock;
-    pthread_cond_t work;   /* worker waits for ops */
-    pthread_cond_t space;  /* launchers wait for a free slot */
-    pthread_cond_t done;   /* synchronizers wait for completion */
-    struct fc_op ring[FC_MAX_PENDING];
-    unsigned head, count;
-    uint64_t submitted_seq, completed_seq;
+    /* Everything below is guarded by the exec lock. */
+    pthread_cond_t compute_work;     /* the compute worker waits for ready kernels */
+    pthread_cond_t copy_work;        /* the copy worker waits for ready copies */
+    bool compute_idle, copy_idle;    /* each is waiting on its condition */
+    unsigned queued_kernels;         /* ops queued for each engine */
+    unsigned queued_transfers;
+    pthread_cond_t space;            /* launchers wait while FC_MAX_PENDING are queued */
+    struct fc_stream *streams;       /* every live stream, the legacy one included */
+    struct fc_stream *active;        /* streams with queued ops */
+    struct fc_fence *last_legacy;    /* the legacy stream's last op; blocking streams wait for it */
+    unsigned pending;                /* ops queued and not yet complete */
     bool stopping;
-    pthread_t worker;
-    bool worker_started;
-    struct fc_ctx *retired_next; /* see retired_ctxs in fc_context.c */
-};
-
-struct fc_stream {
-    uint64_t handle;
-    struct fc_ctx *ctx;
-    unsigned flags;
-    int priority;
-    uint64_t last_seq;     /* guarded by ctx->lock */
+    pthread_t compute_worker, copy_worker;
+    bool workers_started;
+    struct fc_event *events;         /* events created in it */
+    struct fc_ctx *live_next;        /* fc_exec's list of live contexts */
+    struct fc_ctx *retired_next;     /* see retired_ctxs in fc_context.c */
 };
 
 struct fc_event {
     uint64_t handle;
-    struct fc_ctx *ctx;    /* context of the last record, or NULL */
+    struct fc_ctx *ctx;              /* where it was created */
     unsigned flags;
-    uint64_t seq;          /* guarded by ctx->lock; 0 = never recorded */
-    uint64_t time_ns;      /* guarded by ctx->lock; when it completed */
-    bool completed;        /* guarded by ctx->lock */
+    /* Guarded by the exec lock: */
+    struct fc_fence *fence;          /* its last record outside a capture; NULL if none */
+    uint64_t capture_id;             /* last recorded inside this capture; 0 if not */
+    uint64_t capture_stream_id;      /* ... in this stream (cuStreamGetId) */
+    size_t capture_stream_nodes;     /* ... after its first N captured nodes */
+    struct fc_event *next, *prev;    /* ctx->events */
 };
+
+/* Starts a context's execution (its workers start with its first work) and
+ * ends it: fc_ctx_stop waits for everything queued, stops the workers and
+ * frees its streams and events, whose handles become stale. */
+void fc_ctx_exec_init(struct fc_ctx *ctx);
+void fc_ctx_stop(struct fc_ctx *ctx);
+/* Queues work on a stream that is not capturing, after the stream's
+ * previous op, the legacy-stream ordering and `after` (may be NULL).
+ * Blocks while FC_MAX_PENDING ops of the context are queued. With `fence`,
+ * returns a reference to the new op's completion. Exec lock held. */
+CUresult fc_enqueue_locked(struct fc_stream *stream, const struct fc_work *work, struct fc_fence *after,
+                           struct fc_fence **fence);
+uint64_t fc_kernel_default_ns(void);
+uint64_t fc_copy_ns(size_t bytes);
+/* Number of live contexts in the process (CU_CTX_SCHED_AUTO's C). */
+unsigned fc_live_contexts_locked(void);
+/* The first live context; the others follow through live_next. */
+struct fc_ctx *fc_live_contexts_locked_first(void);
+void fc_exec_atfork_prepare(void);
+void fc_exec_atfork_parent(void);
+void fc_exec_atfork_child(void);
+/* Frees a destroyed stream whose queue has drained. Exec lock held. */
+void fc_stream_release_locked(struct fc_stream *stream);
+/* A new stream of the context (linked into ctx->streams). Exec lock held. */
+struct fc_stream *fc_stream_new_locked(struct fc_ctx *ctx, enum fc_stream_kind kind, unsigned flags,
+                                       int priority);
+
+/* ---- waiting for the device (fc_sync.c) -------------------------------- */
+
+/* How a thread waits for the device: CU_CTX_SCHED_* as cuCtxCreate
+ * describes them. */
+enum fc_wait_policy { FC_WAIT_SPIN, FC_WAIT_YIELD, FC_WAIT_BLOCK };
+
+enum fc_wait_policy fc_ctx_wait_policy_locked(const struct fc_ctx *ctx);
+/* Waits until every fence is done, then drops the references. Exec lock
+ * held; released while waiting. */
+void fc_wait_fences_locked(struct fc_fence **fences, size_t count, enum fc_wait_policy policy);
+/* Wakes threads blocked in fc_wait_fences_locked. Exec lock held. */
+void fc_wake_waiters_locked(void);
+/* The fences that a synchronization of the stream waits for: its own last
+ * op, and for the legacy stream every blocking stream's too. Returns the
+ * count (references taken) or -1 when out of memory. */
+long fc_stream_sync_fences_locked(struct fc_stream *stream, struct fc_fence ***out);
+long fc_ctx_sync_fences_locked(struct fc_ctx *ctx, struct fc_fence ***out);
+
+/* ---- process state (fc_context.c) ------------------------------------- */
 
 /* The process's attachment to the shared state; NULL before cuInit. */
 struct fc_shared *fc_shared_state(void);
@@ -119,26 +246,124 @@ int fc_self_slot(void);
 /* Returns CUDA_SUCCESS or CUDA_ERROR_NOT_INITIALIZED. */
 CUresult fc_check_init(void);
 /* The calling thread's current context: NULL with CUDA_ERROR_INVALID_CONTEXT
- * (or NOT_INITIALIZED) in *err when there is none. */
-struct fc_ctx *fc_current_ctx(CUresult *err);
-/* Resolves a stream argument (NULL/legacy/per-thread = the current
- * context's default stream). */
-CUresult fc_resolve_stream(CUstream hstream, struct fc_stream **out);
+ * (none), CUDA_ERROR_CONTEXT_IS_DESTROYED (destroyed since it was made
+ * current) or NOT_INITIALIZED in *err. `call` names the entry point for
+ * FAKECUDA_STRICT. */
+struct fc_ctx *fc_current_ctx(const char *call, CUresult *err);
+/* A context handle argument: NULL with CUDA_ERROR_INVALID_CONTEXT. */
+struct fc_ctx *fc_ctx_from_handle(const char *call, CUcontext handle);
+void fc_ctx_atfork_prepare(void);
+void fc_ctx_atfork_parent(void);
+void fc_ctx_atfork_child(void);
 
-/* ---- execution (fc_exec.c) -------------------------------------------- */
+/* ---- streams (fc_streams.c) -------------------------------------------- */
 
-CUresult fc_ctx_start(struct fc_ctx *ctx);
-void fc_ctx_stop(struct fc_ctx *ctx);
-/* Queues an op on a stream; blocks while FC_MAX_PENDING ops are pending. */
-CUresult fc_submit(struct fc_stream *stream, struct fc_op *op);
-void fc_ctx_wait_seq(struct fc_ctx *ctx, uint64_t seq);
-void fc_ctx_drain(struct fc_ctx *ctx);
-uint64_t fc_kernel_default_ns(void);
+/* How a NULL stream handle reads: the legacy stream, or, in the _ptsz and
+ * _ptds entry points, the calling thread's per-thread default stream. */
+enum fc_null_stream { FC_NULL_LEGACY, FC_NULL_PER_THREAD };
+
+/* Resolves a stream argument under the exec lock: NULL, CU_STREAM_LEGACY
+ * and CU_STREAM_PER_THREAD need a current context; a created stream does
+ * not. */
+CUresult fc_resolve_stream_locked(const char *call, CUstream hstream, enum fc_null_stream null_means,
+                                  struct fc_stream **out);
+void fc_streams_atfork_child(void);
+
+/* The stream and event calls, for both flavours of entry point. */
+CUresult fc_stream_synchronize(const char *call, CUstream hstream, enum fc_null_stream null_means);
+CUresult fc_stream_query(const char *call, CUstream hstream, enum fc_null_stream null_means);
+CUresult fc_stream_get_ctx(const char *call, CUstream hstream, enum fc_null_stream null_means,
+                           CUcontext *pctx);
+CUresult fc_stream_get_device(const char *call, CUstream hstream, enum fc_null_stream null_means,
+                              CUdevice *device);
+CUresult fc_stream_get_flags(const char *call, CUstream hstream, enum fc_null_stream null_means,
+                             unsigned int *flags);
+CUresult fc_stream_get_priority(const char *call, CUstream hstream, enum fc_null_stream null_means,
+                                int *priority);
+CUresult fc_stream_get_id(const char *call, CUstream hstream, enum fc_null_stream null_means,
+                          unsigned long long *id);
+CUresult fc_event_record(const char *call, CUevent hevent, CUstream hstream, enum fc_null_stream null_means,
+                         unsigned flags);
+CUresult fc_stream_wait_event(const char *call, CUstream hstream, CUevent hevent,
+                              enum fc_null_stream null_means, unsigned flags);
+
+/* ---- graphs (fc_graph.c) ------------------------------------------------ */
+
+/* A graph or an executable graph: its nodes in insertion order. Guarded by
+ * the exec lock. */
+struct fc_graph {
+    uint64_t handle;
+    struct fc_work *nodes;
+    size_t count, cap;
+    bool capturing;                  /* a capture writes into it */
+};
+
+struct fc_graph *fc_graph_new_locked(void);
+void fc_graph_free_locked(struct fc_graph *g);
+CUresult fc_graph_append_locked(struct fc_graph *g, const struct fc_work *work, size_t *index);
+CUgraphNode fc_graph_node_handle(const struct fc_graph *g, size_t index);
+CUresult fc_graph_launch(const char *call, CUgraphExec hexec, CUstream hstream, enum fc_null_stream null_means);
+
+/* ---- stream capture (fc_capture.c) -------------------------------------- */
+
+/* Submits work to a stream: recorded into its capture if it captures,
+ * queued otherwise; refused on the legacy stream while a blocking stream
+ * of its context captures. Exec lock held. */
+CUresult fc_stream_submit_locked(const char *call, struct fc_stream *stream, const struct fc_work *work);
+/* The prohibitions of "Prohibited and Unhandled Operations": each returns
+ * CUDA_SUCCESS, or the error after invalidating the captures concerned.
+ * Exec lock held, except fc_capture_check_unsafe. */
+CUresult fc_capture_check_legacy_locked(const char *call, struct fc_stream *stream);
+CUresult fc_capture_check_sync_locked(const char *call, struct fc_stream *stream);
+CUresult fc_capture_check_ctx_sync_locked(const char *call, struct fc_ctx *ctx);
+CUresult fc_capture_check_event_locked(const char *call, struct fc_event *event);
+CUresult fc_capture_check_unsafe_locked(const char *call);
+CUresult fc_capture_check_unsafe(const char *call);
+/* An event record in a capturing stream. */
+CUresult fc_capture_record_locked(struct fc_stream *stream, struct fc_event *event, unsigned flags);
+/* cuStreamWaitEvent where a capture is concerned; *handled is false when
+ * it is not and the wait is an ordinary one. */
+CUresult fc_capture_wait_locked(const char *call, struct fc_stream *stream, struct fc_event *event,
+                                unsigned flags, bool *handled);
+/* cuMemFreeAsync into a capturing stream: the free waits for the end of
+ * the capture. False if the stream does not capture. */
+bool fc_capture_defer_free_locked(struct fc_stream *stream, CUdeviceptr ptr);
+void fc_capture_stream_destroyed_locked(struct fc_stream *stream);
+void fc_capture_ctx_stopping_locked(struct fc_ctx *ctx);
+/* ---- devices (fc_device.c, fc_device_attributes.c) -------------------- */
+
+#define FC_DEVICE_NAME "NVIDIA H100 80GB HBM3"
+#define FC_PCI_BUS_BASE 0x18
+
+/* CUDA_SUCCESS, CUDA_ERROR_NOT_INITIALIZED or CUDA_ERROR_INVALID_DEVICE. */
+CUresult fc_check_device(CUdevice dev);
+/* The H100 figure of one attribute; false for a number cuda.h lacks. */
+bool fc_device_attribute(CUdevice_attribute attribute, int device, int *value);
+
+/* ---- copies and sets (fc_copy.c) --------------------------------------- */
+
+CUresult fc_memcpy_htod(const char *call, CUdeviceptr dst, const void *src, size_t n, CUstream s,
+                        enum fc_null_stream null_means, bool async);
+CUresult fc_memcpy_dtoh(const char *call, void *dst, CUdeviceptr src, size_t n, CUstream s,
+                        enum fc_null_stream null_means, bool async);
+CUresult fc_memcpy_dtod(const char *call, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s,
+                        enum fc_null_stream null_means, bool async);
+CUresult fc_memcpy_unified(const char *call, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s,
+                           enum fc_null_stream null_means, bool async);
+CUresult fc_memset(const char *call, CUdeviceptr dst, uint32_t value, unsigned elem, size_t count, CUstream s,
+                   enum fc_null_stream null_means, bool async);
 
 /* ---- memory (fc_memory.c) --------------------------------------------- */
 
 /* Whether [ptr, ptr+bytes) lies inside one live device allocation. */
 bool fc_mem_range_valid(CUdeviceptr ptr, size_t bytes);
+/* Frees memory whose cuMemFreeAsync waited for the end of a capture. */
+void fc_mem_free_deferred(CUdeviceptr ptr);
+/* Unmaps and uncounts an allocation already out of the table. */
+void fc_mem_release_now(void *base, size_t size, int device);
+CUresult fc_mem_alloc_async(const char *call, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool hpool,
+                            CUstream hstream, enum fc_null_stream null_means);
+CUresult fc_mem_free_async(const char *call, CUdeviceptr dptr, CUstream hstream, enum fc_null_stream null_means);
 void fc_mem_release_ctx(struct fc_ctx *ctx);
 void fc_mem_atfork_prepare(void);
 void fc_mem_atfork_parent(void);
@@ -151,6 +376,14 @@ struct fc_function {
     bool is_spin;
     char name[128];
 };
+
+/* Device time of one launch of f with these arguments. */
+uint64_t fc_kernel_ns(const struct fc_function *f, void **params, void **extra);
+CUresult fc_launch_kernel(const char *call, enum fc_null_stream null_means, CUfunction f, unsigned int gx,
+                          unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
+                          CUstream s, void **params, void **extra);
+CUresult fc_launch_kernel_ex(const char *call, enum fc_null_stream null_means, const CUlaunchConfig *config,
+                             CUfunction f, void **params, void **extra);
 
 /* ---- helpers ---------------------------------------------------------- */
 

@@ -1,7 +1,11 @@
 /*
  * fakecuda device memory: allocation on every path a real driver offers
- * (plain, pitched, managed, stream-ordered, pools, VMM, arrays), the
- * cross-process accounting in the state file, and copies and sets.
+ * (plain, pitched, managed, stream-ordered, pools, VMM, arrays) and the
+ * cross-process accounting in the state file. Copies and sets are in
+ * fc_copy.c. The allocations and frees that are not stream-ordered are
+ * "potentially unsafe" during a stream capture (fc_capture.c);
+ * cuMemAllocAsync into a capturing stream allocates at once, and
+ * cuMemFreeAsync into one frees when the capture ends.
  *
  * Simulated device memory is host address space: each allocation is an
  * mmap(MAP_NORESERVE) region, so device pointers are real addresses that
@@ -194,22 +198,49 @@ static CUresult device_alloc(struct fc_ctx *ctx, int device, CUdeviceptr *dptr, 
     return CUDA_SUCCESS;
 }
 
-static CUresult device_free(CUdeviceptr dptr)
+void fc_mem_release_now(void *base, size_t size, int device)
+{
+    munmap(base, size);
+    account_free(device, size);
+}
+
+/* cuMemFree: synchronizes the allocation's context first, as queued work
+ * may still touch the memory. */
+static CUresult device_free(const char *call, CUdeviceptr dptr)
 {
     struct fc_alloc a;
     if (!alloc_remove((uint64_t)dptr, ALLOC_DEVICE, &a))
         return CUDA_ERROR_INVALID_VALUE;
-    /* Queued copies may still touch the memory: let them finish. */
-    fc_ctx_drain(a.ctx);
-    munmap((void *)(uintptr_t)a.base, a.size);
-    account_free(a.device, a.size);
+    fc_exec_lock();
+    struct fc_fence **fences = NULL;
+    long n = fc_ctx_sync_fences_locked(a.ctx, &fences);
+    if (n > 0)
+        fc_wait_fences_locked(fences, (size_t)n, fc_ctx_wait_policy_locked(a.ctx));
+    free(fences);
+    fc_exec_unlock();
+    (void)call;
+    fc_mem_release_now((void *)(uintptr_t)a.base, a.size, a.device);
     return CUDA_SUCCESS;
+}
+
+void fc_mem_free_deferred(CUdeviceptr ptr)
+{
+    device_free("cuMemFreeAsync", ptr);
+}
+
+/* The current context for an allocation that is not stream-ordered. */
+static struct fc_ctx *unsafe_alloc_ctx(const char *call, CUresult *rc)
+{
+    struct fc_ctx *ctx = fc_current_ctx(call, rc);
+    if (ctx && (*rc = fc_capture_check_unsafe(call)) != CUDA_SUCCESS)
+        return NULL;
+    return ctx;
 }
 
 FC_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     CUresult rc;
-    struct fc_ctx *ctx = fc_current_ctx(&rc);
+    struct fc_ctx *ctx = unsafe_alloc_ctx(__func__, &rc);
     if (!ctx)
         return rc;
     return device_alloc(ctx, ctx->device, dptr, bytesize);
@@ -219,7 +250,7 @@ FC_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
                                    unsigned int element_size)
 {
     CUresult rc;
-    struct fc_ctx *ctx = fc_current_ctx(&rc);
+    struct fc_ctx *ctx = unsafe_alloc_ctx(__func__, &rc);
     if (!ctx)
         return rc;
     if (!pitch || width == 0 || height == 0 ||
@@ -237,7 +268,7 @@ FC_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
 FC_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     CUresult rc;
-    struct fc_ctx *ctx = fc_current_ctx(&rc);
+    struct fc_ctx *ctx = unsafe_alloc_ctx(__func__, &rc);
     if (!ctx)
         return rc;
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
@@ -250,31 +281,91 @@ FC_API CUresult cuMemFree_v2(CUdeviceptr dptr)
     CUresult rc = fc_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    return device_free(dptr);
+    if ((rc = fc_capture_check_unsafe(__func__)) != CUDA_SUCCESS)
+        return rc;
+    return device_free(__func__, dptr);
+}
+
+/* The context of a stream-ordered allocation's stream; refused on the
+ * legacy stream while a blocking stream captures. */
+static CUresult async_stream_ctx(const char *call, CUstream hstream, enum fc_null_stream null_means,
+                                 struct fc_ctx **ctx)
+{
+    fc_exec_lock();
+    struct fc_stream *stream;
+    CUresult rc = fc_resolve_stream_locked(call, hstream, null_means, &stream);
+    if (rc == CUDA_SUCCESS)
+        rc = fc_capture_check_legacy_locked(call, stream);
+    if (rc == CUDA_SUCCESS)
+        *ctx = stream->ctx;
+    fc_exec_unlock();
+    return rc;
+}
+
+CUresult fc_mem_alloc_async(const char *call, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool hpool,
+                            CUstream hstream, enum fc_null_stream null_means)
+{
+    struct fc_ctx *ctx;
+    CUresult rc = async_stream_ctx(call, hstream, null_means, &ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    int device = ctx->device;
+    if (hpool) {
+        struct fc_pool *pool = fc_handle_use(call, FC_H_MEMPOOL, (uint64_t)(uintptr_t)hpool);
+        if (!pool)
+            return CUDA_ERROR_INVALID_VALUE;
+        device = pool->device;
+    }
+    return device_alloc(ctx, device, dptr, bytesize);
+}
+
+CUresult fc_mem_free_async(const char *call, CUdeviceptr dptr, CUstream hstream, enum fc_null_stream null_means)
+{
+    CUresult rc = fc_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    fc_exec_lock();
+    struct fc_stream *stream;
+    rc = fc_resolve_stream_locked(call, hstream, null_means, &stream);
+    if (rc == CUDA_SUCCESS)
+        rc = fc_capture_check_legacy_locked(call, stream);
+    if (rc == CUDA_SUCCESS && stream->capture) {
+        if (!fc_mem_range_valid(dptr, 1))
+            rc = CUDA_ERROR_INVALID_VALUE;
+        else if (!fc_capture_defer_free_locked(stream, dptr))
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        fc_exec_unlock();
+        return rc;
+    }
+    struct fc_alloc a;
+    if (rc == CUDA_SUCCESS && !alloc_remove((uint64_t)dptr, ALLOC_DEVICE, &a))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
+        /* Freed in stream order, once the work queued before it is done. */
+        struct fc_work work = {.kind = FC_WORK_FREE, .dst = (void *)(uintptr_t)a.base, .bytes = a.size,
+                               .value = (uint32_t)a.device};
+        rc = fc_enqueue_locked(stream, &work, NULL, NULL);
+        if (rc != CUDA_SUCCESS)
+            fc_mem_release_now((void *)(uintptr_t)a.base, a.size, a.device);
+    }
+    fc_exec_unlock();
+    return rc;
 }
 
 FC_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hstream)
 {
-    struct fc_stream *stream;
-    CUresult rc = fc_resolve_stream(hstream, &stream);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    return device_alloc(stream->ctx, stream->ctx->device, dptr, bytesize);
+    return fc_mem_alloc_async(__func__, dptr, bytesize, NULL, hstream, FC_NULL_LEGACY);
 }
 
 FC_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hstream)
 {
-    struct fc_stream *stream;
-    CUresult rc = fc_resolve_stream(hstream, &stream);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    return device_free(dptr);
+    return fc_mem_free_async(__func__, dptr, hstream, FC_NULL_LEGACY);
 }
 
 FC_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
 {
     CUresult rc;
-    struct fc_ctx *ctx = fc_current_ctx(&rc);
+    struct fc_ctx *ctx = fc_current_ctx(__func__, &rc);
     if (!ctx)
         return rc;
     if (!free_bytes || !total_bytes)
@@ -359,7 +450,7 @@ FC_API CUresult cuMemPoolDestroy(CUmemoryPool hpool)
     CUresult rc = fc_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct fc_pool *pool = fc_handle_get(FC_H_MEMPOOL, (uint64_t)(uintptr_t)hpool);
+    struct fc_pool *pool = fc_handle_use(__func__, FC_H_MEMPOOL, (uint64_t)(uintptr_t)hpool);
     if (!pool)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&mem_lock);
@@ -375,14 +466,9 @@ FC_API CUresult cuMemPoolDestroy(CUmemoryPool hpool)
 FC_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool hpool,
                                         CUstream hstream)
 {
-    struct fc_stream *stream;
-    CUresult rc = fc_resolve_stream(hstream, &stream);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct fc_pool *pool = fc_handle_get(FC_H_MEMPOOL, (uint64_t)(uintptr_t)hpool);
-    if (!pool)
+    if (!hpool)
         return CUDA_ERROR_INVALID_VALUE;
-    return device_alloc(stream->ctx, pool->device, dptr, bytesize);
+    return fc_mem_alloc_async(__func__, dptr, bytesize, hpool, hstream, FC_NULL_LEGACY);
 }
 
 /* ---- virtual memory management ----------------------------------------- */
@@ -429,7 +515,7 @@ static CUresult counted_free(enum fc_handle_type type, uint64_t handle)
     CUresult rc = fc_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct fc_counted *c = fc_handle_get(type, handle);
+    struct fc_counted *c = fc_handle_use("cuMemRelease", type, handle);
     if (!c)
         return type == FC_H_ARRAY || type == FC_H_MIPMAP ? CUDA_ERROR_INVALID_HANDLE
                                                          : CUDA_ERROR_INVALID_VALUE;
@@ -503,7 +589,7 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
     CUresult rc = fc_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct fc_counted *c = fc_handle_get(FC_H_MEMHANDLE, handle);
+    struct fc_counted *c = fc_handle_use(__func__, FC_H_MEMHANDLE, handle);
     if (!c)
         return CUDA_ERROR_INVALID_HANDLE;
     if (flags != 0 || offset != 0 || size == 0 || size > c->bytes || !fc_mem_range_valid(ptr, size))
@@ -589,7 +675,7 @@ static uint64_t level_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f
 static CUresult array_create(enum fc_handle_type type, uint64_t bytes, uint64_t *handle)
 {
     CUresult rc;
-    struct fc_ctx *ctx = fc_current_ctx(&rc);
+    struct fc_ctx *ctx = fc_current_ctx("cuArrayCreate", &rc);
     if (!ctx)
         return rc;
     if (!handle || bytes == 0)
@@ -640,102 +726,3 @@ FC_API CUresult cuMipmappedArrayDestroy(CUmipmappedArray handle)
 {
     return counted_free(FC_H_MIPMAP, (uint64_t)(uintptr_t)handle);
 }
-
-/* ---- copies and sets ---------------------------------------------------- */
-
-/* Runs a copy or set: synchronous ones wait for the context's queue first,
- * as the legacy default stream does. */
-static CUresult transfer(struct fc_op *op, CUstream hstream, bool async)
-{
-    struct fc_stream *stream;
-    CUresult rc = fc_resolve_stream(hstream, &stream);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (async)
-        return fc_submit(stream, op);
-    fc_ctx_drain(stream->ctx);
-    if (op->kind == FC_OP_COPY) {
-        memmove(op->dst, op->src, op->bytes);
-    } else {
-        rc = fc_submit(stream, op);
-        fc_ctx_drain(stream->ctx);
-    }
-    return rc;
-}
-
-static CUresult copy(CUdeviceptr dst_dev, void *dst_host, CUdeviceptr src_dev, const void *src_host,
-                     size_t bytes, CUstream hstream, bool async)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (bytes == 0)
-        return CUDA_SUCCESS;
-    if ((dst_host == NULL && !fc_mem_range_valid(dst_dev, bytes)) ||
-        (src_host == NULL && !fc_mem_range_valid(src_dev, bytes)))
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fc_op op = {
-        .kind = FC_OP_COPY,
-        .dst = dst_host ? dst_host : (void *)(uintptr_t)dst_dev,
-        .src = src_host ? src_host : (const void *)(uintptr_t)src_dev,
-        .bytes = bytes,
-    };
-    return transfer(&op, hstream, async);
-}
-
-#define HOST_OR_FAIL(p) if (!(p)) return CUDA_ERROR_INVALID_VALUE
-
-FC_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
-{
-    HOST_OR_FAIL(src);
-    return copy(dst, NULL, 0, src, n, NULL, false);
-}
-
-FC_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
-{
-    HOST_OR_FAIL(dst);
-    return copy(0, dst, src, NULL, n, NULL, false);
-}
-
-FC_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-    return copy(dst, NULL, src, NULL, n, NULL, false);
-}
-
-FC_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
-{
-    HOST_OR_FAIL(src);
-    return copy(dst, NULL, 0, src, n, s, true);
-}
-
-FC_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    HOST_OR_FAIL(dst);
-    return copy(0, dst, src, NULL, n, s, true);
-}
-
-FC_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    return copy(dst, NULL, src, NULL, n, s, true);
-}
-
-static CUresult set(CUdeviceptr dst, uint32_t value, unsigned elem, size_t count, CUstream s, bool async)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (count == 0)
-        return CUDA_SUCCESS;
-    if (count > SIZE_MAX / elem || !fc_mem_range_valid(dst, count * elem) || dst % elem != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fc_op op = {.kind = FC_OP_SET, .dst = (void *)(uintptr_t)dst, .bytes = count,
-                       .value = value, .elem_size = elem};
-    return transfer(&op, s, async);
-}
-
-FC_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) { return set(dst, v, 1, n, NULL, false); }
-FC_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short v, size_t n) { return set(dst, v, 2, n, NULL, false); }
-FC_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n) { return set(dst, v, 4, n, NULL, false); }
-FC_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) { return set(dst, v, 1, n, s, true); }
-FC_API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream s) { return set(dst, v, 2, n, s, true); }
-FC_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) { return set(dst, v, 4, n, s, true); }

@@ -1,7 +1,8 @@
 /*
  * fakecuda shared state: creating and mapping the FAKECUDA_STATE file,
- * process slots and reaping, and the per-device engine lock.
- * The layout and the locking rules are described in fc_state.h.
+ * process slots, their liveness locks and reaping, and the per-device
+ * engine locks. The layout and the locking rules are described in
+ * fc_state.h.
  */
 
 #include "fc_state.h"
@@ -11,15 +12,24 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+/* This process's open state file (its locks prove this process alive) and
+ * the slot it holds. Written by fc_state_open, fc_state_register and
+ * fc_state_after_fork_child, each called under the caller's process lock
+ * (fakecuda's proc_lock, or the single thread of fakecuda-stat); read by
+ * the reaper under the state's lock. */
+static int liveness_fd = -1;
+static char liveness_path[4096];
+static int own_slot = -1;
 
 static uint64_t monotonic_ns(void)
 {
@@ -46,8 +56,10 @@ static void state_init(struct fc_shared *s, int ndevices, uint64_t mem)
             seed = seed * 6364136223846793005ull + 1442695040888963407ull;
             dev->uuid[i] = (uint8_t)(seed >> 56);
         }
-        atomic_store(&dev->holder_slot, -1);
-        atomic_store(&dev->last_slot, -1);
+        atomic_store(&dev->compute.holder_slot, -1);
+        atomic_store(&dev->compute.last_slot, -1);
+        atomic_store(&dev->copy.holder_slot, -1);
+        atomic_store(&dev->copy.last_slot, -1);
     }
     s->ndevices = (uint32_t)ndevices;
     s->version = FC_STATE_VERSION;
@@ -67,19 +79,35 @@ struct fc_shared *fc_state_open(const char *path, int ndevices, uint64_t mem,
         return NULL;
     }
     if (!path) {
-        struct fc_shared *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE,
-                                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        /* A private state is a memory file: the same liveness locks work
+         * for the forked children that share it. */
+        int fd = memfd_create("fakecuda-state", MFD_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, (off_t)sizeof(struct fc_shared)) != 0) {
+            snprintf(err, errlen, "memfd: %s", strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            return NULL;
+        }
+        struct fc_shared *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (s == MAP_FAILED) {
             snprintf(err, errlen, "mmap: %s", strerror(errno));
+            close(fd);
             return NULL;
         }
         state_init(s, ndevices, mem);
+        liveness_fd = fd;
+        liveness_path[0] = '\0';
         return s;
     }
 
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) {
         snprintf(err, errlen, "open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (strlen(path) >= sizeof liveness_path) {
+        snprintf(err, errlen, "state file path too long");
+        close(fd);
         return NULL;
     }
     /* flock serialises creation: the first process sizes and fills it. */
@@ -119,7 +147,8 @@ struct fc_shared *fc_state_open(const char *path, int ndevices, uint64_t mem,
         goto fail;
     }
     flock(fd, LOCK_UN);
-    close(fd);
+    liveness_fd = fd;
+    snprintf(liveness_path, sizeof liveness_path, "%s", path);
     return s;
 fail:
     flock(fd, LOCK_UN);
@@ -182,27 +211,52 @@ uint64_t fc_proc_start_time(pid_t pid)
     return proc_stat(pid, NULL);
 }
 
-/* Whether a slot's process is stopped (SIGSTOP, a debugger). */
+uint64_t fc_pid_namespace(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Whether a slot's process is stopped (SIGSTOP, a debugger). Only a process
+ * of this PID namespace can be looked up in /proc; others count as running. */
 static bool slot_stopped(const struct fc_proc_slot *slot)
 {
     char state = 0;
+    if (slot->pidns == 0 || slot->pidns != fc_pid_namespace())
+        return false;
     return proc_stat(slot->pid, &state) == slot->start_time && (state == 'T' || state == 't');
 }
 
-bool fc_slot_alive(const struct fc_proc_slot *slot)
+static struct flock liveness_range(int slot, short type)
 {
-    if (slot->pid <= 0 || !slot->alive)
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = (off_t)(FC_LIVENESS_BASE + slot);
+    fl.l_len = 1;
+    return fl;
+}
+
+bool fc_slot_alive(struct fc_shared *s, int slot)
+{
+    if (!s->procs[slot].alive)
         return false;
-    if (kill(slot->pid, 0) != 0 && errno == ESRCH)
-        return false;
-    return fc_proc_start_time(slot->pid) == slot->start_time;
+    if (slot == own_slot)
+        return true; /* our own lock never conflicts with us */
+    if (liveness_fd < 0)
+        return true; /* cannot tell: never reap what may be alive */
+    struct flock fl = liveness_range(slot, F_WRLCK);
+    if (fcntl(liveness_fd, F_OFD_GETLK, &fl) != 0)
+        return true;
+    return fl.l_type != F_UNLCK;
 }
 
 void fc_state_reap_locked(struct fc_shared *s)
 {
     for (int i = 0; i < FC_MAX_PROCS; i++) {
         struct fc_proc_slot *slot = &s->procs[i];
-        if (!slot->alive || fc_slot_alive(slot))
+        if (!slot->alive || fc_slot_alive(s, i))
             continue;
         for (uint32_t d = 0; d < s->ndevices; d++) {
             uint64_t held = slot->mem_used[d];
@@ -213,29 +267,81 @@ void fc_state_reap_locked(struct fc_shared *s)
     }
 }
 
+static bool random_id(uint8_t id[16])
+{
+    size_t got = 0;
+    while (got < 16) {
+        ssize_t n = getrandom(id + got, 16 - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        got += (size_t)n;
+    }
+    static const uint8_t zero[16];
+    if (memcmp(id, zero, 16) == 0)
+        id[0] = 1; /* all zero means "never used" */
+    return true;
+}
+
+static bool slot_never_used(const struct fc_proc_slot *slot)
+{
+    static const uint8_t zero[16];
+    return memcmp(slot->id, zero, sizeof zero) == 0;
+}
+
 int fc_state_register(struct fc_shared *s, pid_t pid)
 {
-    uint64_t start = fc_proc_start_time(pid);
+    uint8_t id[16];
+    if (liveness_fd < 0 || !random_id(id))
+        return -1;
+    uint64_t start = fc_proc_start_time(pid), pidns = fc_pid_namespace();
     fc_state_lock(s);
     fc_state_reap_locked(s);
     /* Prefer a never-used slot so that the meter keeps dead processes'
-     * figures as long as possible; then the oldest dead one. */
+     * figures as long as possible; then a dead one. The liveness lock is
+     * taken before the slot is marked alive, under the state's lock, so a
+     * reaper never sees an alive slot without its lock. */
     int pick = -1;
-    for (int i = 0; i < FC_MAX_PROCS && pick < 0; i++)
-        if (s->procs[i].pid == 0)
-            pick = i;
-    for (int i = 0; i < FC_MAX_PROCS && pick < 0; i++)
-        if (!s->procs[i].alive)
-            pick = i;
+    for (int pass = 0; pass < 2 && pick < 0; pass++) {
+        for (int i = 0; i < FC_MAX_PROCS && pick < 0; i++) {
+            struct fc_proc_slot *slot = &s->procs[i];
+            if (slot->alive || (pass == 0 && !slot_never_used(slot)))
+                continue;
+            struct flock fl = liveness_range(i, F_WRLCK);
+            if (fcntl(liveness_fd, F_OFD_SETLK, &fl) == 0)
+                pick = i;
+        }
+    }
     if (pick >= 0) {
         struct fc_proc_slot *slot = &s->procs[pick];
         memset(slot, 0, sizeof *slot);
+        memcpy(slot->id, id, sizeof id);
         slot->pid = (int32_t)pid;
+        slot->pidns = pidns;
         slot->start_time = start;
         slot->alive = 1;
+        own_slot = pick;
     }
     fc_state_unlock(s);
     return pick;
+}
+
+bool fc_state_after_fork_child(void)
+{
+    own_slot = -1;
+    if (liveness_fd < 0)
+        return true;
+    /* A new open file description of the same file: the parent's locks
+     * belong to the old one, which the child now lets go of. */
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", liveness_fd);
+    int fd = open(self, O_RDWR | O_CLOEXEC);
+    if (fd < 0 && liveness_path[0])
+        fd = open(liveness_path, O_RDWR | O_CLOEXEC);
+    close(liveness_fd);
+    liveness_fd = fd;
+    return fd >= 0;
 }
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout)
@@ -245,10 +351,10 @@ static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct tim
 
 /* Skips the ticket being served if its owner died: a waiter calls this when
  * the line has not moved for a while. */
-static void engine_skip_dead(struct fc_shared *s, int dev, uint32_t serving, uint64_t *stalled_since)
+static void engine_skip_dead(struct fc_shared *s, struct fc_engine *e, uint32_t serving,
+                             uint64_t *stalled_since)
 {
-    struct fc_device_state *d = &s->dev[dev];
-    int32_t owner = atomic_load(&d->waiter_slot[serving % FC_TICKET_RING]);
+    int32_t owner = atomic_load(&e->waiter_slot[serving % FC_TICKET_RING]);
     bool dead;
     if (owner == 0) {
         /* The ticket was taken but its owner's slot was never written:
@@ -259,42 +365,41 @@ static void engine_skip_dead(struct fc_shared *s, int dev, uint32_t serving, uin
     } else {
         /* A stopped process's kernel still ends on a real GPU: once its
          * time is up, the engine moves on without it. */
-        uint64_t until = atomic_load(&d->busy_until);
+        uint64_t until = atomic_load(&e->busy_until);
         fc_state_lock(s);
-        const struct fc_proc_slot *slot = &s->procs[owner - 1];
-        dead = !fc_slot_alive(slot) || (monotonic_ns() > until + 5000000ull && slot_stopped(slot));
+        dead = !fc_slot_alive(s, owner - 1) ||
+               (monotonic_ns() > until + 5000000ull && slot_stopped(&s->procs[owner - 1]));
         fc_state_unlock(s);
     }
     if (!dead)
         return;
     uint32_t expected = serving;
-    atomic_store(&d->waiter_slot[serving % FC_TICKET_RING], 0);
-    if (atomic_compare_exchange_strong(&d->serving, &expected, serving + 1)) {
-        atomic_store(&d->holder_slot, -1);
-        futex(&d->serving, FUTEX_WAKE, INT_MAX, NULL);
+    atomic_store(&e->waiter_slot[serving % FC_TICKET_RING], 0);
+    if (atomic_compare_exchange_strong(&e->serving, &expected, serving + 1)) {
+        atomic_store(&e->holder_slot, -1);
+        futex(&e->serving, FUTEX_WAKE, INT_MAX, NULL);
     }
     *stalled_since = 0;
 }
 
-uint32_t fc_engine_acquire(struct fc_shared *s, int dev, int slot)
+uint32_t fc_engine_acquire(struct fc_shared *s, struct fc_engine *e, int slot)
 {
-    struct fc_device_state *d = &s->dev[dev];
-    uint32_t ticket = atomic_fetch_add(&d->next_ticket, 1);
-    atomic_store(&d->waiter_slot[ticket % FC_TICKET_RING], slot + 1);
+    uint32_t ticket = atomic_fetch_add(&e->next_ticket, 1);
+    atomic_store(&e->waiter_slot[ticket % FC_TICKET_RING], slot + 1);
     uint64_t stalled_since = 0;
     for (;;) {
-        uint32_t serving = atomic_load(&d->serving);
+        uint32_t serving = atomic_load(&e->serving);
         if (serving == ticket)
             break;
         if ((int32_t)(serving - ticket) > 0) {
             /* Skipped while this process was stopped: queue again. */
-            ticket = atomic_fetch_add(&d->next_ticket, 1);
-            atomic_store(&d->waiter_slot[ticket % FC_TICKET_RING], slot + 1);
+            ticket = atomic_fetch_add(&e->next_ticket, 1);
+            atomic_store(&e->waiter_slot[ticket % FC_TICKET_RING], slot + 1);
             continue;
         }
-        /* Next in line and the running kernel ends within 100 us: stay
+        /* Next in line and the running work ends within 100 us: stay
          * awake for the handover instead of paying a futex wake-up. */
-        uint64_t now = monotonic_ns(), until = atomic_load(&d->busy_until);
+        uint64_t now = monotonic_ns(), until = atomic_load(&e->busy_until);
         bool next = serving + 1 == ticket;
         if (next && until <= now + 100000 && until + 1000000 > now) {
             sched_yield();
@@ -304,34 +409,33 @@ uint32_t fc_engine_acquire(struct fc_shared *s, int dev, int slot)
         if (next && until > now + 100000 && until - now - 100000 < wait_ns)
             wait_ns = until - now - 100000;
         struct timespec timeout = {0, (long)wait_ns};
-        long rc = futex(&d->serving, FUTEX_WAIT, serving, &timeout);
+        long rc = futex(&e->serving, FUTEX_WAIT, serving, &timeout);
         if (next && rc != 0 && errno == ETIMEDOUT && wait_ns < 5 * 1000 * 1000)
             continue; /* woke early for the handover, not because it stalled */
-        if (rc != 0 && errno == ETIMEDOUT && atomic_load(&d->serving) == serving)
-            engine_skip_dead(s, dev, serving, &stalled_since);
+        if (rc != 0 && errno == ETIMEDOUT && atomic_load(&e->serving) == serving)
+            engine_skip_dead(s, e, serving, &stalled_since);
     }
-    atomic_store(&d->holder_slot, slot);
+    atomic_store(&e->holder_slot, slot);
     return ticket;
 }
 
-void fc_engine_release(struct fc_shared *s, int dev, uint32_t ticket)
+void fc_engine_release(struct fc_engine *e, uint32_t ticket)
 {
-    struct fc_device_state *d = &s->dev[dev];
-    atomic_store(&d->waiter_slot[ticket % FC_TICKET_RING], 0);
-    atomic_store(&d->holder_slot, -1);
+    atomic_store(&e->waiter_slot[ticket % FC_TICKET_RING], 0);
+    atomic_store(&e->holder_slot, -1);
     uint32_t expected = ticket;
-    if (atomic_compare_exchange_strong(&d->serving, &expected, ticket + 1))
-        futex(&d->serving, FUTEX_WAKE, INT_MAX, NULL);
+    if (atomic_compare_exchange_strong(&e->serving, &expected, ticket + 1))
+        futex(&e->serving, FUTEX_WAKE, INT_MAX, NULL);
 }
 
-void fc_engine_busy_until(struct fc_shared *s, int dev, uint64_t end_ns)
+void fc_engine_busy_until(struct fc_engine *e, uint64_t end_ns)
 {
-    atomic_store(&s->dev[dev].busy_until, end_ns);
+    atomic_store(&e->busy_until, end_ns);
 }
 
-bool fc_engine_contended(struct fc_shared *s, int dev, uint32_t ticket)
+bool fc_engine_contended(struct fc_engine *e, uint32_t ticket)
 {
-    return atomic_load(&s->dev[dev].next_ticket) != ticket + 1;
+    return atomic_load(&e->next_ticket) != ticket + 1;
 }
 
 void fc_state_reset_meter(struct fc_shared *s)
@@ -339,11 +443,16 @@ void fc_state_reset_meter(struct fc_shared *s)
     for (uint32_t d = 0; d < s->ndevices; d++) {
         atomic_store(&s->dev[d].busy_ns, 0);
         atomic_store(&s->dev[d].kernels, 0);
+        atomic_store(&s->dev[d].copy_busy_ns, 0);
+        atomic_store(&s->dev[d].copies, 0);
+        atomic_store(&s->dev[d].copy_bytes, 0);
     }
     for (int i = 0; i < FC_MAX_PROCS; i++)
         for (uint32_t d = 0; d < s->ndevices; d++) {
             atomic_store(&s->procs[i].busy_ns[d], 0);
             atomic_store(&s->procs[i].kernels[d], 0);
+            atomic_store(&s->procs[i].copy_busy_ns[d], 0);
+            atomic_store(&s->procs[i].copies[d], 0);
         }
     atomic_store(&s->reset_ns, monotonic_ns());
 }
