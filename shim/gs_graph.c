@@ -8,9 +8,9 @@
  * (and every MEASURE_EVERY-th after) are bracketed by two of the shim's
  * timed events, and the drainer reads their elapsed time. A graph is
  * admitted only if its estimate fits in what is left of the slice after
- * the work already queued; a graph with no estimate yet only on an empty
- * queue, and any graph at the start of a slice (a graph longer than a
- * slice must still run; its overrun is charged to its tenant). While a
+ * the work already queued, and any graph at the start of a slice, on an
+ * empty queue (a graph longer than a slice must still run; its overrun is
+ * charged to its tenant). A graph not measured yet waits for such a start. While a
  * graph waits, the gate thread gives the slice back as soon as the graph
  * cannot fit, so that it starts the next slice.
  *
@@ -81,8 +81,10 @@ static bool graph_fits(struct gs_dev *d, void *arg)
     uint64_t now = gs_now_ns();
     bool empty = gs_gate_queue_empty_locked(d);
     bool fresh = now < d->deadline_ns && now - d->slice_start_ns < d->deadline_ns - now;
-    if (a->est_ns == 0 || (empty && fresh))
-        return empty;
+    if (empty && fresh)
+        return true;
+    if (a->est_ns == 0)
+        return false; /* not measured yet: only at the start of a slice */
     bool fits = now + (uint64_t)gs_gate_queued_ns_locked(d) + a->est_ns <= d->deadline_ns;
     if (!fits && a->est_ns > d->waiting_graph_ns)
         d->waiting_graph_ns = a->est_ns; /* the gate thread releases early for it */

@@ -134,8 +134,13 @@ class Server:
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
-    def spin(self, tenant, seconds, kernel_us=1000, depth=16, **extra):
+    def spin(self, tenant, seconds, kernel_us=1000, depth=16, blocking_sync=True, **extra):
+        # Blocking waits by default: on a machine of two cores, processes
+        # that spin in every synchronization (fakecuda's CU_CTX_SCHED_AUTO,
+        # like a real driver's) starve the threads whose timing is measured.
         argv = [SPIN, "--seconds", str(seconds), "--kernel-us", str(kernel_us), "--depth", str(depth)]
+        if blocking_sync:
+            argv.append("--blocking-sync")
         return self.machine.spawn(argv, env=self.tenant_env(tenant, **extra))
 
     def status(self):

@@ -43,7 +43,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
 "Usage: spin [--kernel-us US] [--seconds S | --count N] [--depth D] [--device I]\n"
-"            [--copy-mb MB]\n"
+"            [--copy-mb MB] [--blocking-sync]\n"
 "\n"
 "Launches kernels that each keep the GPU busy for US microseconds, one\n"
 "stream, at most D in flight, until S seconds have passed or N kernels ran.\n"
@@ -56,6 +56,8 @@ static void usage(FILE *out)
 "  --count N        run exactly N kernels instead of a time\n"
 "  --depth D        kernels in flight at most, 1..%d (default 16)\n"
 "  --device I       device ordinal (default 0)\n"
+"  --blocking-sync  wait for kernels by sleeping, not spinning a CPU core\n"
+"                   (CU_CTX_SCHED_BLOCKING_SYNC on the primary context)\n"
 "  --copy-mb MB     meanwhile, keep one host-to-device copy of MB MiB in flight\n"
 "                   on a second stream (a weight load beside the kernels); the\n"
 "                   line then ends with copies=C, the copies that finished\n"
@@ -100,10 +102,11 @@ int main(int argc, char **argv)
         {"kernel-us", required_argument, NULL, 'k'}, {"seconds", required_argument, NULL, 's'},
         {"count", required_argument, NULL, 'n'},     {"depth", required_argument, NULL, 'd'},
         {"device", required_argument, NULL, 'D'},    {"copy-mb", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
+        {"blocking-sync", no_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     double kernel_us = 1000, seconds = 5, count = 0, depth = 16, device = 0, copy_mb = 0;
+    bool blocking_sync = false;
     int opt;
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         double *target = NULL;
@@ -120,6 +123,7 @@ int main(int argc, char **argv)
                 return 1;
             }
             continue;
+        case 'b': blocking_sync = true; continue;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 1;
         }
@@ -142,6 +146,8 @@ int main(int argc, char **argv)
     CUevent done[MAX_DEPTH];
     unsigned in_flight = (unsigned)depth;
     if (check(cuInit(0), "cuInit") || check(cuDeviceGet(&dev, (int)device), "cuDeviceGet") ||
+        (blocking_sync && check(cuDevicePrimaryCtxSetFlags(dev, CU_CTX_SCHED_BLOCKING_SYNC),
+                                "cuDevicePrimaryCtxSetFlags")) ||
         check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
         check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent") ||
         check(cuModuleLoadData(&module, spin_ptx), "cuModuleLoadData") ||

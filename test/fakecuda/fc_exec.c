@@ -389,8 +389,10 @@ static void run_transfer(struct fc_ctx *ctx, const struct fc_work *w)
 
 static void worker_setup(void)
 {
-    /* Precise wake-ups for simulated kernel and copy ends. */
+    /* Precise wake-ups for simulated kernel and copy ends. Named, so that
+     * tests can tell the simulated device's threads from the process's. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    prctl(PR_SET_NAME, "fakecuda-worker", 0, 0, 0);
     pthread_once(&tunables_once, load_tunables);
 }
 

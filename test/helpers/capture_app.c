@@ -107,7 +107,11 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUmodule mod;
     CUresult rc;
-    if ((rc = cuInit(0)) || (rc = cuDeviceGet(&dev, 0)) || (rc = cuDevicePrimaryCtxRetain(&ctx, dev)) ||
+    /* Blocking waits: the process's own synchronization must not starve
+     * the threads whose timing the tests measure. */
+    if ((rc = cuInit(0)) || (rc = cuDeviceGet(&dev, 0)) ||
+        (rc = cuDevicePrimaryCtxSetFlags_v2(dev, CU_CTX_SCHED_BLOCKING_SYNC)) ||
+        (rc = cuDevicePrimaryCtxRetain(&ctx, dev)) ||
         (rc = cuCtxSetCurrent(ctx)) || (rc = cuModuleLoadData(&mod, "capture_app")) ||
         (rc = cuModuleGetFunction(&spin_fn, mod, "spin")) || (rc = cuModuleGetFunction(&empty_fn, mod, "empty"))) {
         printf("capture_app: setup failed: %s\n", name_of(rc));

@@ -67,7 +67,7 @@ static bool some_work(void)
 static bool churn_round(CUdevice dev)
 {
     CUcontext ctx, primary, popped;
-    CALL(cuCtxCreate_v2(&ctx, 0, dev));
+    CALL(cuCtxCreate_v2(&ctx, CU_CTX_SCHED_BLOCKING_SYNC, dev));
     if (!some_work())
         return false;
     CALL(cuCtxDestroy_v2(ctx));
@@ -134,7 +134,8 @@ int main(int argc, char **argv)
         }
     }
     CUdevice dev;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS) {
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+        cuDevicePrimaryCtxSetFlags_v2(dev, CU_CTX_SCHED_BLOCKING_SYNC) != CUDA_SUCCESS) {
         printf("ctx_churn: cuInit failed\n");
         return 1;
     }
