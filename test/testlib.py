@@ -83,9 +83,10 @@ class Server:
     given as {name: "key = value\\n..."}; processes are started inside a
     tenant with tenant_env()."""
 
-    def __init__(self, machine, tenants, grace_ms=250, extra_env=None):
+    def __init__(self, machine, tenants, grace_ms=250, extra_env=None, cdi_dir=""):
         import time
         self.machine = machine
+        self.cdi_dir = cdi_dir  # "" writes no CDI spec
         self.conf = os.path.join(machine.dir, "tenants.d")
         self.run_dir = os.path.join(machine.dir, "run")
         os.makedirs(self.conf, exist_ok=True)
@@ -106,7 +107,8 @@ class Server:
         import time
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen([SERVER, "--config-dir", self.conf, "--run-dir", self.run_dir,
-                                      "--grace-ms", str(self.grace_ms), "--log-level", "info"],
+                                      "--grace-ms", str(self.grace_ms), "--log-level", "info",
+                                      "--cdi-dir", self.cdi_dir, "--shim", SHIM],
                                      stdout=log, stderr=log)
         deadline = time.monotonic() + 5
         while not os.path.exists(os.path.join(self.run_dir, "admin.sock")):

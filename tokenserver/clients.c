@@ -80,7 +80,8 @@ static void handle(struct client *c, const struct gs_msg *msg)
             return;
         }
         c->greeted = true;
-        c->pid = msg->u.hello.pid;
+        if (!c->pid) /* SO_PEERCRED could not say */
+            c->pid = msg->u.hello.pid;
         struct gs_msg welcome = {.type = GS_MSG_WELCOME};
         snprintf(welcome.u.welcome.tenant, sizeof welcome.u.welcome.tenant, "%s", c->tenant->name);
         client_send(c, &welcome);
@@ -193,6 +194,8 @@ void client_accept(struct tenant *t)
         }
         c->fd = fd;
         c->tenant = t;
+        peer_identify(fd, &c->peer);
+        c->pid = c->peer.pid;
         c->watch = (struct loop_watch){.fd = fd, .fn = client_readable, .arg = c};
         c->connected_ns = now_ns();
         if (loop_add(&c->watch, EPOLLIN | EPOLLRDHUP) != 0) {

@@ -1,55 +1,124 @@
 /*
  * gpuslicectl: the operator's view of a running gpuslice-server, over its
  * admin socket. The server renders the report; this tool only asks and
- * prints.
+ * prints. "gpuslicectl cdi" prints, without a server, the CDI spec the
+ * server would write for a configuration directory, from the same code.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cdi_spec.h"
 #include "gpuslice/protocol.h"
+#include "server.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
 "Usage: gpuslicectl [--run-dir DIR] status [--json]\n"
+"       gpuslicectl [--config-dir DIR] [--run-dir DIR] [--shim PATH] cdi\n"
 "\n"
 "Shows what gpuslice-server is doing: per GPU the tenant holding its time\n"
 "slice and the tenants waiting; per tenant its share, limit, connected\n"
 "processes and, per GPU, the share of device time it achieved over the\n"
-"last 10 s, slices granted, time spent waiting and GPU time used.\n"
+"last 10 s, slices granted, time spent waiting and GPU time used; and\n"
+"each tenant's processes with their host PID, container ID and pod UID.\n"
+"\n"
+"cdi prints the CDI spec that gpuslice-server --cdi-dir writes for the\n"
+"tenants in the configuration directory (a dry run: no server needed).\n"
+"Files with an error are reported on stderr and left out, as the server\n"
+"does.\n"
 "\n"
 "Options:\n"
 "  -r, --run-dir DIR  the server's run directory (default /run/gpuslice);\n"
 "                     the admin socket is DIR/admin.sock\n"
+"  -c, --config-dir DIR  tenant files, for cdi (default\n"
+"                     /etc/gpuslice/tenants.d)\n"
+"      --shim PATH    the host's libgpuslice.so, for cdi (default\n"
+"                     " GPUSLICE_SHIM_DEFAULT ")\n"
 "      --json         one JSON object instead of tables; its fields are\n"
 "                     stable (new ones may be added)\n"
 "  -h, --help         show this help\n"
 "\n"
 "Exit status: 0 on success, 1 on a usage error, 2 if the server cannot be\n"
-"reached or answers wrongly.\n");
+"reached or answers wrongly (cdi: if no tenant file is valid).\n");
+}
+
+/* gpuslicectl cdi: the spec for every valid tenant file in config_dir. */
+static int print_cdi(const char *config_dir, const char *run_dir, const char *shim)
+{
+    DIR *dir = opendir(config_dir);
+    if (!dir) {
+        fprintf(stderr, "gpuslicectl: cannot read %s: %s\n", config_dir, strerror(errno));
+        return 2;
+    }
+    static char names[1024][GS_NAME_MAX];
+    const char *list[1024];
+    size_t count = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) && count < 1024) {
+        size_t len = strlen(e->d_name);
+        if (len <= 5 || strcmp(e->d_name + len - 5, ".conf") != 0 || e->d_name[0] == '.')
+            continue;
+        char name[256], path[4096], err[512];
+        snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
+        snprintf(path, sizeof path, "%s/%s", config_dir, e->d_name);
+        struct tenant_config config;
+        if (!config_valid_name(name) || !cdi_valid_device_name(name)) {
+            fprintf(stderr, "gpuslicectl: %s: '%s' is not a valid tenant name; left out\n", path, name);
+            continue;
+        }
+        if (config_parse_file(path, &config, err, sizeof err) != 0) {
+            fprintf(stderr, "gpuslicectl: %s; left out\n", err);
+            continue;
+        }
+        memcpy(names[count], name, strlen(name) + 1); /* config_valid_name bounds it */
+        list[count] = names[count];
+        count++;
+    }
+    closedir(dir);
+    if (count == 0) {
+        fprintf(stderr, "gpuslicectl: no valid tenant in %s: a CDI spec needs at least one device\n", config_dir);
+        return 2;
+    }
+    char *text = cdi_spec_render(list, count, run_dir, shim);
+    if (!text) {
+        fprintf(stderr, "gpuslicectl: out of memory\n");
+        return 2;
+    }
+    fputs(text, stdout);
+    free(text);
+    return fflush(stdout) == 0 ? 0 : 2;
 }
 
 int main(int argc, char **argv)
 {
     static const struct option options[] = {
         {"run-dir", required_argument, NULL, 'r'}, {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},          {"config-dir", required_argument, NULL, 'c'},
+        {"shim", required_argument, NULL, 'S'},    {NULL, 0, NULL, 0},
     };
-    const char *run_dir = "/run/gpuslice";
+    const char *run_dir = "/run/gpuslice", *config_dir = "/etc/gpuslice/tenants.d";
+    const char *shim = GPUSLICE_SHIM_DEFAULT;
     int json = 0, opt;
-    while ((opt = getopt_long(argc, argv, "r:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "r:c:h", options, NULL)) != -1) {
         switch (opt) {
         case 'r': run_dir = optarg; break;
+        case 'c': config_dir = optarg; break;
+        case 'S': shim = optarg; break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 1;
         }
     }
+    if (optind == argc - 1 && strcmp(argv[optind], "cdi") == 0 && !json)
+        return print_cdi(config_dir, run_dir, shim);
     if (optind != argc - 1 || strcmp(argv[optind], "status") != 0) {
         usage(stderr);
         return 1;

@@ -21,6 +21,8 @@
 struct server_options options = {
     .config_dir = "/etc/gpuslice/tenants.d",
     .run_dir = "/run/gpuslice",
+    .cdi_dir = "/var/run/cdi",
+    .shim_path = GPUSLICE_SHIM_DEFAULT,
     .grace_ns = 250000000ull,
 };
 int log_level = LOG_INFO;
@@ -71,6 +73,13 @@ static void usage(FILE *f)
 "connects to. The admin socket RUN_DIR/admin.sock (mode 0600) serves\n"
 "gpuslicectl.\n"
 "\n"
+"Containers: the server writes CDI_DIR/gpuslice.json, a CDI spec with one\n"
+"device per tenant (gpuslice.io/tenant=NAME) that mounts, read-only, the\n"
+"tenant's directory at /run/gpuslice, the shim at\n"
+"/usr/lib/gpuslice/libgpuslice.so and RUN_DIR/cdi/ld.so.preload at\n"
+"/etc/ld.so.preload, and sets LD_PRELOAD. It follows every change of the\n"
+"tenants and is removed when the server stops.\n"
+"\n"
 "Changes to CONFIG_DIR apply without a restart (inotify, or SIGHUP): new\n"
 "tenants get a socket, changed settings apply to the next grant, removed\n"
 "tenants lose their socket and their processes are disconnected. A file\n"
@@ -80,6 +89,10 @@ static void usage(FILE *f)
 "Options:\n"
 "  -c, --config-dir DIR   tenant files (default /etc/gpuslice/tenants.d)\n"
 "  -r, --run-dir DIR      sockets (default /run/gpuslice)\n"
+"      --cdi-dir DIR      where to write the CDI spec (default /var/run/cdi;\n"
+"                         empty: no spec)\n"
+"      --shim PATH        the host's libgpuslice.so, which containers get\n"
+"                         (default " GPUSLICE_SHIM_DEFAULT ")\n"
 "  -g, --grace-ms MS      how long after its deadline a holder may take to\n"
 "                         drain before its slice is taken back and charged\n"
 "                         (default 250)\n"
@@ -149,6 +162,7 @@ int main(int argc, char **argv)
         {"config-dir", required_argument, NULL, 'c'}, {"run-dir", required_argument, NULL, 'r'},
         {"grace-ms", required_argument, NULL, 'g'},   {"log-level", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},             {"version", no_argument, NULL, 'V'},
+        {"cdi-dir", required_argument, NULL, 'C'},    {"shim", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0},
     };
     int opt;
@@ -156,6 +170,8 @@ int main(int argc, char **argv)
         switch (opt) {
         case 'c': options.config_dir = optarg; break;
         case 'r': options.run_dir = optarg; break;
+        case 'C': options.cdi_dir = optarg; break;
+        case 'S': options.shim_path = optarg; break;
         case 'g':
             if (!parse_ms(optarg, &options.grace_ns)) {
                 fprintf(stderr, "gpuslice-server: --grace-ms needs milliseconds (0..3600000), got '%s'\n", optarg);
@@ -207,7 +223,7 @@ int main(int argc, char **argv)
     if (inotify_add_watch(inotify_watch.fd, options.config_dir,
                           IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE) < 0)
         slog(LOG_WARN, "cannot watch %s (%s): reload with SIGHUP", options.config_dir, strerror(errno));
-    if (tenants_load() != 0 || admin_open() != 0)
+    if (cdi_init() != 0 || tenants_load() != 0 || admin_open() != 0)
         return 2;
     if (timer_init(&housekeeping, on_housekeeping, NULL) != 0)
         return 2;
@@ -216,6 +232,7 @@ int main(int argc, char **argv)
 
     int rc = loop_run();
     tenants_close_all();
+    cdi_remove();
     admin_close();
     return rc == 0 ? 0 : 2;
 }

@@ -8,6 +8,8 @@
  *   sched.c    per-GPU time slices: who holds the GPU, who is next
  *   memory.c   per-GPU device memory of each tenant, against its cap
  *   status.c   the admin socket and the status report
+ *   cdi.c      the CDI spec and the preload list containers get
+ *   peers.c    who a client is: host PID, container and pod, from the kernel
  *   main.c     options, signals, start-up
  *
  * The server is single-threaded: every object here belongs to the loop's
@@ -89,6 +91,8 @@ extern struct tenant *tenants; /* every configured tenant */
 struct server_options {
     const char *config_dir;
     const char *run_dir;
+    const char *cdi_dir;     /* "" disables the CDI spec */
+    const char *shim_path;   /* the host's libgpuslice.so, mounted into containers */
     uint64_t grace_ns;
     uint64_t idle_ns;
 };
@@ -99,6 +103,24 @@ void tenants_reload(void);   /* SIGHUP or inotify */
 void tenants_close_all(void);
 struct tenant *tenant_find(const char *name);
 
+/* ---- peers.c ---------------------------------------------------------------- */
+
+#define PEER_CONTAINER_ID_MAX 65   /* 64 hex digits and the NUL */
+#define PEER_POD_UID_MAX 37
+
+/* A client as the kernel sees it. */
+struct peer {
+    uint32_t pid;                            /* in the server's PID namespace; 0 if unknown */
+    uint32_t uid;
+    char container_id[PEER_CONTAINER_ID_MAX]; /* "" outside a container */
+    char pod_uid[PEER_POD_UID_MAX];           /* "" outside a Kubernetes pod */
+};
+
+/* Fills p for the connected socket fd: SO_PEERCRED, then /proc/PID/cgroup. */
+void peer_identify(int fd, struct peer *p);
+/* Finds the container ID and pod UID in the text of a /proc/PID/cgroup. */
+void peer_parse_cgroup(const char *text, struct peer *p);
+
 /* ---- clients.c ------------------------------------------------------------- */
 
 struct device;
@@ -107,7 +129,8 @@ struct client {
     int fd;
     struct loop_watch watch;
     struct tenant *tenant;
-    uint32_t pid;
+    uint32_t pid;            /* the host's PID (peer.pid), else the one HELLO gave */
+    struct peer peer;
     bool greeted;
     uint64_t connected_ns;
     struct device *devices[GS_MAX_DEVICES];  /* by the client's slot */
@@ -187,6 +210,16 @@ uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);
 void mem_handle(struct client *c, const struct gs_msg *msg);
 /* A client went away: everything it held is the tenant's no longer. */
 void mem_client_gone(struct client *c);
+
+/* ---- cdi.c ------------------------------------------------------------------- */
+
+/* Writes RUNDIR/cdi/ld.so.preload; -1 (logged) if it cannot. */
+int cdi_init(void);
+/* Rewrites the CDI spec if the set of tenants changed (or removes it when
+ * there is none); failures are logged. */
+void cdi_update(void);
+/* Removes the spec this server wrote, at shutdown. */
+void cdi_remove(void);
 
 /* ---- status.c ----------------------------------------------------------------- */
 

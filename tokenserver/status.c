@@ -2,8 +2,8 @@
  * The admin socket (RUNDIR/admin.sock, mode 0600) and the status report
  * gpuslicectl prints: per device the holder and the queue, per tenant its
  * settings and, per device, achieved share over the last 10 s, slices,
- * wait time and GPU time. The JSON layout is stable: fields are only ever
- * added.
+ * wait time and GPU time, and its processes (host PID, container, pod).
+ * The JSON layout is stable: fields are only ever added.
  */
 #include "server.h"
 
@@ -67,6 +67,35 @@ static const char *state_name(enum device_state s)
     return s == DEV_IDLE ? "idle" : s == DEV_RUNNING ? "running" : "revoking";
 }
 
+/* Three arguments for "%s%s%s": the string in quotes, or null if empty. */
+#define QUOTED_OR_NULL(s) (s)[0] ? "\"" : "", (s)[0] ? (s) : "null", (s)[0] ? "\"" : ""
+
+/* The tenant's connected processes: host PID, container ID, pod UID. */
+static void processes_json(struct out *o, const struct tenant *t)
+{
+    bool first = true;
+    for (const struct client *c = clients; c; c = c->next) {
+        if (c->tenant != t)
+            continue;
+        out(o, "%s{\"pid\":%u,\"container_id\":%s%s%s,\"pod_uid\":%s%s%s}", first ? "" : ",", c->pid,
+            QUOTED_OR_NULL(c->peer.container_id), QUOTED_OR_NULL(c->peer.pod_uid));
+        first = false;
+    }
+}
+
+static void processes_table(struct out *o)
+{
+    out(o, "\nTENANT           PID       CONTAINER     POD\n");
+    if (!clients)
+        out(o, "(no process connected)\n");
+    for (const struct tenant *t = tenants; t; t = t->next)
+        for (const struct client *c = clients; c; c = c->next)
+            if (c->tenant == t)
+                out(o, "%-15s  %-8u  %-12.12s  %s\n", t->name, c->pid,
+                    c->peer.container_id[0] ? c->peer.container_id : "-",
+                    c->peer.pod_uid[0] ? c->peer.pod_uid : "-");
+}
+
 size_t status_json(char *buf, size_t cap)
 {
     struct out o = {buf, cap, 0};
@@ -115,6 +144,8 @@ size_t status_json(char *buf, size_t cap)
                 (unsigned long long)dt->oom_refusals);
             first = false;
         }
+        out(&o, "],\"processes\":[");
+        processes_json(&o, t);
         out(&o, "]}");
     }
     out(&o, "]}\n");
@@ -163,6 +194,7 @@ size_t status_table(char *buf, size_t cap)
         if (!any)
             out(&o, "%-15s  %5g  %5g  %7u  -\n", t->name, t->config.share, t->config.limit, t->clients);
     }
+    processes_table(&o);
     return o.len < o.cap ? o.len : 0;
 }
 

@@ -192,6 +192,7 @@ static int scan(void)
             tenant_remove(t, "was removed from the configuration");
         }
     }
+    cdi_update();
     return 0;
 }
 

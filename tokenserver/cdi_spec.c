@@ -1,0 +1,97 @@
+/*
+ * Renders the CDI spec of a set of tenants (see cdi_spec.h). Each tenant
+ * is one device whose containerEdits bind-mount, read-only, the tenant's
+ * socket directory, the shim and the server's one-line preload list, and
+ * set LD_PRELOAD: the same three mounts gpuslice-hook makes.
+ *
+ * cdiVersion is 0.5.0: podman 4.x and containerd 1.7 reject 0.6.0.
+ */
+#include "cdi_spec.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpuslice/containers.h"
+
+bool cdi_valid_device_name(const char *name)
+{
+    if (!isalnum((unsigned char)name[0]))
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.' && *p != ':')
+            return false;
+    return true;
+}
+
+/* Writes s as a JSON string, quotes included. */
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void mount_entry(FILE *f, const char *host, const char *container, bool last)
+{
+    fputs("          {\"hostPath\": ", f);
+    json_string(f, host);
+    fputs(", \"containerPath\": ", f);
+    json_string(f, container);
+    fprintf(f, ", \"options\": [\"ro\", \"bind\"]}%s\n", last ? "" : ",");
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+char *cdi_spec_render(const char *const *names, size_t count, const char *run_dir, const char *shim)
+{
+    const char **sorted = malloc((count ? count : 1) * sizeof *sorted);
+    if (!sorted)
+        return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++)
+        if (cdi_valid_device_name(names[i]))
+            sorted[n++] = names[i];
+    qsort(sorted, n, sizeof *sorted, by_name);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        free(sorted);
+        return NULL;
+    }
+    fputs("{\n  \"cdiVersion\": \"0.5.0\",\n  \"kind\": \"" GS_CDI_KIND "\",\n  \"devices\": [\n", f);
+    char path[4096];
+    for (size_t i = 0; i < n; i++) {
+        fputs("    {\n      \"name\": ", f);
+        json_string(f, sorted[i]);
+        fputs(",\n      \"containerEdits\": {\n"
+              "        \"env\": [\"LD_PRELOAD=" GS_CONTAINER_SHIM "\"],\n"
+              "        \"mounts\": [\n", f);
+        snprintf(path, sizeof path, "%s/tenants/%s", run_dir, sorted[i]);
+        mount_entry(f, path, GS_CONTAINER_RUN_DIR, false);
+        mount_entry(f, shim, GS_CONTAINER_SHIM, false);
+        snprintf(path, sizeof path, "%s/%s", run_dir, GS_PRELOAD_FILE);
+        mount_entry(f, path, GS_CONTAINER_PRELOAD, true);
+        fprintf(f, "        ]\n      }\n    }%s\n", i + 1 < n ? "," : "");
+    }
+    fputs("  ]\n}\n", f);
+    free(sorted);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
