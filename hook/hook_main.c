@@ -1,0 +1,172 @@
+/*
+ * gpuslice-hook: an OCI hook that puts a container into its gpuslice
+ * tenant, for runtimes without CDI (CRI-O and podman hooks.d, or runc's
+ * config.json). It reads the container's state on stdin, takes the tenant
+ * from the annotation gpuslice.io/tenant, and bind-mounts read-only under
+ * the container's root the same three things as gpuslice-server's CDI
+ * spec: the tenant's directory at /run/gpuslice, the shim at
+ * /usr/lib/gpuslice/libgpuslice.so, and the server's one-line preload list
+ * at /etc/ld.so.preload, so that every process of the container loads the
+ * shim, LD_PRELOAD or not. (A hook cannot set the container's environment;
+ * /etc/ld.so.preload does the work that LD_PRELOAD does under CDI.)
+ *
+ * A missing or malformed tenant name, a tenant the server does not serve,
+ * or a missing server directory is a one-line error and exit status 1: the
+ * container does not start unprotected.
+ */
+#include "hook.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpuslice/containers.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"Usage: gpuslice-hook [--run-dir DIR] [--shim PATH] < STATE\n"
+"\n"
+"An OCI hook (stage createContainer, createRuntime or prestart) that puts a\n"
+"container into the gpuslice tenant named by its annotation\n"
+GS_TENANT_ANNOTATION ". It bind-mounts, read-only, under the container's root:\n"
+"  DIR/tenants/TENANT       at " GS_CONTAINER_RUN_DIR "\n"
+"  PATH                     at " GS_CONTAINER_SHIM "\n"
+"  DIR/" GS_PRELOAD_FILE "  at " GS_CONTAINER_PRELOAD "\n"
+"creating mount points the image lacks on a tmpfs-backed overlay, never in\n"
+"the image. The runtime passes the container's state on stdin.\n"
+"\n"
+"Options:\n"
+"  -r, --run-dir DIR  gpuslice-server's run directory (default /run/gpuslice)\n"
+"  -s, --shim PATH    the host's libgpuslice.so (default " GPUSLICE_SHIM_DEFAULT ")\n"
+"  -h, --help         show this help\n"
+"\n"
+"Exit status: 0 when the container is set up; 1 (with one line on stderr)\n"
+"when it must not start: no or a malformed tenant name, a tenant the server\n"
+"does not serve, no server directory, or a mount that failed; 2 on a usage\n"
+"error.\n");
+}
+
+/* The server's rule for tenant names (tokenserver/config.c). */
+static bool valid_tenant(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= 64 || name[0] == '.' || name[0] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '_' && name[i] != '.')
+            return false;
+    return true;
+}
+
+/* Something from the host that is mounted into the container. */
+struct source {
+    char path[4200];
+    mode_t type;             /* S_IFDIR or S_IFREG */
+    const char *what;
+    int fd;                  /* O_PATH */
+    struct stat st;
+};
+
+static void open_source(struct source *s)
+{
+    s->fd = open(s->path, O_PATH | O_CLOEXEC);
+    if (s->fd < 0 || fstat(s->fd, &s->st) != 0)
+        die("%s %s: %s", s->what, s->path, strerror(errno));
+    if ((s->st.st_mode & S_IFMT) != s->type)
+        die("%s %s is not a %s", s->what, s->path, s->type == S_IFDIR ? "directory" : "regular file");
+}
+
+/* A bind mount's source must be in the caller's mount namespace: after
+ * entering the container's, each source is opened again by its path (the
+ * namespace is a copy of the host's) and must be the same file. */
+static void reopen_source(struct source *s)
+{
+    int old = s->fd;
+    struct stat before = s->st;
+    open_source(s);
+    if (s->st.st_dev != before.st_dev || s->st.st_ino != before.st_ino)
+        die("%s %s is another file in the container's mount namespace than on the host", s->what, s->path);
+    close(old);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option long_options[] = {
+        {"run-dir", required_argument, NULL, 'r'},
+        {"shim", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *run_dir = "/run/gpuslice", *shim = GPUSLICE_SHIM_DEFAULT;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "r:s:h", long_options, NULL)) != -1) {
+        switch (opt) {
+        case 'r': run_dir = optarg; break;
+        case 's': shim = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc || run_dir[0] != '/' || shim[0] != '/') {
+        fprintf(stderr, "gpuslice-hook: %s\n", optind != argc ? "unexpected argument" : "paths must be absolute");
+        usage(stderr);
+        return 2;
+    }
+    umask(022); /* mount points made for uids other than root */
+
+    struct oci_container c;
+    oci_read(STDIN_FILENO, &c);
+    if (!c.tenant[0])
+        die("container %s has no " GS_TENANT_ANNOTATION " annotation: no tenant to put it in", c.id);
+    if (!valid_tenant(c.tenant))
+        die("'%s' is not a valid tenant name (letters, digits, '-', '_', '.', at most 63, not starting with '.' "
+            "or '-')", c.tenant);
+
+    /* Everything from the host is checked before entering the container's
+     * mount namespace, so that these are the host's files. */
+    int run_fd = open(run_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (run_fd < 0)
+        die("%s: %s: is gpuslice-server running on this node?", run_dir, strerror(errno));
+    char tenant_rel[128], socket_rel[160];
+    snprintf(tenant_rel, sizeof tenant_rel, "tenants/%s", c.tenant);
+    snprintf(socket_rel, sizeof socket_rel, "%s/gpuslice.sock", tenant_rel);
+    struct stat st;
+    if (fstatat(run_fd, tenant_rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+        fstatat(run_fd, socket_rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode))
+        die("unknown tenant '%s': gpuslice-server (%s) does not serve it (no socket %s/%s)", c.tenant, run_dir,
+            run_dir, socket_rel);
+    close(run_fd);
+    struct source sources[3] = {
+        {.type = S_IFDIR, .what = "the tenant's directory"},
+        {.type = S_IFREG, .what = "the shim"},
+        {.type = S_IFREG, .what = "the server's preload list"},
+    };
+    snprintf(sources[0].path, sizeof sources[0].path, "%s/%s", run_dir, tenant_rel);
+    snprintf(sources[1].path, sizeof sources[1].path, "%s", shim);
+    snprintf(sources[2].path, sizeof sources[2].path, "%s/%s", run_dir, GS_PRELOAD_FILE);
+    for (int i = 0; i < 3; i++)
+        open_source(&sources[i]);
+
+    if (enter_container_mounts(&c))
+        for (int i = 0; i < 3; i++)
+            reopen_source(&sources[i]);
+    struct root root = {.path = c.root, .readonly = c.root_readonly};
+    root.fd = open(c.root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root.fd < 0)
+        die("cannot open the container's root %s: %s", c.root, strerror(errno));
+    char staging[4200];
+    snprintf(staging, sizeof staging, "%s/.hook", run_dir);
+    scratch_init(staging);
+
+    place_bind(&root, sources[0].fd, true, GS_CONTAINER_RUN_DIR);
+    place_bind(&root, sources[1].fd, false, GS_CONTAINER_SHIM);
+    place_bind(&root, sources[2].fd, false, GS_CONTAINER_PRELOAD);
+    scratch_finish(&root);
+    return 0;
+}

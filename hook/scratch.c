@@ -1,0 +1,253 @@
+/*
+ * Mount points the image lacks, made without writing into the image.
+ *
+ * Where the nearest existing directory is a tmpfs the runtime mounted (not
+ * the image: podman's /run under --read-only, for instance), the missing
+ * directories and the empty file are simply made there. Anywhere else the
+ * directory is covered by an overlay: lower layer the directory itself,
+ * upper layer on a private tmpfs, so the new entries exist only in the
+ * container's view and the image's files are untouched, read-only root or
+ * not. The mounts the runtime had already made below that directory (podman
+ * and CRI-O bind /etc/hosts, /etc/resolv.conf, ...) are bound to the side
+ * first and bound back on top of the overlay. Where the root is read-only,
+ * so is the overlay.
+ *
+ * The tmpfs is mounted at a staging directory of the host's gpuslice run
+ * directory, in the container's mount namespace only, and unmounted when
+ * the hook is done: an overlay keeps private references to its layers.
+ */
+#include "hook.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#define MAX_OVERLAYS 8
+#define MAX_SUBMOUNTS 64
+
+/* The hook's scratch bookkeeping (one thread, one run). */
+static char staging[4096];
+static bool staging_mounted;
+static struct overlay {
+    char path[4096];         /* where it is mounted, absolute */
+    bool readonly;
+} overlays[MAX_OVERLAYS];
+static size_t noverlays;
+
+void scratch_init(const char *path)
+{
+    if (strpbrk(path, ",:\\"))
+        die("the staging directory %s has a ',', ':' or '\\' in its name (overlay options cannot hold it)", path);
+    int n = snprintf(staging, sizeof staging, "%s", path);
+    if (n < 0 || (size_t)n >= sizeof staging - 64)
+        die("the staging directory %s is too long", path);
+}
+
+static void staging_mount(void)
+{
+    if (staging_mounted)
+        return;
+    if (mkdir(staging, 0700) != 0 && errno != EEXIST)
+        die("cannot create %s: %s", staging, strerror(errno));
+    if (mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=1m") != 0)
+        die("cannot mount a tmpfs at %s: %s", staging, strerror(errno));
+    staging_mounted = true;
+}
+
+/* Makes each missing component of rest (relative to dirfd) a directory,
+ * the last an empty file unless dir. */
+static void create_missing(int dirfd, const char *rest, bool dir, const char *where)
+{
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", rest);
+    int cur = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+    if (cur < 0)
+        die("dup: %s", strerror(errno));
+    char *save = NULL;
+    char *part = strtok_r(copy, "/", &save);
+    while (part) {
+        char *next = strtok_r(NULL, "/", &save);
+        if (next || dir) {
+            if (mkdirat(cur, part, 0755) != 0 && errno != EEXIST)
+                die("cannot create %s/%s in the container: %s", where, part, strerror(errno));
+            int fd = openat(cur, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0)
+                die("cannot open %s/%s in the container: %s", where, part, strerror(errno));
+            close(cur);
+            cur = fd;
+        } else {
+            int fd = openat(cur, part, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0 || close(fd) != 0)
+                die("cannot create %s/%s in the container: %s", where, part, strerror(errno));
+        }
+        part = next;
+    }
+    close(cur);
+}
+
+/* Undoes /proc/self/mountinfo's octal escapes in place. */
+static void unescape(char *s)
+{
+    char *out = s;
+    for (char *in = s; *in;) {
+        if (in[0] == '\\' && in[1] >= '0' && in[1] <= '3' && in[2] >= '0' && in[2] <= '7' && in[3] >= '0' &&
+            in[3] <= '7') {
+            *out++ = (char)((in[1] - '0') * 64 + (in[2] - '0') * 8 + (in[3] - '0'));
+            in += 4;
+        } else {
+            *out++ = *in++;
+        }
+    }
+    *out = '\0';
+}
+
+/* The mount points strictly below dir, outermost only (a recursive bind
+ * carries the ones below them). Returns how many went into out. */
+static size_t submounts(const char *dir, char out[][4096], size_t cap)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        die("cannot read /proc/self/mountinfo: %s", strerror(errno));
+    size_t n = 0, dlen = strlen(dir);
+    char line[8192];
+    while (fgets(line, sizeof line, f)) {
+        /* id parent major:minor root mountpoint ... */
+        char *save = NULL, *field = strtok_r(line, " ", &save);
+        for (int i = 0; i < 4 && field; i++)
+            field = strtok_r(NULL, " ", &save);
+        if (!field)
+            continue;
+        unescape(field);
+        if (strncmp(field, dir, dlen) != 0 || field[dlen] != '/')
+            continue;
+        bool covered = false;
+        for (size_t i = 0; i < n && !covered; i++) {
+            size_t l = strlen(out[i]);
+            covered = strcmp(out[i], field) == 0 || (strncmp(out[i], field, l) == 0 && field[l] == '/');
+        }
+        if (covered)
+            continue;
+        /* a later mount may contain earlier ones: drop those */
+        size_t flen = strlen(field);
+        for (size_t i = 0; i < n;) {
+            if (strncmp(out[i], field, flen) == 0 && out[i][flen] == '/')
+                memmove(out[i], out[--n], sizeof out[i]);
+            else
+                i++;
+        }
+        if (n == cap)
+            die("more than %zu mounts below %s", cap, dir);
+        snprintf(out[n++], 4096, "%s", field);
+    }
+    fclose(f);
+    return n;
+}
+
+/* Covers the directory open at dirfd (absolute path dir) with an overlay
+ * whose upper layer is on the staging tmpfs. */
+static void overlay_over(int dirfd, const char *dir, bool readonly)
+{
+    if (noverlays == MAX_OVERLAYS)
+        die("too many overlays");
+    staging_mount();
+    size_t index = noverlays;
+    char layer[4128], upper[4160], work[4160];
+    snprintf(layer, sizeof layer, "%s/%zu", staging, index);
+    snprintf(upper, sizeof upper, "%s/upper", layer);
+    snprintf(work, sizeof work, "%s/work", layer);
+    struct stat st;
+    if (fstat(dirfd, &st) != 0)
+        die("cannot stat %s: %s", dir, strerror(errno));
+    /* The overlay's root takes the upper directory's owner and mode. */
+    if (mkdir(layer, 0700) != 0 || mkdir(upper, 0755) != 0 || mkdir(work, 0700) != 0 ||
+        chown(upper, st.st_uid, st.st_gid) != 0 || chmod(upper, st.st_mode & 07777) != 0)
+        die("cannot prepare the overlay layers in %s: %s", layer, strerror(errno));
+
+    static char below[MAX_SUBMOUNTS][4096];
+    size_t nbelow = submounts(dir, below, MAX_SUBMOUNTS);
+    for (size_t i = 0; i < nbelow; i++) {
+        char aside[4160];
+        snprintf(aside, sizeof aside, "%s/m%zu", layer, i);
+        struct stat mst;
+        if (stat(below[i], &mst) != 0)
+            die("cannot stat the mount %s: %s", below[i], strerror(errno));
+        int made;
+        if (S_ISDIR(mst.st_mode)) {
+            made = mkdir(aside, 0700);
+        } else {
+            int fd = open(aside, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+            made = fd < 0 ? -1 : close(fd);
+        }
+        if (made != 0 || mount(below[i], aside, NULL, MS_BIND | MS_REC, NULL) != 0)
+            die("cannot set the mount %s aside: %s", below[i], strerror(errno));
+    }
+
+    char options[9000];
+    snprintf(options, sizeof options, "lowerdir=/proc/self/fd/%d,upperdir=%s,workdir=%s", dirfd, upper, work);
+    if (mount("overlay", dir, "overlay", 0, options) != 0)
+        die("cannot mount an overlay over %s: %s", dir, strerror(errno));
+    for (size_t i = 0; i < nbelow; i++) {
+        char aside[4160];
+        snprintf(aside, sizeof aside, "%s/m%zu", layer, i);
+        if (mount(aside, below[i], NULL, MS_BIND | MS_REC, NULL) != 0)
+            die("cannot bind the mount %s back: %s", below[i], strerror(errno));
+    }
+    snprintf(overlays[index].path, sizeof overlays[index].path, "%s", dir);
+    overlays[index].readonly = readonly;
+    noverlays++;
+}
+
+void scratch_make(struct root *r, const char *ancestor_rel, const char *rel, bool dir)
+{
+    const char *rest = rel + strlen(ancestor_rel) + (ancestor_rel[0] ? 1 : 0);
+    int afd = open_in_root(r, ancestor_rel, O_PATH | O_DIRECTORY);
+    if (afd < 0)
+        die("cannot open /%s in the container: %s", ancestor_rel, strerror(errno));
+    struct statfs sf;
+    struct statvfs sv;
+    struct stat ast, rst;
+    if (fstatfs(afd, &sf) != 0 || fstatvfs(afd, &sv) != 0 || fstat(afd, &ast) != 0 || fstat(r->fd, &rst) != 0)
+        die("cannot stat /%s in the container: %s", ancestor_rel, strerror(errno));
+    char where[4200];
+    snprintf(where, sizeof where, "/%s", ancestor_rel);
+    if (sf.f_type == TMPFS_MAGIC && ast.st_dev != rst.st_dev && !(sv.f_flag & ST_RDONLY)) {
+        /* the runtime's tmpfs, not the image */
+        create_missing(afd, rest, dir, where);
+        close(afd);
+        return;
+    }
+    if (!ancestor_rel[0])
+        die("the image has no /%.*s: gpuslice needs the directory above %s/%s to exist in the image", (int)strcspn(rel, "/"),
+            rel, where[1] ? where : "", rest);
+    char self[64], dir_path[4096];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", afd);
+    ssize_t n = readlink(self, dir_path, sizeof dir_path - 1);
+    if (n <= 0 || (size_t)n >= sizeof dir_path - 1)
+        die("cannot tell where /%s is: %s", ancestor_rel, n < 0 ? strerror(errno) : "path too long");
+    dir_path[n] = '\0';
+    overlay_over(afd, dir_path, r->readonly || (sv.f_flag & ST_RDONLY));
+    close(afd);
+    afd = open_in_root(r, ancestor_rel, O_PATH | O_DIRECTORY);
+    if (afd < 0)
+        die("cannot open /%s through the overlay: %s", ancestor_rel, strerror(errno));
+    create_missing(afd, rest, dir, where);
+    close(afd);
+}
+
+void scratch_finish(struct root *r)
+{
+    (void)r;
+    for (size_t i = 0; i < noverlays; i++)
+        if (overlays[i].readonly && mount(NULL, overlays[i].path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0)
+            die("cannot make the overlay over %s read-only: %s", overlays[i].path, strerror(errno));
+    if (staging_mounted && umount2(staging, MNT_DETACH) != 0)
+        die("cannot unmount %s: %s", staging, strerror(errno));
+}
