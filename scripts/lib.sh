@@ -10,6 +10,8 @@ ensure_tools() {
     command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
     command -v cc >/dev/null 2>&1 || missing+=(gcc)
     command -v python3 >/dev/null 2>&1 || missing+=(python3)
+    # json-c for gpuslice-hook (the build skips the hook without it)
+    [ -f /usr/include/json-c/json.h ] || missing+=(libjson-c-dev)
     [ ${#missing[@]} -eq 0 ] && return 0
     command -v apt-get >/dev/null 2>&1 ||
         die "missing ${missing[*]}; install them with your package manager"

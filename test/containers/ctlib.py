@@ -1,0 +1,420 @@
+"""Shared by the container tests (test/containers/*_test.py): what they
+need (root, podman, runc; installed with apt-get when missing), a root
+filesystem of the few host files the tests run (no image is pulled), one
+fakecuda machine shared by every container, podman and runc wrappers, and
+the measurement of two containers' split by the fakecuda meter."""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import testlib  # noqa: E402
+from testlib import BUILD, CTL, SHIM, SPIN, Checks, Server  # noqa: E402,F401
+
+HOOK = os.path.join(BUILD, "hook", "gpuslice-hook")
+LIBCUDA = os.path.join(testlib.FAKECUDA_DIR, "libcuda.so.1")
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# CI sets this: a test that cannot get what it needs fails instead of
+# skipping.
+REQUIRED = os.environ.get("GPUSLICE_REQUIRE_CONTAINERS") == "1"
+
+# Paths inside the containers.
+C_LIBCUDA_DIR = "/opt/fakecuda"
+C_STATE_DIR = "/var/lib/fakecuda"
+C_SPIN = "/usr/bin/spin"
+# What gpuslice puts into a container (include/gpuslice/containers.h).
+C_RUN_DIR = "/run/gpuslice"
+C_SHIM = "/usr/lib/gpuslice/libgpuslice.so"
+C_PRELOAD = "/etc/ld.so.preload"
+
+WINDOW = 5.0   # seconds measured, as in token_shares_test
+
+
+def skip(reason):
+    if REQUIRED:
+        print("FAILED: " + reason + " (GPUSLICE_REQUIRE_CONTAINERS=1)")
+        sys.exit(1)
+    print("skipped: " + reason)
+    sys.exit(77)
+
+
+def require(tools):
+    """tools: {command: Debian package}. Installs the missing ones with
+    apt-get; skips (exit 77) where that is not possible."""
+    if os.geteuid() != 0:
+        skip("containers need root")
+    missing = sorted({pkg for cmd, pkg in tools.items() if not shutil.which(cmd)})
+    if not missing:
+        return
+    if not shutil.which("apt-get"):
+        skip("%s missing and no apt-get to install them" % " ".join(missing))
+    print("installing %s with apt-get" % " ".join(missing), flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    ok = subprocess.run(["apt-get", "update", "-qq"], env=env).returncode == 0 and \
+        subprocess.run(["apt-get", "install", "-y", "-qq"] + missing, env=env,
+                       stdout=subprocess.DEVNULL).returncode == 0
+    if not ok or any(not shutil.which(cmd) for cmd in tools):
+        skip("apt-get install %s failed" % " ".join(missing))
+
+
+def require_hook():
+    if not os.path.exists(HOOK):
+        skip("gpuslice-hook was not built (json-c missing: apt-get install libjson-c-dev)")
+
+
+def build_rootfs(dest):
+    """A Debian-like root (merged /usr) holding sh, env, cat, sleep, true, spin
+    and the libraries they, the shim and fakecuda need, copied from the
+    host; mount points for fakecuda; nothing of gpuslice's."""
+    for d in ("usr/bin", "usr/sbin", "usr/lib", "usr/lib64", "proc", "sys", "dev", "etc", "tmp", "run",
+              "root", "opt/fakecuda", "var/lib/fakecuda"):
+        os.makedirs(os.path.join(dest, d), exist_ok=True)
+    for link, target in (("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+        os.symlink(target, os.path.join(dest, link))
+    programs = {shutil.which(p): "usr/bin/" + p for p in ("sh", "env", "cat", "sleep", "true")}
+    programs[SPIN] = C_SPIN.lstrip("/")
+    for src, rel in programs.items():
+        shutil.copy(src, os.path.join(dest, rel))
+    env = dict(os.environ, LD_LIBRARY_PATH=testlib.FAKECUDA_DIR)
+    libs = set()
+    for binary in list(programs) + [SHIM, LIBCUDA]:
+        out = subprocess.run(["ldd", binary], env=env, capture_output=True, text=True, check=True).stdout
+        libs |= {w for line in out.splitlines() for w in line.split()
+                 if w.startswith("/") and "fakecuda" not in w}
+    for lib in libs:
+        target = os.path.join(dest, lib.lstrip("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copy(lib, target)  # follows symlinks: the real file under the soname
+    open(os.path.join(dest, C_LIBCUDA_DIR.lstrip("/"), "libcuda.so.1"), "w").close()  # mount point
+    with open(os.path.join(dest, "etc/passwd"), "w") as f:
+        f.write("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")
+    with open(os.path.join(dest, "etc/group"), "w") as f:
+        f.write("root:x:0:\nnogroup:x:65534:\n")
+    return dest
+
+
+def gpuslice_paths_in(rootfs):
+    """What gpuslice would have left in a root filesystem had anything
+    written into it."""
+    return [p for p in (C_RUN_DIR, os.path.dirname(C_SHIM), C_PRELOAD)
+            if os.path.lexists(os.path.join(rootfs, p.lstrip("/")))]
+
+
+class SharedMachine(testlib.Machine):
+    """A fakecuda machine whose state lives alone in a directory that every
+    container mounts, readable and writable by any uid."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="gpuslice-ct-")
+        os.chmod(self.dir, 0o755)
+        self.state_dir = os.path.join(self.dir, "state")
+        os.mkdir(self.state_dir)
+        os.chmod(self.state_dir, 0o1777)
+        self.state = os.path.join(self.state_dir, "fakecuda.state")
+        self.env = dict(os.environ, LD_LIBRARY_PATH=testlib.FAKECUDA_DIR, FAKECUDA_STATE=self.state,
+                        FAKECUDA_DEVICES="1", FAKECUDA_MEMORY="16G")
+        subprocess.run([SPIN, "--count", "1", "--kernel-us", "1"], env=self.env, check=True,
+                       stdout=subprocess.DEVNULL)
+        os.chmod(self.state, 0o666)
+
+    def container_env(self):
+        """-e pairs for a container that uses this machine."""
+        return {"LD_LIBRARY_PATH": C_LIBCUDA_DIR, "FAKECUDA_STATE": C_STATE_DIR + "/fakecuda.state"}
+
+    def live_ids(self):
+        """The meter's ids of live processes that have run kernels."""
+        return {p["id"] for p in self.meter()["processes"] if p["alive"] and p["kernels"] > 0}
+
+    def cleanup(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def spin_argv(seconds, *extra):
+    return [C_SPIN, "--seconds", str(seconds), "--kernel-us", "1000", "--depth", "16", "--blocking-sync"] + \
+        list(extra)
+
+
+# ---- podman ------------------------------------------------------------------------
+
+PODMAN_BASE = ["podman", "--runtime", "runc"]
+# Without CAP_SYS_RESOURCE podman cannot raise its own limits here.
+PODMAN_RUN = ["run", "--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"]
+
+
+class Podman:
+    """Runs containers with podman, each named uniquely and removed at the
+    end."""
+
+    def __init__(self, machine, global_args=()):
+        self.machine = machine
+        self.global_args = list(global_args)
+        self.names = []
+        self.prefix = "gpuslice-test-%d-" % os.getpid()
+
+    def argv(self, name, rootfs, argv, args=(), user=None, read_only=False, detach=True):
+        cmd = PODMAN_BASE + self.global_args + PODMAN_RUN + ["--name", name]
+        if detach:
+            cmd.append("-d")
+        cmd += ["-v", LIBCUDA + ":" + C_LIBCUDA_DIR + "/libcuda.so.1:ro",
+                "-v", self.machine.state_dir + ":" + C_STATE_DIR]
+        for k, v in self.machine.container_env().items():
+            cmd += ["-e", "%s=%s" % (k, v)]
+        if user is not None:
+            cmd += ["--user", str(user)]
+        if read_only:
+            cmd.append("--read-only")
+        return cmd + list(args) + ["--rootfs", rootfs] + list(argv)
+
+    def start(self, label, rootfs, argv, **kw):
+        """Starts a detached container; returns its handle."""
+        name = self.prefix + label
+        self.names.append(name)
+        out = subprocess.run(self.argv(name, rootfs, argv, **kw), capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError("podman run %s failed: %s" % (label, out.stderr.strip()))
+        return PodmanContainer(name)
+
+    def run(self, label, rootfs, argv, **kw):
+        """Runs a container to the end; returns (exit status, stdout, stderr)."""
+        name = self.prefix + label
+        self.names.append(name)
+        out = subprocess.run(self.argv(name, rootfs, argv, detach=False, **kw), capture_output=True,
+                             text=True, timeout=120)
+        return out.returncode, out.stdout, out.stderr
+
+    def cleanup(self):
+        if self.names:
+            subprocess.run(["podman", "rm", "-f", "-i"] + self.names, capture_output=True)
+        self.names = []
+
+
+class PodmanContainer:
+    def __init__(self, name):
+        self.name = name
+
+    def inspect(self, fmt):
+        return subprocess.run(["podman", "inspect", "--format", fmt, self.name], capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    def host_pid(self):
+        return int(self.inspect("{{.State.Pid}}"))
+
+    def container_id(self):
+        return self.inspect("{{.Id}}")
+
+    def wait(self):
+        """Waits for the end; returns (exit status, output)."""
+        code = subprocess.run(["podman", "wait", self.name], capture_output=True, text=True,
+                              timeout=120).stdout.strip()
+        logs = subprocess.run(["podman", "logs", self.name], capture_output=True, text=True)
+        return int(code or -1), logs.stdout + logs.stderr
+
+
+# ---- measuring -------------------------------------------------------------------------
+
+def wait_new_id(machine, known, timeout=20):
+    """Waits until the meter shows a live process that is not in known."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = machine.live_ids() - known
+        if len(new) == 1:
+            return new.pop()
+        time.sleep(0.05)
+    raise RuntimeError("no new process on the meter after %d s" % timeout)
+
+
+def measure_split(checks, machine, server, label, start_a, start_b, window=WINDOW):
+    """Starts container a, waits for its process on the meter, then b (so
+    the meter's ids tell them apart even though both are pid 1 in their
+    own PID namespace); measures the window; checks 75/25 +-3 and that
+    gpuslicectl status lists both containers' host PIDs and IDs. start_a
+    and start_b start a container running spin for `seconds` and return a
+    handle with wait(), host_pid() and container_id()."""
+    before = machine.live_ids()
+    a = start_a(window + 4.5)
+    id_a = wait_new_id(machine, before)
+    b = start_b(window + 2.5)
+    id_b = wait_new_id(machine, before | {id_a})
+    time.sleep(0.5)
+    status = server.status()
+    snap = machine.snapshot()
+    time.sleep(window)
+    meter = machine.meter(since=snap)
+    share = {p["id"]: p["share"] for p in meter["processes"]}
+    sa, sb = share.get(id_a, 0.0), share.get(id_b, 0.0)
+    checks.expect(abs(sa - 0.75) <= 0.03 and abs(sb - 0.25) <= 0.03,
+                  "%s: tenants at 3:1 in two containers split 75/25 +-3 (got %.1f/%.1f)"
+                  % (label, 100 * sa, 100 * sb))
+    listed = {(p["pid"], p["container_id"]) for t in status["tenants"] for p in t["processes"]}
+    for name, c in (("a", a), ("b", b)):
+        pid, cid = c.host_pid(), c.container_id()
+        checks.expect((pid, cid) in listed,
+                      "%s: gpuslicectl status lists container %s by host pid %d and id %s... (listed: %s)"
+                      % (label, name, pid, cid[:12], sorted((p, (i or "-")[:12]) for p, i in listed)))
+    for name, c in (("a", a), ("b", b)):
+        code, out = c.wait()
+        checks.expect(code == 0 and "spin: " in out, "%s: spin in container %s exits 0 (%d: %s)"
+                      % (label, name, code, out.strip()[-200:]))
+    return sa, sb
+
+
+def measure_cap(checks, machine, label, start, limit=0.3, window=3.0):
+    """Starts one container alone (in a tenant with the given limit) and
+    checks that the device is busy at most limit + 1 point."""
+    before = machine.live_ids()
+    c = start(window + 1.5)
+    wait_new_id(machine, before)
+    time.sleep(0.3)
+    snap = machine.snapshot()
+    time.sleep(window)
+    util = machine.meter(since=snap)["devices"][0]["utilization"]
+    code, out = c.wait()
+    return util, code, out
+
+
+def escape_argv(seconds):
+    """A shell in the container that drops LD_PRELOAD, shows that it is
+    gone, and runs spin: only /etc/ld.so.preload can gate it."""
+    spin = " ".join(spin_argv(seconds))
+    inner = "echo \"LD_PRELOAD=[$LD_PRELOAD]\"; exec %s" % spin
+    return ["/bin/sh", "-c", "exec env -u LD_PRELOAD /bin/sh -c '%s'" % inner]
+
+
+def check_escape(checks, label, util, code, out, gated=True):
+    """The result of measure_cap on escape_argv: LD_PRELOAD was really gone
+    and the device time stayed under the 0.3 limit (or, for a container
+    without gpuslice's preload list, did not)."""
+    checks.expect(code == 0 and "LD_PRELOAD=[]" in out and "spin: " in out,
+                  "%s: a process started with env -u LD_PRELOAD runs without it (%d: %s)"
+                  % (label, code, out.strip()[-160:]))
+    if gated:
+        checks.expect(util <= 0.31, "%s: ... and is still gated: a limit = 0.3 tenant uses <= 31%% (got %.1f%%)"
+                      % (label, 100 * util))
+    else:
+        checks.expect(util >= 0.9, "%s: without /etc/ld.so.preload the same process escapes: >= 90%% (got %.1f%%)"
+                      % (label, 100 * util))
+
+
+def tenants(prefix=""):
+    """The tenants every container test uses: a and b at 3:1, and a capped
+    one with limit 0.3."""
+    return {prefix + "a": "share = 3\n", prefix + "b": "share = 1\n", prefix + "capped": "limit = 0.3\n"}
+
+
+class Cleanup:
+    """Runs the registered cleanups in reverse order at the end of a test,
+    whatever happened."""
+
+    def __init__(self):
+        self.fns = []
+
+    def add(self, fn):
+        self.fns.append(fn)
+        return fn
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for fn in reversed(self.fns):
+            try:
+                fn()
+            except Exception as e:  # keep cleaning up
+                print("cleanup: %s" % e)
+        return False
+
+
+def hook_config(run_dir, stage=None):
+    """deploy/oci/gpuslice.json as shipped, pointed at this build's hook and
+    shim and the test server's run directory (and, if given, at another
+    stage)."""
+    with open(os.path.join(SOURCE, "deploy", "oci", "gpuslice.json")) as f:
+        config = json.load(f)
+    config["hook"]["path"] = HOOK
+    config["hook"]["args"] = ["gpuslice-hook", "--run-dir", run_dir, "--shim", SHIM]
+    if stage:
+        config["stages"] = [stage]
+    return config
+
+
+# ---- runc ----------------------------------------------------------------------------
+
+class Runc:
+    """Runs containers with plain runc from bundles whose config.json this
+    writes: the rootfs, fakecuda's mounts, and gpuslice-hook at a stage
+    with the annotation gpuslice.io/tenant."""
+
+    def __init__(self, machine, server):
+        self.machine = machine
+        self.server = server
+        self.root = tempfile.mkdtemp(prefix="gpuslice-runc-", dir="/run")
+        self.ids = []
+        self.cgroup_parent = "gpuslice-test-%d" % os.getpid()
+
+    def bundle(self, label, rootfs, argv, tenant, stage, user=0, read_only=False, hook=None):
+        bundle = os.path.join(self.machine.dir, "bundle-" + label)
+        os.mkdir(bundle)
+        subprocess.run(["runc", "spec", "--bundle", bundle], check=True)
+        with open(os.path.join(bundle, "config.json")) as f:
+            config = json.load(f)
+        cid = os.urandom(32).hex()  # a container ID as containerd and CRI-O make them
+        config["root"] = {"path": rootfs, "readonly": read_only}
+        env = ["PATH=/usr/bin:/bin"] + ["%s=%s" % kv for kv in self.machine.container_env().items()]
+        config["process"].update({"terminal": False, "args": list(argv), "env": env,
+                                  "user": {"uid": user, "gid": user}})
+        config["mounts"] += [
+            {"destination": C_LIBCUDA_DIR + "/libcuda.so.1", "type": "bind", "source": LIBCUDA,
+             "options": ["rbind", "ro"]},
+            {"destination": C_STATE_DIR, "type": "bind", "source": self.machine.state_dir,
+             "options": ["rbind", "rw"]}]
+        config["hooks"] = {stage: [hook or hook_config(self.server.run_dir)["hook"]]}
+        config["annotations"] = {"gpuslice.io/tenant": tenant}
+        config["linux"]["cgroupsPath"] = "/%s/%s" % (self.cgroup_parent, cid)
+        with open(os.path.join(bundle, "config.json"), "w") as f:
+            json.dump(config, f)
+        return bundle, cid
+
+    def start(self, label, rootfs, argv, tenant, stage, **kw):
+        bundle, cid = self.bundle(label, rootfs, argv, tenant, stage, **kw)
+        self.ids.append(cid)
+        proc = subprocess.Popen(["runc", "--root", self.root, "run", "--bundle", bundle, cid],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        return RuncContainer(self.root, cid, proc)
+
+    def run(self, label, rootfs, argv, tenant, stage, **kw):
+        c = self.start(label, rootfs, argv, tenant, stage, **kw)
+        return c.wait()
+
+    def cleanup(self):
+        for cid in self.ids:
+            subprocess.run(["runc", "--root", self.root, "delete", "-f", cid], capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+        # runc removes a container's cgroup, not the parent it made for it
+        for parent in glob.glob("/sys/fs/cgroup/*/" + self.cgroup_parent) + \
+                glob.glob("/sys/fs/cgroup/" + self.cgroup_parent):
+            try:
+                os.rmdir(parent)
+            except OSError:
+                pass
+
+
+class RuncContainer:
+    def __init__(self, root, cid, proc):
+        self.root, self.cid, self.proc = root, cid, proc
+
+    def host_pid(self):
+        out = subprocess.run(["runc", "--root", self.root, "state", self.cid], capture_output=True, text=True)
+        return json.loads(out.stdout)["pid"] if out.returncode == 0 else -1
+
+    def container_id(self):
+        return self.cid
+
+    def wait(self):
+        out, _ = self.proc.communicate(timeout=120)
+        return self.proc.returncode, out
