@@ -1,0 +1,263 @@
+// Validates deploy/kubernetes offline: every object against the
+// Kubernetes OpenAPI schemas (kubernetes-models), names far below the
+// 63-character limit, one image for everything (the one built from this
+// repository), and the admission policy's CEL (@marcbachmann/cel-js)
+// against pods it must allow and pods it must deny. Negative controls show
+// that the schema check and the CEL check can fail.
+//
+//   node validate.mjs DEPLOY_DIR NODE_MODULES_DIR
+import fs from 'node:fs'
+import path from 'node:path'
+import {createRequire} from 'node:module'
+import {pathToFileURL} from 'node:url'
+
+const [deployDir, modulesDir] = process.argv.slice(2)
+const require = createRequire(path.join(modulesDir, 'package.json'))
+const YAML = require('yaml')
+const cel = await import(pathToFileURL(path.join(modulesDir, 'node_modules/@marcbachmann/cel-js/lib/index.js')).href)
+
+let passed = 0
+let failed = 0
+function expect (cond, what) {
+  if (cond) {
+    passed++
+    console.log('ok: ' + what)
+  } else {
+    failed++
+    console.log('FAILED: ' + what)
+  }
+}
+
+// ---- the manifests ----------------------------------------------------------
+const docs = []
+const files = fs.readdirSync(deployDir).filter(f => f.endsWith('.yaml') && f !== 'kustomization.yaml').sort()
+for (const file of files) {
+  for (const doc of YAML.parseAllDocuments(fs.readFileSync(path.join(deployDir, file), 'utf8'))) {
+    expect(doc.errors.length === 0, `${file}: parses as YAML ${doc.errors.join('; ')}`)
+    const obj = doc.toJS()
+    if (obj) docs.push({file, obj})
+  }
+}
+
+function modelFor (obj) {
+  const mod = require(`kubernetes-models/${obj.apiVersion}/${obj.kind}`)
+  return mod[obj.kind]
+}
+
+function schemaErrors (obj) {
+  try {
+    const Model = modelFor(obj)
+    new Model(JSON.parse(JSON.stringify(obj))).validate()
+    return null
+  } catch (e) {
+    return e.message.split('\n')[0]
+  }
+}
+
+// The schemas accept fields they do not define, where the API server (and
+// kubectl's default strict field validation) refuses them: a typo such as
+// hostPid would pass silently. So every field is also looked up in the
+// models' type declarations, which list each object's fields.
+const declared = new Map()
+function declaration (file) {
+  if (declared.has(file)) return declared.get(file)
+  const text = fs.readFileSync(file, 'utf8')
+  const imports = new Map()
+  for (const m of text.matchAll(/^import \{ (\w+) \} from "([^"]+)";$/gm)) {
+    const target = m[2].startsWith('.') ? path.join(path.dirname(file), m[2]) : path.join(modulesDir, 'node_modules', m[2])
+    imports.set(m[1], target + '.d.ts')
+  }
+  const body = text.match(/^export interface \w+(?: extends TypeMeta)? \{\n([\s\S]*?)^\}/m)
+  let fields = null // a type alias (Quantity, Time, IntOrString...): a leaf
+  if (body) {
+    fields = new Map()
+    for (const m of body[1].matchAll(/^ {4}"([^"]+)"\??: (.+?);?$/gm)) fields.set(m[1], m[2])
+  }
+  const d = {fields, imports}
+  declared.set(file, d)
+  return d
+}
+function unknownFields (obj, file, where, out) {
+  const {fields, imports} = declaration(file)
+  if (!fields || obj === null || typeof obj !== 'object' || Array.isArray(obj)) return out
+  for (const [key, value] of Object.entries(obj)) {
+    if (!fields.has(key)) {
+      out.push(`${where}.${key}`)
+      continue
+    }
+    const type = fields.get(key).replace(/^Array<(\w+)>$/, '$1')
+    if (!imports.has(type)) continue // a scalar, an enum or a free-form map
+    for (const [i, v] of (Array.isArray(value) ? value.entries() : [[null, value]])) {
+      unknownFields(v, imports.get(type), i === null ? `${where}.${key}` : `${where}.${key}[${i}]`, out)
+    }
+  }
+  return out
+}
+function modelFile (obj) {
+  return require.resolve(`kubernetes-models/${obj.apiVersion}/${obj.kind}`).replace(/\.js$/, '.d.ts')
+}
+
+for (const {file, obj} of docs) {
+  const err = schemaErrors(obj)
+  expect(err === null, `${file}: ${obj.kind} ${obj.metadata.name} is valid ${obj.apiVersion} (${err || 'schema ok'})`)
+  const unknown = unknownFields(obj, modelFile(obj), obj.kind, [])
+  expect(unknown.length === 0, `${file}: ${obj.kind} ${obj.metadata.name} has only fields the API defines ${unknown}`)
+}
+
+const kustomization = YAML.parse(fs.readFileSync(path.join(deployDir, 'kustomization.yaml'), 'utf8'))
+expect(kustomization.resources.every(r => fs.existsSync(path.join(deployDir, r))) &&
+       files.filter(f => f !== 'example-pods.yaml').every(f => kustomization.resources.includes(f)),
+       'kustomization.yaml lists every manifest but the examples, and only files that exist')
+
+// Names: DNS labels far below the 63-character limit (40 at most).
+const dns = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
+function podSpecs (obj) {
+  if (obj.kind === 'Pod') return [obj.spec]
+  if (obj.spec && obj.spec.template) return [obj.spec.template.spec]
+  return []
+}
+const names = []
+for (const {obj} of docs) {
+  names.push([obj.kind, obj.metadata.name])
+  for (const spec of podSpecs(obj)) {
+    for (const c of [...(spec.initContainers || []), ...spec.containers]) names.push(['container', c.name])
+    for (const v of spec.volumes || []) names.push(['volume', v.name])
+  }
+}
+const long = names.filter(([, n]) => n.length > 40 || !dns.test(n))
+expect(long.length === 0, `${names.length} object, container and volume names are DNS labels of at most 40 characters ` +
+       `(longest: ${Math.max(...names.map(([, n]) => n.length))}) ${JSON.stringify(long)}`)
+const labels = docs.flatMap(({obj}) => Object.entries((obj.metadata && obj.metadata.labels) || {}))
+expect(labels.every(([, v]) => String(v).length <= 63), 'every label value has at most 63 characters')
+
+// One image, the one built from this repository, for every container.
+const images = new Set(docs.flatMap(({obj}) => podSpecs(obj).flatMap(s =>
+  [...(s.initContainers || []), ...s.containers].map(c => c.image))))
+expect(images.size === 1 && [...images][0].endsWith('/gpuslice:0.1.0'),
+       `every container runs the gpuslice image and nothing else is pulled (${[...images]})`)
+
+const ds = docs.find(d => d.obj.kind === 'DaemonSet').obj
+const dsSpec = ds.spec.template.spec
+const hostPaths = Object.fromEntries(dsSpec.volumes.filter(v => v.hostPath).map(v => [v.hostPath.path, v.name]))
+expect(hostPaths['/run/gpuslice'] && hostPaths['/var/run/cdi'] && dsSpec.hostPID === true,
+       'the DaemonSet mounts /run/gpuslice and /var/run/cdi from the host and sees host PIDs')
+const server = dsSpec.containers.find(c => c.name === 'server')
+expect(server.volumeMounts.some(m => m.mountPath === '/etc/gpuslice/tenants.d' &&
+       dsSpec.volumes.find(v => v.name === m.name).configMap.name === 'gpuslice-tenants'),
+       'tenants come from the gpuslice-tenants ConfigMap at /etc/gpuslice/tenants.d')
+const tenantsCm = docs.find(d => d.obj.kind === 'ConfigMap' && d.obj.metadata.name === 'gpuslice-tenants').obj
+expect(Object.keys(tenantsCm.data).length === 2 && Object.keys(tenantsCm.data).every(k => /^[a-z0-9][-a-z0-9]*\.conf$/.test(k)),
+       `the example ConfigMap holds two tenant files (${Object.keys(tenantsCm.data)})`)
+
+// Negative controls: the schema check rejects broken objects.
+const broken = [
+  ['a DaemonSet without its selector', o => { delete o.spec.selector }, ds],
+  ['a container whose image is a number', o => { o.spec.template.spec.containers[0].image = 5 }, ds],
+  ['a Pod container without a name', o => { delete o.spec.containers[0].name },
+    docs.find(d => d.obj.kind === 'Pod').obj],
+  ['a policy binding whose validationActions is not a list', o => { o.spec.validationActions = 'Deny' },
+    docs.find(d => d.obj.kind === 'ValidatingAdmissionPolicyBinding').obj]
+]
+const typo = JSON.parse(JSON.stringify(ds))
+typo.spec.template.spec.hostPid = true
+typo.spec.template.spec.containers[0].securityContext.readonlyRootFilesystem = true
+const typos = unknownFields(typo, modelFile(typo), 'DaemonSet', [])
+expect(typos.length === 2, `negative control: misspelt fields are found (${typos})`)
+for (const [what, mutate, obj] of broken) {
+  const copy = JSON.parse(JSON.stringify(obj))
+  mutate(copy)
+  const err = schemaErrors(copy)
+  expect(err !== null, `negative control: ${what} is rejected by the schema (${err})`)
+}
+
+// ---- the admission policy's CEL -----------------------------------------------
+const policy = docs.find(d => d.obj.kind === 'ValidatingAdmissionPolicy').obj
+const binding = docs.find(d => d.obj.kind === 'ValidatingAdmissionPolicyBinding').obj
+expect(binding.spec.policyName === policy.metadata.name && binding.spec.validationActions.includes('Deny'),
+       'the binding denies by the policy')
+
+function admit (spec, pod, namespace) {
+  const vars = {object: pod, namespaceObject: namespace, oldObject: null, request: {operation: 'CREATE'}}
+  const variables = {}
+  for (const v of spec.variables) {
+    variables[v.name] = cel.evaluate(v.expression, {...vars, variables})
+  }
+  for (const v of spec.validations) {
+    if (cel.evaluate(v.expression, {...vars, variables}) !== true) {
+      return {allowed: false, message: cel.evaluate(v.messageExpression, {...vars, variables})}
+    }
+  }
+  return {allowed: true}
+}
+
+function ns (name, tenant) {
+  return {metadata: tenant ? {name, labels: {'gpuslice.io/tenant': tenant}} : {name}}
+}
+function pod (annotations, gpu = true, where = 'containers') {
+  const c = {name: 'main', image: 'x'}
+  if (gpu) c.resources = {limits: {'nvidia.com/gpu': 1}}
+  const p = {metadata: {name: 'p', namespace: 'n'}, spec: {containers: [{name: 'side', image: 'x'}]}}
+  p.spec[where] = [...(p.spec[where] || []), c]
+  if (annotations) p.metadata.annotations = annotations
+  return p
+}
+const A = ns('team-a', 'team-a')
+const plain = ns('default')
+const cases = [
+  ['names its own tenant', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a'}), A, true],
+  ['names another tenant', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-b'}), A, false, 'team-a'],
+  ['names another tenant under another CDI key', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a',
+    'cdi.k8s.io/x': 'gpuslice.io/tenant=team-b'}), A, false, 'team-a'],
+  ['hides another tenant in a list of devices', pod({'cdi.k8s.io/gpuslice':
+    'nvidia.com/gpu=0,gpuslice.io/tenant=team-b'}), A, false, 'team-a'],
+  ['hides another tenant behind a space', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a, gpuslice.io/tenant=team-b'}),
+    A, false, 'team-a'],
+  ['names two devices, its tenant among them', pod({'cdi.k8s.io/gpuslice': 'nvidia.com/gpu=0,gpuslice.io/tenant=team-a'}),
+    A, true],
+  ['names another tenant through the hook annotation', pod({'gpuslice.io/tenant': 'team-b'}), A, false, 'team-a'],
+  ['names its own tenant through the hook annotation', pod({'gpuslice.io/tenant': 'team-a'}), A, true],
+  ['uses a GPU without naming its tenant', pod(null), A, false, 'cdi.k8s.io/gpuslice: gpuslice.io/tenant=team-a'],
+  ['uses a GPU in an init container without naming its tenant', pod({}, true, 'initContainers'), A, false,
+    'must name their gpuslice tenant'],
+  ['uses no GPU and names no tenant', pod(null, false), A, true],
+  ['names a tenant from a namespace without one', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a'}), plain,
+    false, 'has no gpuslice.io/tenant label'],
+  ['uses the hook annotation from a namespace without a tenant', pod({'gpuslice.io/tenant': 'team-a'}), plain, false,
+    'has no gpuslice.io/tenant label'],
+  ['uses a GPU without gpuslice in a namespace without a tenant', pod(null), plain, true],
+  ['names an empty tenant from a namespace without one', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant='}), plain,
+    false, 'has no gpuslice.io/tenant label'],
+  ['carries unrelated CDI devices', pod({'cdi.k8s.io/net': 'vendor.com/nic=eth1'}, false), plain, true]
+]
+for (const [what, p, n, allowed, message] of cases) {
+  let result
+  try {
+    result = admit(policy.spec, p, n)
+  } catch (e) {
+    result = {error: e.message}
+  }
+  const ok = !result.error && result.allowed === allowed && (allowed || result.message.includes(message))
+  expect(ok, `CEL: a pod that ${what} in namespace ${n.metadata.name} is ${allowed ? 'allowed' : 'denied'}` +
+         (result.message ? ` ("${result.message}")` : '') + (result.error ? ` (error: ${result.error})` : ''))
+}
+// The example pods pass the policy in their own namespaces, and would be
+// denied in each other's.
+const examplePods = docs.filter(d => d.file === 'example-pods.yaml' && d.obj.kind === 'Pod').map(d => d.obj)
+const exampleNs = Object.fromEntries(docs.filter(d => d.file === 'example-pods.yaml' && d.obj.kind === 'Namespace')
+  .map(d => [d.obj.metadata.name, d.obj]))
+for (const p of examplePods) {
+  const own = admit(policy.spec, p, exampleNs[p.metadata.namespace])
+  const other = Object.keys(exampleNs).find(n => n !== p.metadata.namespace)
+  const theirs = admit(policy.spec, p, exampleNs[other])
+  expect(own.allowed && !theirs.allowed, `CEL: example pod ${p.metadata.name} is allowed in ${p.metadata.namespace}` +
+         ` and denied in ${other}`)
+}
+// Negative control: a policy that forgot one CDI key lets a claim through.
+const weakened = JSON.parse(JSON.stringify(policy.spec))
+weakened.variables.find(v => v.name === 'cdiClaimsOther').expression =
+  "'cdi.k8s.io/gpuslice' in variables.annotations && variables.annotations['cdi.k8s.io/gpuslice'] != 'gpuslice.io/tenant=' + variables.tenant"
+expect(admit(weakened, cases[2][1], A).allowed === true,
+       'negative control: a weaker policy (one CDI key only) would let a claim under another key through')
+
+console.log(`${passed} passed, ${failed} failed`)
+process.exit(failed ? 1 : 0)
