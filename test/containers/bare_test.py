@@ -2,7 +2,8 @@
 split the GPU 75/25, gpuslicectl status knows them by host PID and
 container ID, and a process that drops LD_PRELOAD is still gated by the
 mounted /etc/ld.so.preload; without that mount the same process escapes
-(so the check can fail)."""
+(so the check can fail). An unknown tenant has no directory to mount: the
+container does not start."""
 import os
 
 import ctlib
@@ -39,4 +40,8 @@ with Cleanup() as cleanup:
         checks, machine, "bare",
         lambda s: podman.start("escape", rootfs, ctlib.escape_argv(s), args=bare("capped", preload=False)))
     ctlib.check_escape(checks, "bare -v/-e, no preload list", util, code, out, gated=False)
+    code, out, err = podman.run("unknown", rootfs, ["/bin/true"], args=bare("nope"))
+    checks.expect(code != 0 and "tenants/nope" in err,
+                  "bare -v/-e: an unknown tenant's directory does not exist: the container does not start and "
+                  "the error names it (%d: %s)" % (code, err.strip()[-200:]))
 checks.finish()
