@@ -94,7 +94,11 @@ static int tenant_listen(struct tenant *t)
     return 0;
 }
 
-static void tenant_remove(struct tenant *t, const char *why)
+/* Closes the tenant's clients and socket. Its directory goes too, unless
+ * keep_dir: at shutdown it stays, because running containers have that
+ * directory (the inode, not the path) bind-mounted, and the next server
+ * must make its socket in the same directory for them to reconnect. */
+static void tenant_remove(struct tenant *t, const char *why, bool keep_dir)
 {
     char reason[GS_REASON_MAX];
     snprintf(reason, sizeof reason, "tenant %s %s", t->name, why);
@@ -109,7 +113,7 @@ static void tenant_remove(struct tenant *t, const char *why)
         close(t->listen_fd);
         unlink(t->socket_path);
         char *slash = strrchr(t->socket_path, '/');
-        if (slash) {
+        if (slash && !keep_dir) {
             *slash = '\0';
             rmdir(t->socket_path);
         }
@@ -189,7 +193,7 @@ static int scan(void)
         next = t->next;
         if (!t->seen) {
             slog(LOG_INFO, "tenant %s: removed", t->name);
-            tenant_remove(t, "was removed from the configuration");
+            tenant_remove(t, "was removed from the configuration", false);
         }
     }
     cdi_update();
@@ -216,5 +220,5 @@ void tenants_reload(void)
 void tenants_close_all(void)
 {
     while (tenants)
-        tenant_remove(tenants, "is gone: the server is shutting down");
+        tenant_remove(tenants, "is gone: the server is shutting down", true);
 }

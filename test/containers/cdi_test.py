@@ -5,9 +5,10 @@ into a tenant. Two containers at 3:1 split 75/25, one of them as uid 65534
 on a read-only root; gpuslicectl status knows them; a process without
 LD_PRELOAD is still gated; an unknown tenant does not start and the error
 names it; a tenant added or removed is in (out of) the spec within 2 s and
-podman follows."""
+podman follows; a running container reconnects after the server restarts."""
 import json
 import os
+import subprocess
 import time
 
 import ctlib
@@ -56,6 +57,27 @@ with Cleanup() as cleanup:
         lambda s: podman.start("capped", rootfs, ctlib.escape_argv(s), args=device("capped"), user=65534,
                                read_only=True))
     ctlib.check_escape(checks, "CDI", util, code, out)
+
+    # A server restart (a DaemonSet upgrade): running containers have the
+    # tenant's directory bind-mounted, so the new server must make its
+    # socket in that same directory for them to reconnect.
+    before = machine.live_ids()
+    c = podman.start("restart", rootfs, ctlib.spin_argv(7), args=device("a"), user=65534, read_only=True)
+    ctlib.wait_new_id(machine, before)
+    pid = c.host_pid()
+    server.stop()
+    server.start()
+    start = time.monotonic()
+    back = False
+    while not back and time.monotonic() - start < 5:
+        time.sleep(0.1)
+        back = any(p["pid"] == pid for t in server.status()["tenants"] for p in t["processes"])
+    took = time.monotonic() - start
+    if not back:  # its GPU work would wait for the server for ever
+        subprocess.run(["podman", "kill", c.name], capture_output=True)
+    code, out = c.wait()
+    checks.expect(back and code == 0, "CDI: after the server restarts, a running container reconnects (%s) "
+                  "and finishes (%d)" % ("within %.1f s" % took if back else "not within 5 s", code))
 
     code, out, err = podman.run("unknown", rootfs, ["/bin/true"], args=device("nope"))
     checks.expect(code != 0 and prefix + "nope" in err,
