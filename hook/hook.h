@@ -81,6 +81,6 @@ void scratch_init(const char *staging);
 void scratch_make(struct root *r, const char *ancestor_rel, const char *rel, bool dir);
 /* After every mount: makes the overlays read-only where the root is, and
  * unmounts the staging tmpfs (the overlays keep their layers). */
-void scratch_finish(struct root *r);
+void scratch_finish(void);
 
 #endif

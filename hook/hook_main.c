@@ -167,6 +167,6 @@ int main(int argc, char **argv)
     place_bind(&root, sources[0].fd, true, GS_CONTAINER_RUN_DIR);
     place_bind(&root, sources[1].fd, false, GS_CONTAINER_SHIM);
     place_bind(&root, sources[2].fd, false, GS_CONTAINER_PRELOAD);
-    scratch_finish(&root);
+    scratch_finish();
     return 0;
 }

@@ -242,9 +242,8 @@ void scratch_make(struct root *r, const char *ancestor_rel, const char *rel, boo
     close(afd);
 }
 
-void scratch_finish(struct root *r)
+void scratch_finish(void)
 {
-    (void)r;
     for (size_t i = 0; i < noverlays; i++)
         if (overlays[i].readonly && mount(NULL, overlays[i].path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0)
             die("cannot make the overlay over %s read-only: %s", overlays[i].path, strerror(errno));
