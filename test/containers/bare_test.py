@@ -7,6 +7,7 @@ container does not start."""
 import os
 
 import ctlib
+import runtimes
 from ctlib import C_PRELOAD, C_RUN_DIR, C_SHIM, SHIM, Checks, Cleanup, Server
 
 ctlib.require({"podman": "podman", "runc": "runc"})
@@ -17,7 +18,7 @@ with Cleanup() as cleanup:
     rootfs = ctlib.build_rootfs(os.path.join(machine.dir, "rootfs"))
     server = Server(machine, ctlib.tenants())
     cleanup.add(server.stop)
-    podman = ctlib.Podman(machine)
+    podman = runtimes.Podman(machine)
     cleanup.add(podman.cleanup)
 
     def bare(tenant, preload=True):

@@ -12,6 +12,7 @@ import subprocess
 import time
 
 import ctlib
+import runtimes
 from ctlib import Checks, Cleanup, Server
 
 ctlib.require({"podman": "podman", "runc": "runc"})
@@ -42,7 +43,7 @@ with Cleanup() as cleanup:
     cleanup.add(lambda: os.path.exists(SPEC) and os.unlink(SPEC))
     server = Server(machine, ctlib.tenants(prefix), cdi_dir=CDI_DIR)
     cleanup.add(server.stop)
-    podman = ctlib.Podman(machine)
+    podman = runtimes.Podman(machine)
     cleanup.add(podman.cleanup)
 
     def device(tenant):

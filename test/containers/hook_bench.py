@@ -8,6 +8,7 @@ import statistics
 import subprocess
 
 import ctlib
+import runtimes
 from ctlib import Cleanup, Server
 
 ctlib.require({"runc": "runc"})
@@ -20,7 +21,7 @@ with Cleanup() as cleanup:
     rootfs = ctlib.build_rootfs(os.path.join(machine.dir, "rootfs"))
     server = Server(machine, {"a": "share = 1\n"})
     cleanup.add(server.stop)
-    runc = ctlib.Runc(machine, server)
+    runc = runtimes.Runc(machine, server)
     cleanup.add(runc.cleanup)
     times = os.path.join(machine.dir, "hook-times")
     wrapper = os.path.join(machine.dir, "timed-hook")
@@ -28,7 +29,7 @@ with Cleanup() as cleanup:
         f.write('#!/bin/sh\nstart=$(date +%s%N)\n"$HOOK" "$@"\nrc=$?\nend=$(date +%s%N)\n'
                 'echo $((end - start)) >>"$TIMES"\nexit $rc\n')
     os.chmod(wrapper, 0o755)
-    hook = ctlib.hook_config(server.run_dir)["hook"]
+    hook = runtimes.hook_config(server.run_dir)["hook"]
     hook.update({"path": wrapper, "env": ["PATH=/usr/bin:/bin", "HOOK=" + ctlib.HOOK, "TIMES=" + times]})
     for i in range(RUNS):
         bundle, cid = runc.bundle("bench%d" % i, rootfs, ["/bin/true"], "a", "createRuntime", hook=hook)

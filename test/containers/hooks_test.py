@@ -11,6 +11,7 @@ import json
 import os
 
 import ctlib
+import runtimes
 from ctlib import Checks, Cleanup, Server
 
 ctlib.require({"podman": "podman", "runc": "runc"})
@@ -25,8 +26,8 @@ with Cleanup() as cleanup:
     hooks_dir = os.path.join(machine.dir, "hooks.d")
     os.mkdir(hooks_dir)
     with open(os.path.join(hooks_dir, "gpuslice.json"), "w") as f:
-        json.dump(ctlib.hook_config(server.run_dir), f)
-    podman = ctlib.Podman(machine, ["--hooks-dir", hooks_dir])
+        json.dump(runtimes.hook_config(server.run_dir), f)
+    podman = runtimes.Podman(machine, ["--hooks-dir", hooks_dir])
     cleanup.add(podman.cleanup)
 
     def tenant(name):

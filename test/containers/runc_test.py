@@ -8,6 +8,7 @@ start and the error names it; nothing was written into the image."""
 import os
 
 import ctlib
+import runtimes
 from ctlib import Checks, Cleanup, Server
 
 ctlib.require({"runc": "runc"})
@@ -19,7 +20,7 @@ with Cleanup() as cleanup:
     rootfs = ctlib.build_rootfs(os.path.join(machine.dir, "rootfs"))
     server = Server(machine, ctlib.tenants())
     cleanup.add(server.stop)
-    runc = ctlib.Runc(machine, server)
+    runc = runtimes.Runc(machine, server)
     cleanup.add(runc.cleanup)
 
     ctlib.measure_split(
