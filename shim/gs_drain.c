@@ -389,6 +389,7 @@ static void *drainer_main(void *arg)
         d->graphs_completed = graphs;
         d->graph_ns_completed = graph_ns;
         d->last_sync_end_ns = end;
+        gs_gate_note_round_locked(d);
         if (draining && atomic_load(&d->submitted) == target) {
             d->drain_requested = false;
             gs_client_wake_launchers_locked(); /* a waiting launcher asks again */
