@@ -71,8 +71,9 @@ void fc_handles_atfork_child(void);
  * fences, events' last records and stream captures) is guarded by one
  * lock, fc_exec_lock() / fc_exec_unlock(). A stream or event object is
  * freed only under it, so a pointer looked up under it stays valid until
- * it is released. Lock order: proc_lock (fc_context.c), then the exec
- * lock, then the handle table's lock, then mem_lock (fc_memory.c). */
+ * it is released. Lock order: proc_lock (fc_context.c), ctx_lock
+ * (fc_ctx.c), the exec lock, mem_lock (fc_memory.c), then the handle
+ * table's lock. */
 void fc_exec_lock(void);
 void fc_exec_unlock(void);
 /* The lock itself, for condition waits. */
