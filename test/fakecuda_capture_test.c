@@ -305,6 +305,13 @@ static void test_where_capture_may_begin(void)
     EXPECT_RC(cuGraphExecDestroy(exec), CUDA_SUCCESS);
     EXPECT_RC(cuGraphDestroy(mine), CUDA_SUCCESS);
     EXPECT_RC(cuStreamEndCapture(s, &graph), CUDA_ERROR_ILLEGAL_STATE);
+    /* Destroying the stream ends its capture, invalidated. */
+    EXPECT_RC(cuStreamBeginCapture_v2(s, GLOBAL), CUDA_SUCCESS);
+    EXPECT_RC(launch_spin(spin, s, MS), CUDA_SUCCESS);
+    EXPECT_RC(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+    invalidations++;
+    EXPECT_RC(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    EXPECT_RC(alloc_and_free(NULL), CUDA_SUCCESS); /* no capture left to prohibit it */
     EXPECT_RC(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 

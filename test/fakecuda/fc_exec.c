@@ -151,7 +151,7 @@ unsigned fc_live_contexts_locked(void)
 
 void fc_stream_release_locked(struct fc_stream *stream)
 {
-    if (!stream->destroyed || stream->head || stream->users || stream->active)
+    if (!stream->destroyed || stream->head || stream->users || stream->active || stream->capture)
         return;
     struct fc_ctx *ctx = stream->ctx;
     if (stream->prev)

@@ -329,7 +329,9 @@ CUresult fc_capture_wait_locked(const char *call, struct fc_stream *stream, stru
 /* cuMemFreeAsync into a capturing stream: the free waits for the end of
  * the capture. False if the stream does not capture. */
 bool fc_capture_defer_free_locked(struct fc_stream *stream, CUdeviceptr ptr);
-void fc_capture_stream_destroyed_locked(struct fc_stream *stream);
+/* A stream of a capture goes: the capture is invalidated, and ended if
+ * the stream was its origin. */
+void fc_capture_stream_destroyed_locked(const char *call, struct fc_stream *stream);
 void fc_capture_ctx_stopping_locked(struct fc_ctx *ctx);
 /* ---- devices (fc_device.c, fc_device_attributes.c) -------------------- */
 

@@ -65,6 +65,7 @@ static void retire_per_thread_streams(void *value)
             continue;
         struct fc_stream *stream = list->entry[i].stream;
         stream->destroyed = true;
+        fc_capture_stream_destroyed_locked("pthread_exit", stream);
         fc_stream_release_locked(stream);
     }
     fc_exec_unlock();
@@ -192,7 +193,7 @@ FC_API CUresult cuStreamDestroy_v2(CUstream hstream)
         fc_handle_free(FC_H_STREAM, stream->handle);
         stream->handle = 0;
         stream->destroyed = true;
-        fc_capture_stream_destroyed_locked(stream);
+        fc_capture_stream_destroyed_locked(__func__, stream);
         fc_stream_release_locked(stream);
     }
     fc_exec_unlock();
