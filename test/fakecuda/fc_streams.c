@@ -98,7 +98,8 @@ static CUresult per_thread_stream_locked(struct fc_ctx *ctx, struct fc_stream **
             grown->count = 0;
         grown->cap = cap;
         per_thread = list = grown;
-        pthread_setspecific(per_thread_key, list);
+        if (pthread_setspecific(per_thread_key, list) != 0)
+            fc_log("cannot register this thread's per-thread streams: they outlive it");
     }
     struct fc_stream *stream = fc_stream_new_locked(ctx, FC_STREAM_PER_THREAD, 0, 0);
     if (!stream)
