@@ -217,6 +217,38 @@ static void test_copy_engine(void)
     EXPECT_RC(cuStreamDestroy_v2(copy), CUDA_SUCCESS);
 }
 
+/* ---- waits across contexts ----------------------------------------------- */
+
+/* A stream of another context that only waits and records, with nothing
+ * for its own workers to run, still moves on when the event comes. */
+static void test_wait_across_contexts(void)
+{
+    CUcontext other;
+    CUstream here, there;
+    CUevent kernel_done, waited;
+    EXPECT_RC(cuStreamCreate(&here, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    EXPECT_RC(cuEventCreate(&kernel_done, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    EXPECT_RC(cuCtxCreate_v2(&other, CU_CTX_SCHED_BLOCKING_SYNC, 1), CUDA_SUCCESS);
+    EXPECT_RC(cuStreamCreate(&there, 0), CUDA_SUCCESS);
+    EXPECT_RC(cuEventCreate(&waited, 0), CUDA_SUCCESS);
+    EXPECT_RC(cuCtxPopCurrent_v2(NULL), CUDA_SUCCESS);
+
+    uint64_t start = now_ns();
+    EXPECT_RC(launch_spin(spin, here, 100 * MS), CUDA_SUCCESS);
+    EXPECT_RC(cuEventRecord(kernel_done, here), CUDA_SUCCESS);
+    EXPECT_RC(cuStreamWaitEvent(there, kernel_done, 0), CUDA_SUCCESS);
+    EXPECT_RC(cuCtxPushCurrent_v2(other), CUDA_SUCCESS);
+    EXPECT_RC(cuEventRecord(waited, there), CUDA_SUCCESS);
+    EXPECT_RC(cuEventQuery(waited), CUDA_ERROR_NOT_READY);
+    EXPECT_RC(cuEventSynchronize(waited), CUDA_SUCCESS);
+    EXPECT(now_ns() - start >= 95 * MS);
+    EXPECT_RC(cuStreamQuery(there), CUDA_SUCCESS);
+    EXPECT_RC(cuCtxPopCurrent_v2(NULL), CUDA_SUCCESS);
+    EXPECT_RC(cuCtxDestroy_v2(other), CUDA_SUCCESS);
+    EXPECT_RC(cuEventDestroy_v2(kernel_done), CUDA_SUCCESS);
+    EXPECT_RC(cuStreamDestroy_v2(here), CUDA_SUCCESS);
+}
+
 /* ---- CUkernel with no current context ------------------------------------- */
 
 static void test_kernel_without_context(void)
@@ -291,6 +323,7 @@ int main(void)
     test_per_thread_stream_of_exited_thread();
     test_legacy_stream_ordering();
     test_copy_engine();
+    test_wait_across_contexts();
     test_kernel_without_context();
 
     cuMemFree_v2(buffer);
