@@ -322,7 +322,7 @@ static void run_round(struct gs_dev *d, struct round_item *items, int n)
     }
 }
 
-#define MEASURE_INTERVAL_NS 5000000ull
+#define MEASURE_INTERVAL_NS 1000000ull
 
 /* Waits on drainer_cv (gs_gate_lock held) until a wake-up or `until` on
  * CLOCK_MONOTONIC (drainer_cv is created for that clock). */
