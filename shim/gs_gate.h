@@ -94,6 +94,7 @@ struct gs_dev {
     uint64_t last_sync_end_ns;
     double kernel_ns;            /* estimated device time per kernel launch; 0 = unknown */
     double queued_at_round_ns;   /* device time queued when the last round ended */
+    double measured_ns, measured_kernels; /* the drainer's sums behind kernel_ns */
     /* device memory this process holds on it, as counted by the server */
     uint64_t mem_held;
     uint64_t mem_cap;            /* the tenant's cap, as last reported */
