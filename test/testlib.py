@@ -133,7 +133,7 @@ class Server:
         deadline = time.monotonic() + 5
         while not os.path.exists(os.path.join(self.run_dir, "admin.sock")):
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("gpuslice-server did not start: " + open(self.log_path).read())
+                raise RuntimeError("gpuslice-server did not start: " + self.log()[-3000:])
             time.sleep(0.01)
 
     def kill(self, sig=9):
