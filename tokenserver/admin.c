@@ -23,6 +23,7 @@
 #define ADMIN_STALL_NS 10000000000ull
 #define ADMIN_PAUSE_NS 100000000ull
 #define CHUNK (GS_MSG_MAX - GS_HEADER_SIZE)
+#define STEP 16384 /* bytes of report written per wake-up: about 0.1 ms */
 
 struct admin_conn {
     int fd;
@@ -87,7 +88,7 @@ static bool send_next(struct admin_conn *a)
 {
     size_t pending = a->text.len - a->sent;
     if (pending < CHUNK && !a->complete)
-        a->complete = status_next(&a->cursor, &a->text, CHUNK - pending);
+        a->complete = status_next(&a->cursor, &a->text, STEP);
     if (a->text.failed) {
         slog(LOG_ERR, "admin: out of memory writing the status");
         conn_close(a);
@@ -96,7 +97,7 @@ static bool send_next(struct admin_conn *a)
     pending = a->text.len - a->sent;
     size_t n = pending < CHUNK ? pending : CHUNK;
     if (n < CHUNK && !a->complete)
-        return true; /* more to write before a full message */
+        return true; /* more to write before a full message: next round */
     static uint8_t buf[GS_MSG_MAX]; /* the loop's thread only */
     struct gs_msg reply = {.type = GS_MSG_STATUS_REPLY, .text = a->text.data + a->sent, .text_len = n};
     size_t len = gs_msg_encode(&reply, buf, sizeof buf);
@@ -156,7 +157,7 @@ static void conn_event(void *arg, uint32_t events)
         conn_close(a);
         return;
     }
-    /* One message per wake-up: tenants are served between two. */
+    /* One piece per wake-up: tenants are served between two. */
     send_next(a);
 }
 

@@ -31,10 +31,9 @@ static struct device *device_find(const uint8_t uuid[16])
 
 struct device_tenant *device_tenant_find(const struct device *d, const struct tenant *t)
 {
-    for (size_t i = 0; i < d->ntenants; i++)
-        if (d->tenants[i].tenant == t)
-            return &d->tenants[i];
-    return NULL;
+    if (t->index >= d->nentry_of || !d->entry_of[t->index])
+        return NULL;
+    return &d->tenants[d->entry_of[t->index] - 1];
 }
 
 /* The tenant's entry on a device, created if missing; NULL if out of memory. */
@@ -43,6 +42,15 @@ static struct device_tenant *device_tenant_get(struct device *d, struct tenant *
     struct device_tenant *dt = device_tenant_find(d, t);
     if (dt)
         return dt;
+    if (t->index >= d->nentry_of) {
+        size_t n = (size_t)t->index + 16;
+        uint32_t *entry_of = realloc(d->entry_of, n * sizeof *entry_of);
+        if (!entry_of)
+            return NULL;
+        memset(entry_of + d->nentry_of, 0, (n - d->nentry_of) * sizeof *entry_of);
+        d->entry_of = entry_of;
+        d->nentry_of = n;
+    }
     struct device_tenant *grown = realloc(d->tenants, (d->ntenants + 1) * sizeof *grown);
     if (!grown)
         return NULL;
@@ -53,7 +61,37 @@ static struct device_tenant *device_tenant_get(struct device *d, struct tenant *
     dt = &d->tenants[d->ntenants++];
     memset(dt, 0, sizeof *dt);
     dt->tenant = t;
+    d->entry_of[t->index] = (uint32_t)d->ntenants;
     return dt;
+}
+
+/* Removes entry i of d (its tenant's clients are gone). */
+static void remove_entry(struct device *d, size_t i)
+{
+    struct device_tenant *holder = d->holder;
+    if (holder == &d->tenants[i]) {
+        /* its clients are already closed; this ends the slice */
+        d->state = DEV_IDLE;
+        holder = d->holder = NULL;
+        d->holders = 0;
+    }
+    d->entry_of[d->tenants[i].tenant->index] = 0;
+    free(d->tenants[i].overruns);
+    memmove(&d->tenants[i], &d->tenants[i + 1], (d->ntenants - i - 1) * sizeof d->tenants[0]);
+    d->ntenants--;
+    for (size_t j = i; j < d->ntenants; j++)
+        d->entry_of[d->tenants[j].tenant->index] = (uint32_t)j + 1;
+    if (holder && holder > &d->tenants[i])
+        d->holder = holder - 1;
+}
+
+void devices_forget_tenant(const struct tenant *t)
+{
+    for (struct device *d = devices; d; d = d->next) {
+        struct device_tenant *dt = device_tenant_find(d, t);
+        if (dt)
+            remove_entry(d, (size_t)(dt - d->tenants));
+    }
 }
 
 static void device_free(struct device *d)
@@ -64,9 +102,13 @@ static void device_free(struct device *d)
             break;
         }
     timer_close(&d->timer);
+    for (size_t i = 0; i < d->ntenants; i++)
+        free(d->tenants[i].overruns);
     free(d->tenants);
+    free(d->entry_of);
     free(d);
     ndevices--;
+    removals++;
 }
 
 static bool unused(const struct device *d)

@@ -91,6 +91,8 @@ static void record_usage(struct device_tenant *dt, uint64_t end, uint64_t used)
 
 static void record_overrun(struct device_tenant *dt, uint64_t overrun)
 {
+    if (!dt->overruns && !(dt->overruns = malloc(GS_OVERRUN_SAMPLES * sizeof *dt->overruns)))
+        return; /* out of memory: statistics only */
     dt->overruns[dt->noverruns++ % GS_OVERRUN_SAMPLES] = overrun;
 }
 
@@ -131,7 +133,7 @@ static uint64_t select_kth(uint64_t *a, size_t n, size_t k)
 uint64_t device_tenant_overrun_p99(const struct device_tenant *dt)
 {
     size_t n = dt->noverruns < GS_OVERRUN_SAMPLES ? dt->noverruns : GS_OVERRUN_SAMPLES;
-    if (n == 0)
+    if (n == 0 || !dt->overruns)
         return 0;
     uint64_t copy[GS_OVERRUN_SAMPLES];
     memcpy(copy, dt->overruns, n * sizeof copy[0]);
@@ -380,23 +382,7 @@ void sched_slot_gone(struct client *c, int slot)
 
 void sched_tenant_gone(struct tenant *t)
 {
-    for (struct device *d = devices; d; d = d->next) {
-        for (size_t i = 0; i < d->ntenants; i++) {
-            if (d->tenants[i].tenant != t)
-                continue;
-            if (d->holder == &d->tenants[i]) {
-                /* its clients are already closed; this ends the slice */
-                d->state = DEV_IDLE;
-                d->holder = NULL;
-                d->holders = 0;
-            }
-            struct device_tenant *holder = d->holder;
-            memmove(&d->tenants[i], &d->tenants[i + 1], (d->ntenants - i - 1) * sizeof d->tenants[0]);
-            d->ntenants--;
-            if (holder && holder > &d->tenants[i])
-                d->holder = holder - 1;
-            break;
-        }
+    devices_forget_tenant(t);
+    for (struct device *d = devices; d; d = d->next)
         schedule(d);
-    }
 }

@@ -157,6 +157,8 @@ struct tenant {
     char name[GS_NAME_MAX];
     struct tenant_config config;
     uint64_t id;             /* increasing: the order of the status */
+    unsigned index;          /* small, reused once it is gone: the key of
+                                every device's table of tenant entries */
     struct bound_socket sock;/* fd -1 while it has no socket */
     struct loop_watch watch;
     bool accepting;          /* the listening socket is in the epoll set */
@@ -243,7 +245,9 @@ struct device_tenant {
     uint64_t slices, used_ns, wait_ns;
     uint64_t window_start[10], window_used[10]; /* one-second buckets */
     uint64_t mem_used, mem_peak, oom_refusals;  /* device memory, all its processes */
-    uint64_t overruns[GS_OVERRUN_SAMPLES];      /* release - deadline (0 if before), last slices */
+    uint64_t *overruns;        /* release - deadline (0 if before) of the last
+                                  GS_OVERRUN_SAMPLES slices; allocated at the
+                                  first, so that an idle entry stays small */
     size_t noverruns;
 };
 
@@ -262,6 +266,9 @@ struct device {
     unsigned holders;          /* clients holding the current grant */
     struct device_tenant *tenants;
     size_t ntenants;
+    uint32_t *entry_of;        /* by tenant index: 1 + its entry's position
+                                  in tenants, 0 if none */
+    size_t nentry_of;
     struct timer timer;
     struct device *next;
     uint64_t slices, handoffs;
@@ -276,8 +283,11 @@ extern unsigned ndevices;
 struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], const char **why);
 /* The slot no longer names its device (the client went away). */
 void device_undeclare(struct client *c, int slot);
-/* The tenant's entry on a device; NULL if its clients never declared it. */
+/* The tenant's entry on a device (O(1)); NULL if its clients never
+ * declared it. */
 struct device_tenant *device_tenant_find(const struct device *d, const struct tenant *t);
+/* Removes the tenant's entry from every device (it was removed). */
+void devices_forget_tenant(const struct tenant *t);
 /* Frees devices nobody has used for the linger time; every second. */
 void devices_sweep(void);
 /* Frees every device (shutdown). */
@@ -319,8 +329,14 @@ struct status_cursor {
     enum gs_status_format format;
     int part;                /* header, devices, middle, tenants, tail, done */
     uint64_t last_id;        /* of the last device or tenant written */
+    const void *last;        /* that device or tenant, valid while removals
+                                has not changed: a shortcut to the next */
+    uint64_t removals;
     size_t count;            /* entries written in this part */
 };
+/* Counts tenants and devices freed (so that a cursor's pointer is known
+ * to be still valid when it has not changed); the loop's thread only. */
+extern uint64_t removals;
 void status_begin(struct status_cursor *cur, enum gs_status_format format);
 /* Appends the next entries to out until it has grown by at least `budget`
  * bytes or the report is complete; returns true once it is complete. */

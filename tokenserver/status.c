@@ -81,18 +81,26 @@ static const char *state_name(enum device_state s)
     return s == DEV_IDLE ? "idle" : s == DEV_RUNNING ? "running" : "revoking";
 }
 
-static struct device *device_after(uint64_t id)
+uint64_t removals;
+
+/* The device after the cursor's: the next in the list if nothing was freed
+ * since, else the first with a greater id. */
+static struct device *device_after(const struct status_cursor *cur)
 {
+    if (cur->last && cur->removals == removals)
+        return ((const struct device *)cur->last)->next;
     for (struct device *d = devices; d; d = d->next)
-        if (d->id > id)
+        if (d->id > cur->last_id)
             return d;
     return NULL;
 }
 
-static struct tenant *tenant_after(uint64_t id)
+static struct tenant *tenant_after(const struct status_cursor *cur)
 {
+    if (cur->last && cur->removals == removals)
+        return ((const struct tenant *)cur->last)->next;
     for (struct tenant *t = tenants; t; t = t->next)
-        if (t->id > id)
+        if (t->id > cur->last_id)
             return t;
     return NULL;
 }
@@ -193,7 +201,7 @@ static void next_piece(struct status_cursor *cur, struct text *o, uint64_t now)
         cur->part = PART_DEVICES;
         break;
     case PART_DEVICES: {
-        struct device *d = device_after(cur->last_id);
+        struct device *d = device_after(cur);
         if (!d) {
             cur->part = PART_MIDDLE;
             break;
@@ -204,6 +212,8 @@ static void next_piece(struct status_cursor *cur, struct text *o, uint64_t now)
             table_device(o, d);
         cur->count++;
         cur->last_id = d->id;
+        cur->last = d;
+        cur->removals = removals;
         break;
     }
     case PART_MIDDLE:
@@ -215,10 +225,11 @@ static void next_piece(struct status_cursor *cur, struct text *o, uint64_t now)
                         cur->count ? "" : "(no GPU in use yet)\n");
         cur->part = PART_TENANTS;
         cur->last_id = 0;
+        cur->last = NULL;
         cur->count = 0;
         break;
     case PART_TENANTS: {
-        struct tenant *t = tenant_after(cur->last_id);
+        struct tenant *t = tenant_after(cur);
         if (!t) {
             cur->part = PART_TAIL;
             break;
@@ -229,6 +240,8 @@ static void next_piece(struct status_cursor *cur, struct text *o, uint64_t now)
             table_tenant(o, t, now);
         cur->count++;
         cur->last_id = t->id;
+        cur->last = t;
+        cur->removals = removals;
         break;
     }
     case PART_TAIL:

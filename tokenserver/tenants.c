@@ -39,6 +39,26 @@ struct tenant *tenant_find(const char *name)
     return NULL;
 }
 
+/* The smallest index no tenant has (there is one in 0..ntenants). */
+static unsigned unused_index(void)
+{
+    bool *used = calloc((size_t)ntenants + 1, sizeof *used);
+    unsigned index = 0;
+    if (!used) { /* out of memory: one past the largest, which is free too */
+        for (struct tenant *t = tenants; t; t = t->next)
+            if (t->index >= index)
+                index = t->index + 1;
+        return index;
+    }
+    for (struct tenant *t = tenants; t; t = t->next)
+        if (t->index <= ntenants)
+            used[t->index] = true;
+    while (used[index])
+        index++;
+    free(used);
+    return index;
+}
+
 static void tenant_readable(void *arg, uint32_t events)
 {
     (void)events;
@@ -103,6 +123,7 @@ static void tenant_remove(struct tenant *t, const char *why)
             break;
         }
     ntenants--;
+    removals++;
     free(t);
 }
 
@@ -151,6 +172,7 @@ static void apply_file(int conf_fd, const char *name)
     memcpy(t->name, name, strlen(name) + 1); /* config_valid_name bounds it */
     t->config = config;
     t->id = next_tenant_id++;
+    t->index = unused_index();
     t->sock.fd = -1;
     t->seen = true;
     struct tenant **tail = &tenants;
