@@ -68,8 +68,9 @@ class Client:
 
     def recv(self, timeout=5.0):
         """The next message as (type, fields); None on timeout; raises Closed."""
-        r, _, _ = select.select([self.sock], [], [], timeout)
-        if not r:
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        if not poller.poll(max(0, int(timeout * 1000))):
             return None
         try:
             data = self.sock.recv(70000)
@@ -122,3 +123,9 @@ class Client:
 def uuid_bytes(i):
     """A made-up GPU UUID numbered i."""
     return struct.pack("<QQ", 0x5eed0000 + i, 0xfeedface)
+
+
+def uuid_str(b):
+    """A UUID as the status shows it."""
+    h = bytes(b).hex()
+    return "GPU-%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
