@@ -5,9 +5,11 @@
  * reads one STATUS_REQUEST, then writes the report a piece at a time as
  * the socket takes it, as STATUS_REPLY messages of up to 64 KiB followed
  * by an empty one that ends it (protocol.h). A peer that sends nothing
- * within ADMIN_REQUEST_NS, or stops reading for ADMIN_STALL_NS, is closed;
- * at most ADMIN_MAX_CONNS are served at once (the rest wait in the
- * backlog), so silent peers cost nothing but their connection.
+ * within ADMIN_REQUEST_NS, or stops reading for ADMIN_STALL_NS, is closed.
+ * At most ADMIN_MAX_CONNS are open at once; when full, a new connection
+ * closes the oldest one that has not sent its request yet (else it waits
+ * in the backlog), so silent peers cost nothing but their connection and
+ * never keep gpuslicectl waiting.
  */
 #include "server.h"
 
@@ -161,11 +163,27 @@ static void conn_event(void *arg, uint32_t events)
     send_next(a);
 }
 
+/* Closes the oldest connection still waiting for its request, to make
+ * room; false if every one is being answered. */
+static bool evict_silent(void)
+{
+    struct admin_conn *oldest = NULL;
+    for (struct admin_conn *a = conns; a; a = a->next)
+        if (!a->writing && (!oldest || a->deadline < oldest->deadline))
+            oldest = a;
+    if (!oldest)
+        return false;
+    slog_limited(&admin_sock, LOG_WARN, "admin: %u connections open and a new one: the oldest silent one is closed",
+                 nconns);
+    conn_close(oldest);
+    return true;
+}
+
 static void admin_readable(void *arg, uint32_t events)
 {
     (void)arg;
     (void)events;
-    while (nconns < ADMIN_MAX_CONNS) {
+    for (int i = 0; i < 4 * ADMIN_MAX_CONNS && (nconns < ADMIN_MAX_CONNS || evict_silent()); i++) {
         bool used_spare;
         int fd = accept_admin(admin_sock.fd, &used_spare);
         if (fd < 0) {
@@ -198,7 +216,8 @@ static void admin_readable(void *arg, uint32_t events)
             return;
         }
     }
-    admin_listen_pause(); /* full: the rest wait in the backlog */
+    if (nconns >= ADMIN_MAX_CONNS)
+        admin_listen_pause(); /* all busy answering: the rest wait in the backlog */
 }
 
 static void on_admin_resume(void *arg)
