@@ -19,7 +19,7 @@ def measure(procs, seconds=2.0):
     return tenant_shares(machine.meter(since=snap), {t: [p.pid] for t, p in procs.items()})
 
 
-checks.expect(wait_for(lambda: "tiny.conf:1: share must be a decimal number from 0.001 to 1e+06, got '1e-300'"
+checks.expect(wait_for(lambda: "tiny.conf:1: share must be a decimal number from 0.001 to 1000000, got '1e-300'"
                        in server.log()), "share = 1e-300 is refused with the file, line and range")
 checks.expect(not os.path.exists(server.socket("tiny")), "and the tenant is not created")
 
@@ -37,7 +37,7 @@ checks.expect(abs(shares["a"] - 0.5) <= 0.05 and abs(shares["b"] - 0.5) <= 0.05,
 for text, what in (("share = 0x10\n", "0x10"), ("share = inf\n", "inf"), ("share = nan\n", "nan"),
                    ("share = 0.0009\n", "0.0009"), ("share = 1000001\n", "1000001")):
     server.write_tenant("tiny", text)
-    checks.expect(wait_for(lambda: "tiny.conf:1: share must be a decimal number from 0.001 to 1e+06, got '%s'"
+    checks.expect(wait_for(lambda: "tiny.conf:1: share must be a decimal number from 0.001 to 1000000, got '%s'"
                            % what in server.log()), "share = %s is refused" % what)
 server.write_tenant("lim", "limit = 1e-300\n")
 checks.expect(wait_for(lambda: "lim.conf:1: limit must be a fraction with 0.001 <= limit <= 1, got '1e-300'"

@@ -177,7 +177,7 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
             c->share = d;
             return true;
         }
-        snprintf(err, errlen, "%s:%d: share must be a decimal number from %g to %g, got '%s'", path, lineno,
+        snprintf(err, errlen, "%s:%d: share must be a decimal number from %g to %.0f, got '%s'", path, lineno,
                  SHARE_MIN, SHARE_MAX, shown(value, b));
         return false;
     case KEY_LIMIT:
