@@ -72,6 +72,19 @@ int client_send(struct client *c, const struct gs_msg *msg)
     return -1;
 }
 
+/* Closing a socket with messages still unread resets the connection, and
+ * the peer then loses the ERROR it has not read yet: so the peer is shut
+ * out first (it can send no more) and what it had sent is discarded. */
+static void discard_unread(struct client *c)
+{
+    if (shutdown(c->fd, SHUT_RDWR) != 0 && errno != ENOTCONN)
+        slog(LOG_DEBUG, "shutdown: %s", strerror(errno));
+    char byte;
+    for (int i = 0; i < 4096; i++)
+        if (recv(c->fd, &byte, 1, MSG_DONTWAIT | MSG_TRUNC) <= 0)
+            break;
+}
+
 void client_close(struct client *c, const char *reason)
 {
     if (reason) {
@@ -89,6 +102,7 @@ void client_close(struct client *c, const char *reason)
     c->tenant->clients--;
     nclients--;
     loop_del(&c->watch);
+    discard_unread(c);
     if (close(c->fd) != 0)
         slog(LOG_WARN, "close: %s", strerror(errno));
     free(c);
