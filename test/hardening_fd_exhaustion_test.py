@@ -36,9 +36,11 @@ def attack(server, what, new_connection_expected):
     cpu = (server.cpu_seconds() - cpu0) / (time.monotonic() - t0)
     rc, out, took = server.status_text(timeout=10)
     try:
-        evil = {t["name"]: t for t in json.loads(out)["tenants"]}["evil"]["clients"]
+        st = json.loads(out)
+        evil = {t["name"]: t for t in st["tenants"]}["evil"]["clients"]
+        limit = st.get("connection_limit")
     except (ValueError, KeyError):
-        evil = None
+        evil = limit = None
     try:
         newcomer = gsproto.Client(server.socket("good")).tenant
     except (OSError, gsproto.Closed) as e:
@@ -53,6 +55,10 @@ def attack(server, what, new_connection_expected):
     checks.expect(logged < 1 << 20, "%s: its log grows by under 1 MB (%d bytes)" % (what, logged))
     checks.expect(rc == 0 and took < 2 and evil is not None, "%s: gpuslicectl status answers within 2 s "
                   "(exit %s, %.2f s)" % (what, rc, took))
+    if not new_connection_expected:
+        checks.expect(evil is not None and limit is not None and evil < limit < 1024,
+                      "%s: the attacker is held below the server's connection limit, which keeps descriptors "
+                      "for the rest (%s < %s < 1024)" % (what, evil, limit))
     if new_connection_expected:
         checks.expect(newcomer == "good", "%s: a new process of the other tenant connects (%s)" % (what, newcomer))
         checks.expect(evil is not None and evil <= 256, "%s: the attacker holds at most 256 connections (%s)"

@@ -2,8 +2,9 @@
  * Accepting connections on the tenants' sockets within the limits:
  * connections per tenant (--max-clients-per-tenant), all together
  * (--max-clients), and the descriptors the process has (RLIMIT_NOFILE,
- * less FD_RESERVE kept for everything else: the admin socket and its
- * connections, reading the configuration).
+ * less one per tenant's socket, one per device's timer up to
+ * --max-devices, and FD_RESERVE for everything else: the admin socket and
+ * its connections, reading the configuration).
  *
  * A connection over a limit gets an ERROR saying which, and is closed. Out
  * of descriptors (EMFILE and the like, which a wrong count could still
@@ -119,12 +120,11 @@ void accept_spare_back(void)
     take_spare();
 }
 
-/* Descriptors the clients may still take: the limit less what the
- * listening sockets, the devices' timers and FD_RESERVE need. */
-static bool descriptors_left(void)
+unsigned long accept_client_budget(void)
 {
-    unsigned long others = (unsigned long)ntenants + ndevices + FD_RESERVE;
-    return options.nofile > others && nclients < options.nofile - others;
+    unsigned long others = (unsigned long)ntenants + options.max_devices + FD_RESERVE;
+    unsigned long left = options.nofile > others ? options.nofile - others : 0;
+    return left < options.max_clients ? left : options.max_clients;
 }
 
 void accept_tenant(struct tenant *t)
@@ -152,7 +152,7 @@ void accept_tenant(struct tenant *t)
         if (t->clients >= options.max_clients_per_tenant)
             snprintf(reason, sizeof reason, "tenant %s has %u connections, its limit", t->name,
                      options.max_clients_per_tenant);
-        else if (nclients >= options.max_clients || !descriptors_left())
+        else if (nclients >= accept_client_budget())
             snprintf(reason, sizeof reason, "gpuslice-server has %u connections, its limit", nclients);
         else {
             client_add(t, fd);

@@ -77,7 +77,8 @@ static void usage(FILE *f)
 "      --max-clients N    connections of all tenants together (default\n"
 "                         65536, and never more than the descriptor limit\n"
 "                         allows: the server raises RLIMIT_NOFILE to its\n"
-"                         hard limit and keeps descriptors for the rest)\n"
+"                         hard limit and keeps one descriptor per tenant,\n"
+"                         --max-devices and 64 more for the rest)\n"
 "      --max-clients-per-tenant N\n"
 "                         connections of one tenant (default 256); a\n"
 "                         connection over a limit gets an ERROR and is\n"
@@ -331,9 +332,9 @@ int main(int argc, char **argv)
         return 2;
     }
     timer_at(&housekeeping, now_ns() + 1000000000ull);
-    slog(LOG_INFO, "serving %s (admin socket %s/admin.sock); limits: %u connections (%u per tenant), %u GPUs "
+    slog(LOG_INFO, "serving %s (admin socket %s/admin.sock); limits: %lu connections (%u per tenant), %u GPUs "
                    "(%u per tenant), %lu descriptors",
-         options.config_dir, options.run_dir, options.max_clients, options.max_clients_per_tenant,
+         options.config_dir, options.run_dir, accept_client_budget(), options.max_clients_per_tenant,
          options.max_devices, options.max_devices_per_tenant, options.nofile);
 
     int rc = loop_run();

@@ -190,6 +190,8 @@ void accept_tenant(struct tenant *t);
  * takes the spare one: accept_spare_back() when that connection closes. */
 int accept_admin(int listen_fd, bool *used_spare);
 void accept_spare_back(void);
+/* How many connections all tenants together may have now. */
+unsigned long accept_client_budget(void);
 
 /* ---- clients.c ------------------------------------------------------------- */
 

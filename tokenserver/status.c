@@ -196,8 +196,11 @@ static void next_piece(struct status_cursor *cur, struct text *o, uint64_t now)
     bool json = cur->format == GS_STATUS_JSON;
     switch (cur->part) {
     case PART_HEAD:
-        text_printf(o, json ? "{\"version\":1,\"devices\":["
-                            : "DEVICE                                    STATE     HOLDER           QUEUE\n");
+        if (json)
+            text_printf(o, "{\"version\":1,\"connections\":%u,\"connection_limit\":%lu,\"devices\":[", nclients,
+                        accept_client_budget());
+        else
+            text_printf(o, "DEVICE                                    STATE     HOLDER           QUEUE\n");
         cur->part = PART_DEVICES;
         break;
     case PART_DEVICES: {
