@@ -112,6 +112,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpuslicectl: writing the status: %s\n", strerror(errno));
         return 2;
     }
-    close(fd);
+    if (close(fd) != 0) {
+        fprintf(stderr, "gpuslicectl: close: %s\n", strerror(errno));
+        return 2;
+    }
     return 0;
 }

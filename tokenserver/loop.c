@@ -105,8 +105,11 @@ int timer_init(struct timer *t, void (*fn)(void *), void *arg)
     if (t->watch.fd < 0)
         return -1;
     if (loop_add(&t->watch, EPOLLIN) != 0) {
-        close(t->watch.fd);
+        int saved = errno;
+        if (close(t->watch.fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
         t->watch.fd = -1;
+        errno = saved;
         return -1;
     }
     return 0;
@@ -129,7 +132,8 @@ void timer_close(struct timer *t)
 {
     if (t->watch.fd >= 0) {
         loop_del(&t->watch);
-        close(t->watch.fd);
+        if (close(t->watch.fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
         t->watch.fd = -1;
     }
 }

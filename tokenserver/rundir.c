@@ -136,7 +136,8 @@ int rundir_listen(int dir_fd, const char *name, mode_t mode, int backlog, struct
     struct stat st;
     if (rc != 0 || fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || listen(fd, backlog) != 0) {
         int saved = errno;
-        close(fd);
+        if (close(fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
         errno = saved;
         return -1;
     }

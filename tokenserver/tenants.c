@@ -220,7 +220,8 @@ void tenants_scan(void)
     DIR *dir = fdopendir(fd);
     if (!dir) {
         slog(LOG_ERR, "cannot read the configuration directory %s: %s", options.config_dir, strerror(errno));
-        close(fd);
+        if (close(fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
         return;
     }
     for (struct tenant *t = tenants; t; t = t->next)
