@@ -75,6 +75,14 @@ def attack(server, what, new_connection_expected):
     checks.expect(server.proc.poll() is None, "%s: the server is running" % what)
 
 
+# The server raises its soft descriptor limit to the hard one.
+server = Server(machine, {"good": "share = 1\n"}, nofile=(256, 1024))
+with open("/proc/%d/limits" % server.proc.pid) as f:
+    soft = [l.split()[3] for l in f if l.startswith("Max open files")]
+checks.expect(soft == ["1024"], "started with a soft limit of 256 descriptors and a hard one of 1024, the server "
+              "raises the soft one to 1024 (%s)" % soft)
+server.stop()
+
 server = Server(machine, {"evil": "share = 1\n", "good": "share = 1\n"}, nofile=1024)
 attack(server, "default limits", True)
 server.stop()

@@ -96,7 +96,7 @@ class Server:
 
     def __init__(self, machine, tenants, grace_ms=250, extra_env=None, args=(), nofile=None, conf=None):
         """args: more command-line options; nofile: its RLIMIT_NOFILE (soft
-        and hard); conf: the configuration directory path to give it
+        and hard, or a (soft, hard) pair); conf: the configuration directory path to give it
         (default: a fresh tenants.d)."""
         self.machine = machine
         self.args = list(args)
@@ -124,7 +124,7 @@ class Server:
         def set_limit():
             if limit:
                 import resource
-                resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+                resource.setrlimit(resource.RLIMIT_NOFILE, limit if isinstance(limit, tuple) else (limit, limit))
 
         self.proc = subprocess.Popen([SERVER, "--config-dir", self.conf, "--run-dir", self.run_dir,
                                       "--grace-ms", str(self.grace_ms), "--log-level", "info"] + self.args,
