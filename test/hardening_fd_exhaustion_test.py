@@ -8,6 +8,7 @@ still connect), then with a per-tenant limit above the descriptor limit, so
 that the attacker reaches the server's limit itself."""
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -21,10 +22,15 @@ checks = Checks()
 machine = Machine()
 
 
-def attack(server, what, new_connection_expected):
+def attack(server, what, new_connection_expected, squeeze=False):
     spin = server.spin("good", 9)  # a CUDA process of the other tenant, through the shim
     victim = gsproto.Client(server.socket("good"))
     victim.device(0, gsproto.uuid_bytes(1))
+    if squeeze:
+        # Its descriptors taken away from outside: accept fails with EMFILE.
+        time.sleep(0.5)
+        n = len(os.listdir("/proc/%d/fd" % server.proc.pid)) + 2
+        resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE, (n, n))
     hog = subprocess.Popen([sys.executable, HOG, server.socket("evil"), "1100", "6"], stdout=subprocess.PIPE,
                            text=True)
     ready = hog.stdout.readline().split()
@@ -61,7 +67,7 @@ def attack(server, what, new_connection_expected):
     checks.expect(logged < 1 << 20, "%s: its log grows by under 1 MB (%d bytes)" % (what, logged))
     checks.expect(rc == 0 and took < 2 and evil is not None, "%s: gpuslicectl status answers within 2 s "
                   "(exit %s, %.2f s)" % (what, rc, took))
-    if not new_connection_expected:
+    if not new_connection_expected and not squeeze:
         checks.expect(evil is not None and limit is not None and evil < limit < 1024,
                       "%s: the attacker is held below the server's connection limit, which keeps descriptors "
                       "for the rest (%s < %s < 1024)" % (what, evil, limit))
@@ -93,5 +99,12 @@ except RuntimeError as e:
     checks.expect(False, "the server starts with --max-clients-per-tenant 5000: %s" % str(e)[-200:])
     checks.finish()
 attack(server, "descriptor limit", False)
+server.stop()
+
+# EMFILE itself: the limit lowered under the running server to 2 more than
+# it uses, so its own count cannot see it coming.
+server = Server(machine, {"evil": "share = 1\n", "good": "share = 1\n"}, nofile=1024)
+attack(server, "EMFILE", False, squeeze=True)
+checks.expect("Too many open files" in server.log(), "EMFILE: it was hit, and logged")
 server.stop()
 checks.finish()
