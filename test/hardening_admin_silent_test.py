@@ -35,7 +35,9 @@ for n, status_within in ((5, 0.5), (20, 0.5)):
         latencies.append(took if took is not None else 10.0)
     rc, out, took = server.status_text(timeout=10)
     median, worst = statistics.median(latencies) * 1000, max(latencies) * 1000
-    checks.expect(median <= 10 and worst <= 50, "%d silent admin peers: grants go on (median %.2f ms, max %.1f ms, "
+    # The old stall was 1 s per silent peer; the bound on the worst grant
+    # leaves room for a machine busy with other work.
+    checks.expect(median <= 10 and worst <= 250, "%d silent admin peers: grants go on (median %.2f ms, max %.1f ms, "
                   "%d grants)" % (n, median, worst, len(latencies)))
     checks.expect(rc == 0 and took <= status_within, "%d silent admin peers: gpuslicectl status answers within %.1f s "
                   "(exit %s, %.2f s)" % (n, status_within, rc, took))
