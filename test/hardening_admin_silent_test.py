@@ -25,7 +25,7 @@ def silent_peers(n):
     return peers
 
 
-for n, status_within in ((5, 0.5), (20, 0.5)):
+for n, status_within in ((5, 1.0), (20, 1.0)):
     peers = silent_peers(n)
     time.sleep(0.05)
     latencies = []

@@ -62,7 +62,7 @@ def attack(server, what, new_connection_expected, squeeze=False):
     median = statistics.median(latencies) * 1000
     checks.expect(median <= 10, "%s: the other tenant's grants come within 10 ms of its request (median %.2f ms, "
                   "max %.1f ms, %d grants)" % (what, median, max(latencies) * 1000, len(latencies)))
-    checks.expect(gpu >= 0.9, "%s: the other tenant's CUDA process keeps the GPU busy (%.1f%%)" % (what, 100 * gpu))
+    checks.expect(gpu >= 0.75, "%s: the other tenant's CUDA process keeps the GPU busy (%.1f%%)" % (what, 100 * gpu))
     checks.expect(cpu < 0.10, "%s: the server uses under 10%% of a core (%.1f%%)" % (what, 100 * cpu))
     checks.expect(logged < 1 << 20, "%s: its log grows by under 1 MB (%d bytes)" % (what, logged))
     checks.expect(rc == 0 and took < 2 and evil is not None, "%s: gpuslicectl status answers within 2 s "
