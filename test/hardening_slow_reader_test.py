@@ -43,5 +43,30 @@ checks.expect(latencies and median <= 10, "meanwhile another tenant's grants com
               % (median, len(latencies)))
 checks.expect(wait_for(lambda: [t["clients"] for t in server.status()["tenants"] if t["name"] == "evil"] == [0]),
               "the server counts no connection of that tenant any more")
+
+
+def never_reads():
+    """Another client that asks and never reads, until it is dropped."""
+    c = gsproto.Client(server.socket("evil"))
+    c.device(0, gsproto.uuid_bytes(1))
+    c.sock.setblocking(False)
+    end = time.monotonic() + 5
+    while time.monotonic() < end:
+        try:
+            c.mem(gsproto.MEM_QUERY, 0, 0)
+        except BlockingIOError:
+            time.sleep(0.001)  # the server reads slower than this
+        except OSError:
+            break  # dropped
+    c.close()
+
+
+# Fifteen more: ten lines in all per 10 s, then one line with the count.
+for _ in range(15):
+    never_reads()
+checks.expect(wait_for(lambda: "6 more messages like \"tenant evil pid" in server.log(), 12.0),
+              "fifteen more such clients: the log says how many lines it suppressed")
+lines = server.log().count("does not read its messages")
+checks.expect(lines == 11, "ten lines in the 10 s window, then the count (%d lines mention it)" % lines)
 server.stop()
 checks.finish()
