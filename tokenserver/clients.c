@@ -28,14 +28,6 @@
 struct client *clients;
 unsigned nclients;
 
-int client_slot(const struct client *c, const struct device *d)
-{
-    for (int i = 0; i < GS_MAX_DEVICES; i++)
-        if (c->devices[i] == d)
-            return i;
-    return -1;
-}
-
 /* Marks c for closing: it is closed at its next event (the shutdown makes
  * one at once). Callers may be in the middle of walking the clients. */
 static void doom(struct client *c)

@@ -3,8 +3,9 @@
  * A UUID is whatever a client says, so what declarations can make is
  * bounded: GS_MAX_DEVICES slots per client (the protocol's), at most
  * --max-devices-per-tenant GPUs declared by one tenant's clients at once,
- * and --max-devices in all. A device is counted by the client slots that
- * declare it; one that nobody declares any more is freed after
+ * and --max-devices in all. A device keeps the list of client slots that
+ * declare it (the scheduler walks that, so idle connections elsewhere cost
+ * a handoff nothing); one that nobody declares any more is freed after
  * --device-linger-ms (so that its statistics stay in the status a while),
  * or at once when the table is full and a new one is declared. A slot
  * declared again gives back what it held on its old device first.
@@ -106,6 +107,7 @@ static void device_free(struct device *d)
         free(d->tenants[i].overruns);
     free(d->tenants);
     free(d->entry_of);
+    free(d->users);
     free(d);
     ndevices--;
     removals++;
@@ -113,7 +115,7 @@ static void device_free(struct device *d)
 
 static bool unused(const struct device *d)
 {
-    return d->refs == 0 && d->state == DEV_IDLE;
+    return d->nusers == 0 && d->state == DEV_IDLE;
 }
 
 /* Frees the device unused for longest; false if every one is in use. */
@@ -150,6 +152,20 @@ static struct device *device_new(const uint8_t uuid[16])
     return d;
 }
 
+static bool add_user(struct device *d, struct client *c, int slot)
+{
+    if (d->nusers == d->users_cap) {
+        size_t cap = d->users_cap ? 2 * d->users_cap : 8;
+        struct device_user *grown = realloc(d->users, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        d->users = grown;
+        d->users_cap = cap;
+    }
+    d->users[d->nusers++] = (struct device_user){.client = c, .slot = slot};
+    return true;
+}
+
 void device_undeclare(struct client *c, int slot)
 {
     struct device *d = c->devices[slot];
@@ -161,7 +177,12 @@ void device_undeclare(struct client *c, int slot)
     if (dt && dt->refs > 0 && --dt->refs == 0)
         c->tenant->devices--;
     c->devices[slot] = NULL;
-    if (--d->refs == 0)
+    for (size_t i = 0; i < d->nusers; i++)
+        if (d->users[i].client == c && d->users[i].slot == slot) {
+            d->users[i] = d->users[--d->nusers];
+            break;
+        }
+    if (d->nusers == 0)
         d->unused_since = now_ns();
 }
 
@@ -194,13 +215,12 @@ struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16]
         }
     }
     struct device_tenant *dt = device_tenant_get(d, t);
-    if (!dt) {
+    if (!dt || !add_user(d, c, slot)) {
         *why = "gpuslice-server is out of memory";
         return NULL;
     }
     if (dt->refs++ == 0)
         t->devices++;
-    d->refs++;
     c->devices[slot] = d;
     return d;
 }

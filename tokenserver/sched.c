@@ -208,9 +208,10 @@ static void schedule(struct device *d)
     d->holders = 0;
     best->slices++;
     best->wait_ns += now - best->waiting_since;
-    for (struct client *c = clients; c; c = c->next) {
-        int slot = client_slot(c, d);
-        if (c->tenant == best->tenant && slot >= 0 && c->wants[slot]) {
+    for (size_t i = 0; i < d->nusers; i++) {
+        struct client *c = d->users[i].client;
+        int slot = d->users[i].slot;
+        if (c->tenant == best->tenant && c->wants[slot]) {
             send_grant(c, slot, d);
             d->holders++;
         }
@@ -241,11 +242,9 @@ static void end_slice(struct device *d)
     if (limit < 1.0)
         dt->eligible_at = now + saturate_ns((double)used * (1.0 / limit - 1.0));
     /* Forget grants still held (a holder revoked after its grace). */
-    for (struct client *c = clients; c; c = c->next) {
-        int slot = client_slot(c, d);
-        if (slot >= 0 && c->holds[slot] == d->grant)
-            c->holds[slot] = 0;
-    }
+    for (size_t i = 0; i < d->nusers; i++)
+        if (d->users[i].client->holds[d->users[i].slot] == d->grant)
+            d->users[i].client->holds[d->users[i].slot] = 0;
     d->state = DEV_IDLE;
     d->holder = NULL;
     d->holders = 0;
@@ -257,9 +256,10 @@ static void end_slice(struct device *d)
 static void revoke(struct device *d)
 {
     d->state = DEV_REVOKING;
-    for (struct client *c = clients; c; c = c->next) {
-        int slot = client_slot(c, d);
-        if (slot >= 0 && c->holds[slot] == d->grant) {
+    for (size_t i = 0; i < d->nusers; i++) {
+        struct client *c = d->users[i].client;
+        int slot = d->users[i].slot;
+        if (c->holds[slot] == d->grant) {
             struct gs_msg msg = {.type = GS_MSG_REVOKE};
             msg.u.grant.slot = (uint32_t)slot;
             msg.u.grant.grant = d->grant;
@@ -283,11 +283,9 @@ static void device_timer(void *arg)
              * as it goes, so that a long run is never billed at once. */
             charge(d, now);
             d->deadline += d->holder->tenant->config.quantum_ns;
-            for (struct client *c = clients; c; c = c->next) {
-                int slot = client_slot(c, d);
-                if (slot >= 0 && c->holds[slot] == d->grant)
-                    send_grant(c, slot, d);
-            }
+            for (size_t i = 0; i < d->nusers; i++)
+                if (d->users[i].client->holds[d->users[i].slot] == d->grant)
+                    send_grant(d->users[i].client, d->users[i].slot, d);
             uint64_t margin = d->holder->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
             timer_at(&d->timer, d->deadline - margin);
         } else if (now < d->deadline) {
@@ -298,10 +296,10 @@ static void device_timer(void *arg)
         break;
     case DEV_REVOKING:
         /* Grace is over: take the slice back from whoever still holds it. */
-        for (struct client *c = clients; c; c = c->next) {
-            int slot = client_slot(c, d);
-            if (slot >= 0 && c->holds[slot] == d->grant)
-                slog(LOG_WARN, "tenant %s pid %u: did not release within %llu ms of its deadline; slice revoked",
+        for (size_t i = 0; i < d->nusers; i++) {
+            struct client *c = d->users[i].client;
+            if (c->holds[d->users[i].slot] == d->grant)
+                slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: did not release within %llu ms of its deadline; slice revoked",
                      c->tenant->name, c->pid, (unsigned long long)(options.grace_ns / 1000000));
         }
         end_slice(d);

@@ -227,8 +227,6 @@ void client_drop(struct client *c, const char *what);
 int client_send(struct client *c, const struct gs_msg *msg);
 /* Closes connections that never said HELLO; called every second. */
 void clients_sweep(void);
-/* The client's slot for a device, or -1. */
-int client_slot(const struct client *c, const struct device *d);
 
 /* ---- devices.c ---------------------------------------------------------------- */
 
@@ -255,11 +253,19 @@ struct device_tenant {
 
 enum device_state { DEV_IDLE, DEV_RUNNING, DEV_REVOKING };
 
+/* A client slot that declared a device. */
+struct device_user {
+    struct client *client;
+    int slot;
+};
+
 struct device {
     uint8_t uuid[16];
     uint64_t id;               /* increasing: the order of the status */
-    unsigned refs;             /* client slots that declared it */
-    uint64_t unused_since;     /* refs fell to 0 then */
+    struct device_user *users; /* the client slots that declared it: the
+                                  scheduler walks these, never all clients */
+    size_t nusers, users_cap;
+    uint64_t unused_since;     /* nusers fell to 0 then */
     enum device_state state;
     struct device_tenant *holder;
     uint64_t grant;            /* current grant id */

@@ -115,7 +115,7 @@ static void json_device(struct text *o, const struct device *d, bool first, uint
                     d->deadline > now ? (double)(d->deadline - now) / 1e6 : 0.0);
     else
         text_printf(o, "null");
-    text_printf(o, ",\"slices\":%llu,\"processes\":%u,\"queue\":[", (unsigned long long)d->slices, d->refs);
+    text_printf(o, ",\"slices\":%llu,\"processes\":%zu,\"queue\":[", (unsigned long long)d->slices, d->nusers);
     bool first_waiting = true;
     for (size_t i = 0; i < d->ntenants; i++)
         if (d->tenants[i].waiting > 0) {
