@@ -157,6 +157,7 @@ static void raise_nofile(void)
     options.nofile = rl.rlim_cur == RLIM_INFINITY ? ULONG_MAX : (unsigned long)rl.rlim_cur;
 }
 
+/* The signalfd and the once-a-second timer; owned by the loop's thread. */
 static struct loop_watch signal_watch = {.fd = -1};
 static struct timer housekeeping;
 
