@@ -31,7 +31,8 @@ static void usage(FILE *f)
 "  -h, --help         show this help\n"
 "\n"
 "Exit status: 0 on success, 1 on a usage error, 2 if the server cannot be\n"
-"reached or answers wrongly.\n");
+"reached, answers wrongly, or sends an empty or incomplete status (then\n"
+"whatever arrived has been printed).\n");
 }
 
 int main(int argc, char **argv)
@@ -66,7 +67,10 @@ int main(int argc, char **argv)
         return 2;
     }
     struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
+        fprintf(stderr, "gpuslicectl: setsockopt: %s\n", strerror(errno));
+        return 2;
+    }
     struct gs_msg request = {.type = GS_MSG_STATUS_REQUEST};
     request.u.status.format = json ? GS_STATUS_JSON : GS_STATUS_TABLE;
     static uint8_t buf[GS_MSG_MAX];
@@ -75,20 +79,42 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpuslicectl: send: %s\n", strerror(errno));
         return 2;
     }
-    ssize_t got = recv(fd, buf, sizeof buf, 0);
-    struct gs_msg reply;
-    enum gs_decode_result r = got > 0 ? gs_msg_decode(buf, (size_t)got, &reply) : GS_DECODE_TRUNCATED;
-    if (got <= 0) {
-        fprintf(stderr, "gpuslicectl: no answer from the server%s%s\n", got < 0 ? ": " : "",
-                got < 0 ? strerror(errno) : "");
+    /* The report comes in pieces; an empty one ends it. */
+    unsigned long long total = 0;
+    for (;;) {
+        ssize_t got = recv(fd, buf, sizeof buf, MSG_TRUNC);
+        if (got <= 0) {
+            fprintf(stderr, "gpuslicectl: %s%s%s\n",
+                    total ? "the status ended early: the server closed the connection" : "no answer from the server",
+                    got < 0 ? ": " : "", got < 0 ? strerror(errno) : "");
+            return 2;
+        }
+        struct gs_msg reply;
+        enum gs_decode_result r = (size_t)got > sizeof buf ? GS_DECODE_BAD_LENGTH : gs_msg_decode(buf, (size_t)got, &reply);
+        if (r != GS_DECODE_OK || reply.type != GS_MSG_STATUS_REPLY) {
+            fprintf(stderr, "gpuslicectl: bad answer from the server: %s\n",
+                    r != GS_DECODE_OK ? gs_decode_result_str(r) : gs_msg_type_str(reply.type));
+            return 2;
+        }
+        if (reply.text_len == 0)
+            break;
+        if (fwrite(reply.text, 1, reply.text_len, stdout) != reply.text_len) {
+            fprintf(stderr, "gpuslicectl: writing the status: %s\n", strerror(errno));
+            return 2;
+        }
+        total += reply.text_len;
+    }
+    if (total == 0) {
+        fprintf(stderr, "gpuslicectl: the server sent an empty status\n");
         return 2;
     }
-    if (r != GS_DECODE_OK || reply.type != GS_MSG_STATUS_REPLY) {
-        fprintf(stderr, "gpuslicectl: bad answer from the server: %s\n",
-                r != GS_DECODE_OK ? gs_decode_result_str(r) : gs_msg_type_str(reply.type));
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "gpuslicectl: writing the status: %s\n", strerror(errno));
         return 2;
     }
-    fwrite(reply.text, 1, reply.text_len, stdout);
-    close(fd);
+    if (close(fd) != 0) {
+        fprintf(stderr, "gpuslicectl: close: %s\n", strerror(errno));
+        return 2;
+    }
     return 0;
 }
