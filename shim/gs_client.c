@@ -437,6 +437,18 @@ static void *gate_main(void *arg)
     return NULL;
 }
 
+/* Waits on gs_gate_cv (gs_gate_lock held) for a broadcast or `ms`
+ * milliseconds (gs_gate_cv measures time on CLOCK_REALTIME). */
+static void wait_gate_cv_locked(long ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += ms * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&gs_gate_cv, &gs_gate_lock, &until);
+}
+
 int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t bytes,
                               struct gs_msg_mem_result *result)
 {
@@ -453,14 +465,7 @@ int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t 
             if (policy_open && (!server_maybe_up || gs_now_ns() - first_try >= OPEN_WELCOME_WAIT_NS))
                 return -1;
             gs_client_wake();
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 50000000;
-            if (until.tv_nsec >= 1000000000) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000;
-            }
-            pthread_cond_timedwait(&gs_gate_cv, &gs_gate_lock, &until);
+            wait_gate_cv_locked(50);
             continue;
         }
         if (!d->declared) {
@@ -510,14 +515,7 @@ int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t 
 void gs_client_wait_locked(bool for_grant)
 {
     if (!for_grant || !connected || sock < 0 || app_reader || launcher_fd < 0) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 50000000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&gs_gate_cv, &gs_gate_lock, &until);
+        wait_gate_cv_locked(50);
         return;
     }
     /* Read the socket on this thread, so that a GRANT wakes the launcher

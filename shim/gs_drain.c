@@ -322,7 +322,8 @@ static void run_round(struct gs_dev *d, struct round_item *items, int n)
     }
 }
 
-#define MEASURE_INTERVAL_NS 5000000ull
+#define MEASURE_INTERVAL_NS 1000000ull
+#define ESTIMATE_WINDOW 64 /* kernels: older rounds weigh half as much beyond it */
 
 /* Waits on drainer_cv (gs_gate_lock held) until a wake-up or `until` on
  * CLOCK_MONOTONIC (drainer_cv is created for that clock). */
@@ -381,14 +382,24 @@ static void *drainer_main(void *arg)
         uint64_t finished = target > d->completed ? target - d->completed : 0;
         uint64_t graphs_finished = graphs - d->graphs_completed;
         double graph_time = (double)(graph_ns - d->graph_ns_completed);
+        /* The time per kernel launch is a ratio of sums over recent
+         * rounds, so that each round counts as much as it lasted: short
+         * rounds that happen to catch a burst of completions do not drag
+         * the estimate down (an underestimate overruns the slice). */
         if (finished > graphs_finished && end > since && (double)(end - since) > graph_time) {
-            double per = ((double)(end - since) - graph_time) / (double)(finished - graphs_finished);
-            d->kernel_ns = d->kernel_ns > 0 ? 0.5 * d->kernel_ns + 0.5 * per : per;
+            d->measured_ns += (double)(end - since) - graph_time;
+            d->measured_kernels += (double)(finished - graphs_finished);
+            d->kernel_ns = d->measured_ns / d->measured_kernels;
+            if (d->measured_kernels > ESTIMATE_WINDOW) {
+                d->measured_ns /= 2;
+                d->measured_kernels /= 2;
+            }
         }
         d->completed = target > d->completed ? target : d->completed;
         d->graphs_completed = graphs;
         d->graph_ns_completed = graph_ns;
         d->last_sync_end_ns = end;
+        gs_gate_note_round_locked(d);
         if (draining && atomic_load(&d->submitted) == target) {
             d->drain_requested = false;
             gs_client_wake_launchers_locked(); /* a waiting launcher asks again */

@@ -44,7 +44,9 @@ bool gs_gate_queue_empty_locked(const struct gs_dev *d)
     return d->completed >= submitted && atomic_load(&d->admitted) == submitted;
 }
 
-double gs_gate_queued_ns_locked(const struct gs_dev *d)
+/* Everything not known to have finished, as counted at the last drainer
+ * round or launched since. */
+static double queued_since_round_ns(const struct gs_dev *d)
 {
     uint64_t admitted = atomic_load(&d->admitted);
     uint64_t submitted = atomic_load(&d->submitted);
@@ -53,6 +55,23 @@ double gs_gate_queued_ns_locked(const struct gs_dev *d)
     uint64_t launches = (submitted > d->completed ? submitted - d->completed : 0) + (admitted - submitted);
     uint64_t kernels = launches > graphs ? launches - graphs : 0;
     return (double)kernels * d->kernel_ns + (double)graph_ns;
+}
+
+void gs_gate_note_round_locked(struct gs_dev *d)
+{
+    d->queued_at_round_ns = queued_since_round_ns(d);
+}
+
+double gs_gate_queued_ns_locked(const struct gs_dev *d)
+{
+    double queued = queued_since_round_ns(d);
+    /* While the slice is held the device works through what was queued at
+     * the last round: between rounds, count that part down with time. */
+    if (d->state == GS_DEV_HOLD && d->last_sync_end_ns > d->slice_start_ns) {
+        double ran = (double)(gs_now_ns() - d->last_sync_end_ns);
+        queued -= ran < d->queued_at_round_ns ? ran : d->queued_at_round_ns;
+    }
+    return queued > 0 ? queued : 0;
 }
 
 void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now)

@@ -93,6 +93,8 @@ struct gs_dev {
     uint64_t graphs_completed, graph_ns_completed;
     uint64_t last_sync_end_ns;
     double kernel_ns;            /* estimated device time per kernel launch; 0 = unknown */
+    double queued_at_round_ns;   /* device time queued when the last round ended */
+    double measured_ns, measured_kernels; /* the drainer's sums behind kernel_ns */
     /* device memory this process holds on it, as counted by the server */
     uint64_t mem_held;
     uint64_t mem_cap;            /* the tenant's cap, as last reported */
@@ -167,6 +169,8 @@ void gs_gate_wait_admission_locked(struct gs_dev *d, bool (*fits)(struct gs_dev 
 /* Launches queued on d and their device time, excluding what is known to
  * have finished (gs_gate_lock held). */
 double gs_gate_queued_ns_locked(const struct gs_dev *d);
+/* A drainer round ended: remember what was queued then. */
+void gs_gate_note_round_locked(struct gs_dev *d);
 bool gs_gate_queue_empty_locked(const struct gs_dev *d);
 
 /* The gate of the calling thread's current device (created on first use,

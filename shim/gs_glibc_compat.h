@@ -11,8 +11,10 @@
 
 #if defined(__x86_64__)
 #define GS_GLIBC_BASE "GLIBC_2.2.5"
+#define GS_GLIBC_CONDATTR_SETCLOCK "GLIBC_2.3.3" /* added after the base */
 #elif defined(__aarch64__)
 #define GS_GLIBC_BASE "GLIBC_2.17"
+#define GS_GLIBC_CONDATTR_SETCLOCK "GLIBC_2.17"
 #endif
 
 #ifdef GS_GLIBC_BASE
@@ -25,6 +27,7 @@ __asm__(".symver pthread_join,pthread_join@" GS_GLIBC_BASE);
 __asm__(".symver pthread_once,pthread_once@" GS_GLIBC_BASE);
 __asm__(".symver pthread_key_create,pthread_key_create@" GS_GLIBC_BASE);
 __asm__(".symver pthread_setspecific,pthread_setspecific@" GS_GLIBC_BASE);
+__asm__(".symver pthread_condattr_setclock,pthread_condattr_setclock@" GS_GLIBC_CONDATTR_SETCLOCK);
 #endif
 
 #endif

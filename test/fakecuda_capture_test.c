@@ -77,7 +77,7 @@ static void expect_intact(CUstream s)
 
 /* ---- a second thread that runs calls on request ------------------------- */
 
-struct agent {
+struct helper {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -88,9 +88,9 @@ struct agent {
     long tid;
 };
 
-static void *agent_main(void *arg)
+static void *helper_main(void *arg)
 {
-    struct agent *a = arg;
+    struct helper *a = arg;
     cuCtxSetCurrent(ctx);
     pthread_mutex_lock(&a->lock);
     a->tid = (long)syscall(SYS_gettid);
@@ -110,16 +110,16 @@ static void *agent_main(void *arg)
     return NULL;
 }
 
-static void agent_start(struct agent *a)
+static void helper_start(struct helper *a)
 {
     memset(a, 0, sizeof *a);
     pthread_mutex_init(&a->lock, NULL);
     pthread_cond_init(&a->cond, NULL);
-    pthread_create(&a->thread, NULL, agent_main, a);
+    pthread_create(&a->thread, NULL, helper_main, a);
 }
 
-/* Runs fn(arg) in the agent's thread and returns its result. */
-static CUresult agent_call(struct agent *a, CUresult (*fn)(void *), void *arg)
+/* Runs fn(arg) in the helper thread and returns its result. */
+static CUresult helper_call(struct helper *a, CUresult (*fn)(void *), void *arg)
 {
     pthread_mutex_lock(&a->lock);
     a->fn = fn;
@@ -133,7 +133,7 @@ static CUresult agent_call(struct agent *a, CUresult (*fn)(void *), void *arg)
     return rc;
 }
 
-static void agent_stop(struct agent *a)
+static void helper_stop(struct helper *a)
 {
     pthread_mutex_lock(&a->lock);
     a->quit = true;
@@ -305,12 +305,19 @@ static void test_where_capture_may_begin(void)
     EXPECT_RC(cuGraphExecDestroy(exec), CUDA_SUCCESS);
     EXPECT_RC(cuGraphDestroy(mine), CUDA_SUCCESS);
     EXPECT_RC(cuStreamEndCapture(s, &graph), CUDA_ERROR_ILLEGAL_STATE);
+    /* Destroying the stream ends its capture, invalidated. */
+    EXPECT_RC(cuStreamBeginCapture_v2(s, GLOBAL), CUDA_SUCCESS);
+    EXPECT_RC(launch_spin(spin, s, MS), CUDA_SUCCESS);
+    EXPECT_RC(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+    invalidations++;
+    EXPECT_RC(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    EXPECT_RC(alloc_and_free(NULL), CUDA_SUCCESS); /* no capture left to prohibit it */
     EXPECT_RC(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
 /* Synchronizing or querying a capturing stream, or its context from any
  * thread in any mode, invalidates the capture. */
-static void test_sync_invalidates(struct agent *other)
+static void test_sync_invalidates(struct helper *other)
 {
     CUstream s;
     EXPECT_RC(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
@@ -327,12 +334,12 @@ static void test_sync_invalidates(struct agent *other)
 
     /* A relaxed thread synchronizing the context: prohibited all the same. */
     CUstreamCaptureMode relaxed = RELAXED, previous = GLOBAL;
-    EXPECT_RC(agent_call(other, set_mode, &relaxed), CUDA_SUCCESS);
+    EXPECT_RC(helper_call(other, set_mode, &relaxed), CUDA_SUCCESS);
     EXPECT_RC(cuStreamBeginCapture_v2(s, RELAXED), CUDA_SUCCESS);
-    EXPECT_RC(agent_call(other, ctx_synchronize, NULL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    EXPECT_RC(helper_call(other, ctx_synchronize, NULL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     expect_invalidated(s);
-    EXPECT_RC(agent_call(other, ctx_synchronize, NULL), CUDA_SUCCESS); /* no capture any more */
-    EXPECT_RC(agent_call(other, set_mode, &previous), CUDA_SUCCESS);
+    EXPECT_RC(helper_call(other, ctx_synchronize, NULL), CUDA_SUCCESS); /* no capture any more */
+    EXPECT_RC(helper_call(other, set_mode, &previous), CUDA_SUCCESS);
     EXPECT_RC(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
@@ -390,7 +397,7 @@ static void test_legacy_stream_is_implicit(void)
 
 /* "Potentially unsafe" calls under each interaction mode
  * (cuThreadExchangeStreamCaptureMode). */
-static void test_unsafe_calls(struct agent *other)
+static void test_unsafe_calls(struct helper *other)
 {
     CUstream s;
     EXPECT_RC(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
@@ -410,27 +417,27 @@ static void test_unsafe_calls(struct agent *other)
     /* Another thread's global capture prohibits them to a global-mode
      * thread, not to a thread-local or relaxed one. */
     struct capture_args c = {.stream = s, .mode = GLOBAL};
-    EXPECT_RC(agent_call(other, begin_capture, &c), CUDA_SUCCESS);
+    EXPECT_RC(helper_call(other, begin_capture, &c), CUDA_SUCCESS);
     EXPECT_RC(alloc_and_free(NULL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-    EXPECT_RC(agent_call(other, end_capture, &c), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    EXPECT_RC(helper_call(other, end_capture, &c), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     EXPECT(c.graph == NULL);
     invalidations++;
     for (CUstreamCaptureMode mode = THREAD_LOCAL; mode <= RELAXED; mode++) {
         CUstreamCaptureMode swap = mode;
         EXPECT_RC(cuThreadExchangeStreamCaptureMode(&swap), CUDA_SUCCESS);
         EXPECT(swap == GLOBAL);
-        EXPECT_RC(agent_call(other, begin_capture, &c), CUDA_SUCCESS);
+        EXPECT_RC(helper_call(other, begin_capture, &c), CUDA_SUCCESS);
         EXPECT_RC(alloc_and_free(NULL), CUDA_SUCCESS);
-        EXPECT_RC(agent_call(other, end_capture, &c), CUDA_SUCCESS);
+        EXPECT_RC(helper_call(other, end_capture, &c), CUDA_SUCCESS);
         EXPECT_RC(cuGraphDestroy(c.graph), CUDA_SUCCESS);
         EXPECT_RC(cuThreadExchangeStreamCaptureMode(&swap), CUDA_SUCCESS);
         EXPECT(swap == mode);
     }
     /* Another thread's thread-local capture prohibits nothing here. */
     c.mode = THREAD_LOCAL;
-    EXPECT_RC(agent_call(other, begin_capture, &c), CUDA_SUCCESS);
+    EXPECT_RC(helper_call(other, begin_capture, &c), CUDA_SUCCESS);
     EXPECT_RC(alloc_and_free(NULL), CUDA_SUCCESS);
-    EXPECT_RC(agent_call(other, end_capture, &c), CUDA_SUCCESS);
+    EXPECT_RC(helper_call(other, end_capture, &c), CUDA_SUCCESS);
     EXPECT_RC(cuGraphDestroy(c.graph), CUDA_SUCCESS);
 
     /* A relaxed thread may synchronize its own event recorded outside any
@@ -443,7 +450,7 @@ static void test_unsafe_calls(struct agent *other)
     EXPECT_RC(launch_spin(spin, other_stream, 20 * MS), CUDA_SUCCESS);
     EXPECT_RC(cuEventRecord(mine, other_stream), CUDA_SUCCESS);
     c.mode = GLOBAL;
-    EXPECT_RC(agent_call(other, begin_capture, &c), CUDA_SUCCESS);
+    EXPECT_RC(helper_call(other, begin_capture, &c), CUDA_SUCCESS);
     EXPECT_RC(cuEventRecord(captured, s), CUDA_SUCCESS); /* recorded into the capture */
     CUstreamCaptureMode swap = RELAXED;
     EXPECT_RC(cuThreadExchangeStreamCaptureMode(&swap), CUDA_SUCCESS);
@@ -451,7 +458,7 @@ static void test_unsafe_calls(struct agent *other)
     EXPECT_RC(cuEventQuery(mine), CUDA_SUCCESS);
     /* ...but never query an event recorded in the capture. */
     EXPECT_RC(cuEventQuery(captured), CUDA_ERROR_CAPTURED_EVENT);
-    EXPECT_RC(agent_call(other, end_capture, &c), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    EXPECT_RC(helper_call(other, end_capture, &c), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     invalidations++;
     EXPECT_RC(cuThreadExchangeStreamCaptureMode(&swap), CUDA_SUCCESS);
     EXPECT(swap == RELAXED);
@@ -462,8 +469,8 @@ static void test_unsafe_calls(struct agent *other)
     EXPECT_RC(cuEventSynchronize(mine), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     expect_invalidated(s);
     EXPECT_RC(cuStreamBeginCapture_v2(s, THREAD_LOCAL), CUDA_SUCCESS);
-    EXPECT_RC(agent_call(other, event_query, &mine), CUDA_SUCCESS); /* another thread, global mode */
-    EXPECT_RC(agent_call(other, event_synchronize, &mine), CUDA_SUCCESS);
+    EXPECT_RC(helper_call(other, event_query, &mine), CUDA_SUCCESS); /* another thread, global mode */
+    EXPECT_RC(helper_call(other, event_synchronize, &mine), CUDA_SUCCESS);
     EXPECT_RC(cuStreamQuery(other_stream), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     expect_invalidated(s);
 
@@ -573,18 +580,18 @@ static void test_cross_stream_capture(void)
 }
 
 /* A capture not begun in relaxed mode must be ended by its own thread. */
-static void test_end_from_another_thread(struct agent *other)
+static void test_end_from_another_thread(struct helper *other)
 {
     CUstream s;
     EXPECT_RC(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     struct capture_args c = {.stream = s, .mode = THREAD_LOCAL};
-    EXPECT_RC(agent_call(other, begin_capture, &c), CUDA_SUCCESS);
+    EXPECT_RC(helper_call(other, begin_capture, &c), CUDA_SUCCESS);
     CUgraph graph;
     EXPECT_RC(cuStreamEndCapture(s, &graph), CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
-    EXPECT_RC(agent_call(other, end_capture, &c), CUDA_SUCCESS);
+    EXPECT_RC(helper_call(other, end_capture, &c), CUDA_SUCCESS);
     EXPECT_RC(cuGraphDestroy(c.graph), CUDA_SUCCESS);
     c.mode = RELAXED;
-    EXPECT_RC(agent_call(other, begin_capture, &c), CUDA_SUCCESS);
+    EXPECT_RC(helper_call(other, begin_capture, &c), CUDA_SUCCESS);
     EXPECT_RC(cuStreamEndCapture(s, &graph), CUDA_SUCCESS);
     EXPECT_RC(cuGraphDestroy(graph), CUDA_SUCCESS);
     EXPECT_RC(cuStreamDestroy_v2(s), CUDA_SUCCESS);
@@ -635,8 +642,8 @@ int main(void)
     spin = spin_function();
     if (!meter || !spin)
         return 2;
-    struct agent other;
-    agent_start(&other);
+    struct helper other;
+    helper_start(&other);
 
     test_capture_and_replay();
     test_where_capture_may_begin();
@@ -647,7 +654,7 @@ int main(void)
     test_end_from_another_thread(&other);
     test_invalidation_log(other.tid);
 
-    agent_stop(&other);
+    helper_stop(&other);
     unlink(log_path);
     unlink(path);
     return check_finish();

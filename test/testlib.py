@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 BUILD = os.environ.get("GPUSLICE_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "build"))
 FAKECUDA_DIR = os.path.join(BUILD, "test", "fakecuda")
@@ -64,6 +65,16 @@ class Machine:
         return json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
 
 
+def wait_for(cond, timeout=2.0, step=0.02):
+    """Polls cond until it is true or timeout seconds have passed; its last value."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
 def parse_line(text, prefix):
     """Turns 'prefix: a=1 b=2' (the last such line) into a dict of strings."""
     for line in reversed(text.splitlines()):
@@ -83,11 +94,15 @@ class Server:
     given as {name: "key = value\\n..."}; processes are started inside a
     tenant with tenant_env()."""
 
-    def __init__(self, machine, tenants, grace_ms=250, extra_env=None, cdi_dir=""):
-        import time
+    def __init__(self, machine, tenants, grace_ms=250, extra_env=None, args=(), nofile=None, conf=None, cdi_dir=""):
+        """args: more command-line options; nofile: its RLIMIT_NOFILE (soft
+        and hard, or a (soft, hard) pair); conf: the configuration directory path to give it
+        (default: a fresh tenants.d); cdi_dir: where it writes its CDI spec ("": none)."""
         self.machine = machine
-        self.cdi_dir = cdi_dir  # "" writes no CDI spec
-        self.conf = os.path.join(machine.dir, "tenants.d")
+        self.args = list(args)
+        self.nofile = nofile
+        self.cdi_dir = cdi_dir
+        self.conf = conf or os.path.join(machine.dir, "tenants.d")
         self.run_dir = os.path.join(machine.dir, "run")
         os.makedirs(self.conf, exist_ok=True)
         for name, text in tenants.items():
@@ -104,16 +119,23 @@ class Server:
         os.rename(tmp, os.path.join(self.conf, name + ".conf"))
 
     def start(self):
-        import time
         log = open(self.log_path, "a")
+        limit = self.nofile
+
+        def set_limit():
+            if limit:
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, limit if isinstance(limit, tuple) else (limit, limit))
+
         self.proc = subprocess.Popen([SERVER, "--config-dir", self.conf, "--run-dir", self.run_dir,
                                       "--grace-ms", str(self.grace_ms), "--log-level", "info",
-                                      "--cdi-dir", self.cdi_dir, "--shim", SHIM],
-                                     stdout=log, stderr=log)
+                                      "--cdi-dir", self.cdi_dir, "--shim", SHIM] + self.args,
+                                     stdout=log, stderr=log, preexec_fn=set_limit)
+        log.close()
         deadline = time.monotonic() + 5
         while not os.path.exists(os.path.join(self.run_dir, "admin.sock")):
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("gpuslice-server did not start: " + open(self.log_path).read())
+                raise RuntimeError("gpuslice-server did not start: " + self.log()[-3000:])
             time.sleep(0.01)
 
     def kill(self, sig=9):
@@ -150,13 +172,39 @@ class Server:
                              capture_output=True, text=True).stdout
         return json.loads(out)
 
+    def status_text(self, json_format=True, timeout=30):
+        """gpuslicectl status as (exit code, stdout, seconds it took)."""
+        argv = [CTL, "--run-dir", self.run_dir, "status"] + (["--json"] if json_format else [])
+        start = time.monotonic()
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, "", time.monotonic() - start
+        return out.returncode, out.stdout, time.monotonic() - start
+
     def log(self):
-        return open(self.log_path).read()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def log_size(self):
+        return os.path.getsize(self.log_path)
+
+    def cpu_seconds(self):
+        """User + system CPU time the server has used so far."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
+        """SIGTERM; SIGKILL if it has not exited within 5 s (a server stuck
+        in a blocking call cannot read its signalfd)."""
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 def tenant_shares(meter, pids_by_tenant):

@@ -2,8 +2,14 @@
  * Client connections: one per shim process, on its tenant's socket. Reads
  * whole messages (SOCK_SEQPACKET), decodes them with the shared protocol
  * code, and hands them to the scheduler. A malformed, truncated, oversized
- * or unexpected message closes that connection with one log line; nobody
- * else notices.
+ * or unexpected message closes that connection with one (rate-limited) log
+ * line; nobody else notices.
+ *
+ * What one client can take is bounded: its messages queued in the kernel
+ * (SO_SNDBUF = --client-buffer; a client that lets it fill is dropped),
+ * CLIENT_BATCH messages handled per wake-up (then the loop serves the
+ * others), GS_MAX_DEVICES device slots, and its tenant's limits
+ * (accept.c, devices.c).
  */
 #include "server.h"
 
@@ -15,29 +21,60 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-struct client *clients;
+#define CLIENT_BATCH 32
+#define HELLO_TIMEOUT_NS 5000000000ull
 
-int client_slot(const struct client *c, const struct device *d)
+/* Every connection, and how many; owned by the loop's thread. */
+struct client *clients;
+unsigned nclients;
+
+/* Marks c for closing: it is closed at its next event (the shutdown makes
+ * one at once). Callers may be in the middle of walking the clients. */
+static void doom(struct client *c)
 {
-    for (int i = 0; i < GS_MAX_DEVICES; i++)
-        if (c->devices[i] == d)
-            return i;
-    return -1;
+    if (c->closing)
+        return;
+    c->closing = true;
+    if (shutdown(c->fd, SHUT_RDWR) != 0 && errno != ENOTCONN)
+        slog(LOG_WARN, "shutdown: %s", strerror(errno));
 }
 
 int client_send(struct client *c, const struct gs_msg *msg)
 {
+    if (c->closing)
+        return -1;
     uint8_t buf[GS_MSG_MAX];
     size_t len = gs_msg_encode(msg, buf, sizeof buf);
     if (len == 0)
         return -1;
-    /* Non-blocking: a client that does not read its messages is dropped
-     * rather than allowed to stall the server. */
-    ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n != (ssize_t)len && errno != EPIPE && errno != ECONNRESET)
-        slog(LOG_WARN, "tenant %s pid %u: could not send %s: %s", c->tenant->name, c->pid,
-             gs_msg_type_str(msg->type), strerror(errno));
-    return n == (ssize_t)len ? 0 : -1;
+    ssize_t n;
+    do
+        n = send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)len)
+        return 0;
+    if (n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK)
+        slog_limited(c->tenant, LOG_WARN,
+                     "tenant %s pid %u: does not read its messages (%u bytes queued, its limit); dropped", c->tenant->name,
+                     c->pid, options.client_buffer);
+    else if (errno != EPIPE && errno != ECONNRESET)
+        slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: could not send %s: %s; dropped", c->tenant->name, c->pid,
+                     gs_msg_type_str(msg->type), strerror(errno));
+    doom(c);
+    return -1;
+}
+
+/* Closing a socket with messages still unread resets the connection, and
+ * the peer then loses the ERROR it has not read yet: so the peer is shut
+ * out first (it can send no more) and what it had sent is discarded. */
+static void discard_unread(struct client *c)
+{
+    if (shutdown(c->fd, SHUT_RDWR) != 0 && errno != ENOTCONN)
+        slog(LOG_DEBUG, "shutdown: %s", strerror(errno));
+    char byte;
+    for (int i = 0; i < 4096; i++)
+        if (recv(c->fd, &byte, 1, MSG_DONTWAIT | MSG_TRUNC) <= 0)
+            break;
 }
 
 void client_close(struct client *c, const char *reason)
@@ -52,31 +89,41 @@ void client_close(struct client *c, const char *reason)
             *p = c->next;
             break;
         }
-    mem_client_gone(c);
-    sched_client_gone(c);
-    if (c->tenant && c->tenant->clients > 0)
-        c->tenant->clients--;
+    *c->member_prev = c->member_next;
+    if (c->member_next)
+        c->member_next->member_prev = c->member_prev;
+    for (int slot = 0; slot < GS_MAX_DEVICES; slot++)
+        device_undeclare(c, slot);
+    c->tenant->clients--;
+    nclients--;
     loop_del(&c->watch);
-    close(c->fd);
+    discard_unread(c);
+    if (close(c->fd) != 0)
+        slog(LOG_WARN, "close: %s", strerror(errno));
     free(c);
 }
 
-static void drop(struct client *c, const char *what)
+void client_drop(struct client *c, const char *what)
 {
-    slog(LOG_WARN, "tenant %s pid %u: %s; connection closed", c->tenant->name, c->pid, what);
-    client_close(c, what);
+    if (c->closing)
+        return;
+    slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: %s; connection closed", c->tenant->name, c->pid, what);
+    struct gs_msg msg = {.type = GS_MSG_ERROR};
+    snprintf(msg.u.error.reason, sizeof msg.u.error.reason, "%s", what);
+    client_send(c, &msg);
+    doom(c);
 }
 
 static void handle(struct client *c, const struct gs_msg *msg)
 {
     if (!c->greeted && msg->type != GS_MSG_HELLO) {
-        drop(c, "first message was not HELLO");
+        client_drop(c, "first message was not HELLO");
         return;
     }
     switch (msg->type) {
     case GS_MSG_HELLO: {
         if (c->greeted) {
-            drop(c, "second HELLO");
+            client_drop(c, "second HELLO");
             return;
         }
         c->greeted = true;
@@ -90,28 +137,28 @@ static void handle(struct client *c, const struct gs_msg *msg)
     }
     case GS_MSG_DEVICE: {
         int slot = (int)msg->u.device.slot;
-        struct device *d = device_get(msg->u.device.uuid);
-        if (!d) {
-            drop(c, "out of memory for a new device");
+        if (c->devices[slot] && (c->wants[slot] || c->holds[slot]) &&
+            memcmp(c->devices[slot]->uuid, msg->u.device.uuid, 16) != 0) {
+            client_drop(c, "re-declared a device slot it is using");
             return;
         }
-        if (c->devices[slot] && c->devices[slot] != d && (c->wants[slot] || c->holds[slot])) {
-            drop(c, "re-declared a device slot it is using");
+        const char *why = NULL;
+        if (!device_declare(c, slot, msg->u.device.uuid, &why)) {
+            client_drop(c, why);
             return;
         }
-        c->devices[slot] = d;
         break;
     }
     case GS_MSG_ACQUIRE:
         if (!c->devices[msg->u.acquire.slot]) {
-            drop(c, "ACQUIRE for an undeclared device");
+            client_drop(c, "ACQUIRE for an undeclared device");
             return;
         }
         sched_acquire(c, (int)msg->u.acquire.slot);
         break;
     case GS_MSG_RELEASE:
         if (!c->devices[msg->u.grant.slot]) {
-            drop(c, "RELEASE for an undeclared device");
+            client_drop(c, "RELEASE for an undeclared device");
             return;
         }
         sched_release(c, (int)msg->u.grant.slot, msg->u.grant.grant, msg->u.grant.flags & GS_RELEASE_MORE);
@@ -120,12 +167,16 @@ static void handle(struct client *c, const struct gs_msg *msg)
     case GS_MSG_MEM_FREE:
     case GS_MSG_MEM_QUERY:
     case GS_MSG_MEM_DECLARE:
+        if (!c->devices[msg->u.mem.slot]) {
+            client_drop(c, "memory message for an undeclared device");
+            return;
+        }
         mem_handle(c, msg);
         break;
     default: {
         char what[64];
         snprintf(what, sizeof what, "unexpected %s message", gs_msg_type_str(msg->type));
-        drop(c, what);
+        client_drop(c, what);
         break;
     }
     }
@@ -135,23 +186,24 @@ static void client_readable(void *arg, uint32_t events)
 {
     struct client *c = arg;
     uint8_t buf[GS_MSG_MAX];
-    for (;;) {
+    bool gone = false;
+    /* At most CLIENT_BATCH messages: the rest waits for the next round
+     * (epoll is level-triggered), so that others are served in between. */
+    for (int handled = 0; handled < CLIENT_BATCH && !c->closing; handled++) {
         ssize_t n = recv(c->fd, buf, sizeof buf, MSG_TRUNC | MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                if (events & (EPOLLHUP | EPOLLERR))
-                    break;
-                return;
-            }
-            if (errno == EINTR)
-                continue;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !(events & (EPOLLHUP | EPOLLERR)))
+            return;
+        if (n <= 0) {
+            /* EOF (the process exited or was killed), or an error */
+            slog(LOG_DEBUG, "tenant %s: pid %u disconnected", c->tenant->name, c->pid);
+            gone = true;
             break;
         }
-        if (n == 0)
-            break; /* EOF: the process exited or was killed */
         if ((size_t)n > sizeof buf) {
-            drop(c, "oversized message");
-            return;
+            client_drop(c, "oversized message");
+            break;
         }
         struct gs_msg msg;
         enum gs_decode_result r = gs_msg_decode(buf, (size_t)n, &msg);
@@ -162,51 +214,49 @@ static void client_readable(void *arg, uint32_t events)
                          GS_PROTOCOL_VERSION, (unsigned)(buf[4] | (buf[5] << 8)));
             else
                 snprintf(what, sizeof what, "%s", gs_decode_result_str(r));
-            drop(c, what);
-            return;
+            client_drop(c, what);
+            break;
         }
-        /* handle may close c: read nothing more after a close */
-        struct client *still = clients;
         handle(c, &msg);
-        for (still = clients; still && still != c; still = still->next) {
-        }
-        if (!still)
-            return;
     }
-    slog(LOG_DEBUG, "tenant %s: pid %u disconnected", c->tenant->name, c->pid);
-    client_close(c, NULL);
+    if (gone || c->closing)
+        client_close(c, NULL);
 }
 
-void client_accept(struct tenant *t)
+void client_add(struct tenant *t, int fd)
 {
-    for (;;) {
-        int fd = accept4(t->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-                slog(LOG_WARN, "tenant %s: accept: %s", t->name, strerror(errno));
-            return;
-        }
-        struct client *c = calloc(1, sizeof *c);
-        if (!c) {
-            close(fd);
-            slog(LOG_ERR, "tenant %s: out of memory for a client", t->name);
-            return;
-        }
-        c->fd = fd;
-        c->tenant = t;
-        peer_identify(fd, &c->peer);
-        c->pid = c->peer.pid;
-        c->watch = (struct loop_watch){.fd = fd, .fn = client_readable, .arg = c};
-        c->connected_ns = now_ns();
-        if (loop_add(&c->watch, EPOLLIN | EPOLLRDHUP) != 0) {
-            close(fd);
-            free(c);
-            return;
-        }
-        t->clients++;
-        c->next = clients;
-        clients = c;
+    int sndbuf = (int)options.client_buffer;
+    struct client *c = calloc(1, sizeof *c);
+    if (!c || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) != 0) {
+        slog_limited(t, LOG_ERR, "tenant %s: cannot take a connection: %s", t->name,
+                     c ? strerror(errno) : "out of memory");
+        free(c);
+        if (close(fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
+        return;
     }
+    c->fd = fd;
+    c->tenant = t;
+    peer_identify(fd, &c->peer);
+    c->pid = c->peer.pid;
+    c->watch = (struct loop_watch){.fd = fd, .fn = client_readable, .arg = c};
+    c->connected_ns = now_ns();
+    if (loop_add(&c->watch, EPOLLIN | EPOLLRDHUP) != 0) {
+        slog_limited(t, LOG_ERR, "tenant %s: epoll: %s", t->name, strerror(errno));
+        if (close(fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
+        free(c);
+        return;
+    }
+    t->clients++;
+    nclients++;
+    c->next = clients;
+    clients = c;
+    c->member_next = t->members;
+    if (t->members)
+        t->members->member_prev = &c->member_next;
+    c->member_prev = &t->members;
+    t->members = c;
 }
 
 void clients_sweep(void)
@@ -214,7 +264,9 @@ void clients_sweep(void)
     uint64_t now = now_ns();
     for (struct client *c = clients, *next; c; c = next) {
         next = c->next;
-        if (!c->greeted && now - c->connected_ns > 5000000000ull)
-            drop(c, "said nothing for 5 s after connecting");
+        if (c->closing)
+            client_close(c, NULL); /* its event never came: close it now */
+        else if (!c->greeted && now - c->connected_ns > HELLO_TIMEOUT_NS)
+            client_drop(c, "said nothing for 5 s after connecting");
     }
 }

@@ -1,22 +1,27 @@
 /*
- * Tenant configuration: one file per tenant, tenants.d/NAME.conf, of
+ * Tenant configuration: the text of one file, tenants.d/NAME.conf, of
  * "key = value" lines. Blank lines and lines starting with '#' are ignored.
  *
- *   share = 3          positive weight (default 1)
- *   limit = 0.5        largest fraction of a GPU, 0 < limit <= 1 (default 1)
- *   quantum_ms = 20    slice length in milliseconds, 1..1000 (default 20)
+ *   share = 3          weight, a decimal number from 0.001 to 1000000 (default 1)
+ *   limit = 0.5        largest fraction of a GPU, 0.001 <= limit <= 1 (default 1)
+ *   quantum_ms = 20    slice length in whole milliseconds, 1..1000 (default 20)
  *   memory = 4G        device memory cap per GPU, K/M/G/T suffixes (default none)
  *
- * Anything else is an error naming the file, the line and the reason.
+ * Numbers are decimal only ("0x10", "inf", "nan" are errors), and the
+ * ranges keep every later computation finite: the scheduler divides by
+ * share and by limit. Anything else is an error naming the file, the line
+ * and the reason. Pure text in, settings out: no I/O here (config_file.c
+ * reads the file; the config fuzz target calls this directly).
  */
 #include "server.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define LINE_MAX_CHARS 1022
 
 bool config_valid_name(const char *name)
 {
@@ -39,12 +44,69 @@ static char *trim(char *s)
     return s;
 }
 
-static bool parse_double(const char *text, double *out)
+/* A copy of s for a message: at most 64 characters, each unprintable one
+ * shown as '?'. */
+static const char *shown(const char *s, char out[68])
 {
+    size_t i = 0;
+    for (; s[i] && i < 64; i++)
+        out[i] = isprint((unsigned char)s[i]) ? s[i] : '?';
+    if (s[i])
+        out[i++] = '.', out[i++] = '.';
+    out[i] = '\0';
+    return out;
+}
+
+static size_t digits(const char *s)
+{
+    size_t n = 0;
+    while (s[n] >= '0' && s[n] <= '9')
+        n++;
+    return n;
+}
+
+/* DIGITS[.DIGITS][e[+-]DIGITS] or .DIGITS[...]: what people write, and
+ * nothing strtod would also take (hex, inf, nan, signs, spaces). */
+static bool parse_decimal(const char *text, double *out)
+{
+    const char *p = text;
+    size_t whole = digits(p);
+    p += whole;
+    size_t frac = 0;
+    if (*p == '.') {
+        p++;
+        frac = digits(p);
+        p += frac;
+    }
+    if (whole + frac == 0)
+        return false;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        size_t exp = digits(p);
+        if (exp == 0 || exp > 3)
+            return false;
+        p += exp;
+    }
+    if (*p)
+        return false;
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (errno || end == text || *end || !isfinite(v))
+    if (end != p || (errno && errno != ERANGE))
+        return false;
+    *out = v; /* ERANGE: 0 or HUGE_VAL, which the range checks refuse */
+    return true;
+}
+
+static bool parse_whole(const char *text, unsigned long long max, unsigned long long *out)
+{
+    size_t n = digits(text);
+    if (n == 0 || text[n] || n > 19)
+        return false;
+    unsigned long long v = strtoull(text, NULL, 10);
+    if (v > max)
         return false;
     *out = v;
     return true;
@@ -52,13 +114,14 @@ static bool parse_double(const char *text, double *out)
 
 static bool parse_bytes(const char *text, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    if (!isdigit((unsigned char)*text))
+    size_t n = digits(text);
+    if (n == 0 || n > 20)
         return false;
-    unsigned long long v = strtoull(text, &end, 10);
+    errno = 0;
+    unsigned long long v = strtoull(text, NULL, 10);
     if (errno)
         return false;
+    const char *end = text + n;
     unsigned shift = 0;
     switch (toupper((unsigned char)*end)) {
     case 'K': shift = 10; end++; break;
@@ -77,93 +140,103 @@ static bool parse_bytes(const char *text, uint64_t *out)
     return true;
 }
 
-int config_parse_file(const char *path, struct tenant_config *out, char *err, size_t errlen)
+static const char *const keys[] = {"share", "limit", "quantum_ms", "memory"};
+enum { KEY_SHARE, KEY_LIMIT, KEY_QUANTUM, KEY_MEMORY, NKEYS };
+
+/* Applies one "key = value" line to c; false with a message in err. */
+static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], struct tenant_config *c,
+                       char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
+    char a[68], b[68];
+    char *eq = strchr(s, '=');
+    if (!eq) {
+        snprintf(err, errlen, "%s:%d: expected 'key = value'", path, lineno);
+        return false;
     }
-    struct tenant_config c = {.share = 1, .limit = 1, .quantum_ns = 20000000ull, .memory = 0};
-    bool seen[4] = {false};
-    static const char *const keys[] = {"share", "limit", "quantum_ms", "memory"};
-    char line[1024];
-    int lineno = 0, rc = 0;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        if (!strchr(line, '\n') && !feof(f)) {
-            snprintf(err, errlen, "%s:%d: line longer than %zu characters", path, lineno, sizeof line - 2);
-            rc = -1;
-            break;
+    *eq = '\0';
+    char *key = trim(s), *value = trim(eq + 1);
+    int k = -1;
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(key, keys[i]) == 0)
+            k = i;
+    if (k < 0) {
+        snprintf(err, errlen, "%s:%d: unknown key '%s' (expected share, limit, quantum_ms or memory)", path, lineno,
+                 shown(key, a));
+        return false;
+    }
+    if (seen[k]) {
+        snprintf(err, errlen, "%s:%d: '%s' given twice", path, lineno, key);
+        return false;
+    }
+    seen[k] = true;
+    double d = 0;
+    unsigned long long ms = 0;
+    switch (k) {
+    case KEY_SHARE:
+        if (parse_decimal(value, &d) && d >= SHARE_MIN && d <= SHARE_MAX) {
+            c->share = d;
+            return true;
         }
+        snprintf(err, errlen, "%s:%d: share must be a decimal number from %g to %.0f, got '%s'", path, lineno,
+                 SHARE_MIN, SHARE_MAX, shown(value, b));
+        return false;
+    case KEY_LIMIT:
+        if (parse_decimal(value, &d) && d >= LIMIT_MIN && d <= 1) {
+            c->limit = d;
+            return true;
+        }
+        snprintf(err, errlen, "%s:%d: limit must be a fraction with %g <= limit <= 1, got '%s'", path, lineno,
+                 LIMIT_MIN, shown(value, b));
+        return false;
+    case KEY_QUANTUM:
+        if (parse_whole(value, QUANTUM_MS_MAX, &ms) && ms >= 1) {
+            c->quantum_ns = ms * 1000000ull;
+            return true;
+        }
+        snprintf(err, errlen, "%s:%d: quantum_ms must be a whole number of milliseconds from 1 to %d, got '%s'",
+                 path, lineno, QUANTUM_MS_MAX, shown(value, b));
+        return false;
+    default:
+        if (parse_bytes(value, &c->memory))
+            return true;
+        snprintf(err, errlen, "%s:%d: memory must be a byte count such as 4G or 512M, got '%s'", path, lineno,
+                 shown(value, b));
+        return false;
+    }
+}
+
+int config_parse_text(const char *text, size_t len, const char *path, struct tenant_config *out, char *err,
+                      size_t errlen)
+{
+    struct tenant_config c = {.share = 1, .limit = 1, .quantum_ns = 20000000ull, .memory = 0};
+    bool seen[NKEYS] = {false};
+    char line[LINE_MAX_CHARS + 2];
+    int lineno = 0;
+    size_t pos = 0;
+    if (errlen)
+        err[0] = '\0';
+    while (pos < len) {
+        lineno++;
+        const char *start = text + pos;
+        const char *nl = memchr(start, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - start) : len - pos;
+        pos += n + (nl ? 1 : 0);
+        if (memchr(start, '\0', n)) {
+            snprintf(err, errlen, "%s:%d: NUL byte: not a text file", path, lineno);
+            return CONFIG_BAD;
+        }
+        if (n > LINE_MAX_CHARS) {
+            snprintf(err, errlen, "%s:%d: line longer than %d characters", path, lineno, LINE_MAX_CHARS);
+            return CONFIG_BAD;
+        }
+        memcpy(line, start, n);
+        line[n] = '\0';
         char *s = trim(line);
         if (*s == '\0' || *s == '#')
             continue;
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            snprintf(err, errlen, "%s:%d: expected 'key = value'", path, lineno);
-            rc = -1;
-            break;
-        }
-        *eq = '\0';
-        char *key = trim(s), *value = trim(eq + 1);
-        int k = -1;
-        for (int i = 0; i < 4; i++)
-            if (strcmp(key, keys[i]) == 0)
-                k = i;
-        if (k < 0) {
-            snprintf(err, errlen, "%s:%d: unknown key '%.64s' (expected share, limit, quantum_ms or memory)",
-                     path, lineno, key);
-            rc = -1;
-            break;
-        }
-        if (seen[k]) {
-            snprintf(err, errlen, "%s:%d: '%s' given twice", path, lineno, key);
-            rc = -1;
-            break;
-        }
-        seen[k] = true;
-        double d;
-        bool ok;
-        switch (k) {
-        case 0:
-            ok = parse_double(value, &d) && d > 0 && d <= 1e6;
-            c.share = d;
-            if (!ok)
-                snprintf(err, errlen, "%s:%d: share must be a positive number, got '%.64s'", path, lineno, value);
-            break;
-        case 1:
-            ok = parse_double(value, &d) && d > 0 && d <= 1;
-            c.limit = d;
-            if (!ok)
-                snprintf(err, errlen, "%s:%d: limit must be a fraction with 0 < limit <= 1, got '%.64s'", path,
-                         lineno, value);
-            break;
-        case 2:
-            ok = parse_double(value, &d) && d >= 1 && d <= 1000 && d == floor(d);
-            c.quantum_ns = (uint64_t)d * 1000000ull;
-            if (!ok)
-                snprintf(err, errlen, "%s:%d: quantum_ms must be a whole number of milliseconds from 1 to 1000, got '%.64s'",
-                         path, lineno, value);
-            break;
-        default:
-            ok = parse_bytes(value, &c.memory);
-            if (!ok)
-                snprintf(err, errlen, "%s:%d: memory must be a byte count such as 4G or 512M, got '%.64s'", path,
-                         lineno, value);
-            break;
-        }
-        if (!ok) {
-            rc = -1;
-            break;
-        }
+        if (!parse_line(s, path, lineno, seen, &c, err, errlen))
+            return CONFIG_BAD;
     }
-    if (rc == 0 && ferror(f)) {
-        snprintf(err, errlen, "%s: read error", path);
-        rc = -1;
-    }
-    fclose(f);
-    if (rc == 0)
-        *out = c;
-    return rc;
+    *out = c;
+    return 0;
 }

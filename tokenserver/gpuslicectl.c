@@ -47,12 +47,33 @@ static void usage(FILE *f)
 "  -h, --help         show this help\n"
 "\n"
 "Exit status: 0 on success, 1 on a usage error, 2 if the server cannot be\n"
-"reached or answers wrongly (cdi: if no tenant file is valid).\n");
+"reached, answers wrongly, or sends an empty or incomplete status (then\n"
+"whatever arrived has been printed); cdi: 2 if no tenant file is valid.\n");
+}
+
+/* path made absolute against the current directory, as gpuslice-server
+ * makes its own, so that the dry run prints the same paths. */
+static const char *absolute(const char *path, char *buf, size_t len)
+{
+    if (path[0] == '/')
+        return path;
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd))
+        return NULL;
+    int n = snprintf(buf, len, "%s/%s", cwd, path);
+    return n < 0 || (size_t)n >= len ? NULL : buf;
 }
 
 /* gpuslicectl cdi: the spec for every valid tenant file in config_dir. */
 static int print_cdi(const char *config_dir, const char *run_dir, const char *shim)
 {
+    static char run_abs[4096], shim_abs[4096];
+    run_dir = absolute(run_dir, run_abs, sizeof run_abs);
+    shim = absolute(shim, shim_abs, sizeof shim_abs);
+    if (!run_dir || !shim) {
+        fprintf(stderr, "gpuslicectl: cannot make the paths absolute: %s\n", strerror(errno));
+        return 2;
+    }
     DIR *dir = opendir(config_dir);
     if (!dir) {
         fprintf(stderr, "gpuslicectl: cannot read %s: %s\n", config_dir, strerror(errno));
@@ -66,7 +87,7 @@ static int print_cdi(const char *config_dir, const char *run_dir, const char *sh
         size_t len = strlen(e->d_name);
         if (len <= 5 || strcmp(e->d_name + len - 5, ".conf") != 0 || e->d_name[0] == '.')
             continue;
-        char name[256], path[4096], err[512];
+        char name[256], path[4400], err[600];
         snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
         snprintf(path, sizeof path, "%s/%s", config_dir, e->d_name);
         struct tenant_config config;
@@ -74,7 +95,8 @@ static int print_cdi(const char *config_dir, const char *run_dir, const char *sh
             fprintf(stderr, "gpuslicectl: %s: '%s' is not a valid tenant name; left out\n", path, name);
             continue;
         }
-        if (config_parse_file(path, &config, err, sizeof err) != 0) {
+        /* The server's own reader: regular files only, never blocking. */
+        if (config_read_file(dirfd(dir), e->d_name, path, &config, err, sizeof err) != 0) {
             fprintf(stderr, "gpuslicectl: %s; left out\n", err);
             continue;
         }
@@ -135,7 +157,10 @@ int main(int argc, char **argv)
         return 2;
     }
     struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
+        fprintf(stderr, "gpuslicectl: setsockopt: %s\n", strerror(errno));
+        return 2;
+    }
     struct gs_msg request = {.type = GS_MSG_STATUS_REQUEST};
     request.u.status.format = json ? GS_STATUS_JSON : GS_STATUS_TABLE;
     static uint8_t buf[GS_MSG_MAX];
@@ -144,20 +169,42 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpuslicectl: send: %s\n", strerror(errno));
         return 2;
     }
-    ssize_t got = recv(fd, buf, sizeof buf, 0);
-    struct gs_msg reply;
-    enum gs_decode_result r = got > 0 ? gs_msg_decode(buf, (size_t)got, &reply) : GS_DECODE_TRUNCATED;
-    if (got <= 0) {
-        fprintf(stderr, "gpuslicectl: no answer from the server%s%s\n", got < 0 ? ": " : "",
-                got < 0 ? strerror(errno) : "");
+    /* The report comes in pieces; an empty one ends it. */
+    unsigned long long total = 0;
+    for (;;) {
+        ssize_t got = recv(fd, buf, sizeof buf, MSG_TRUNC);
+        if (got <= 0) {
+            fprintf(stderr, "gpuslicectl: %s%s%s\n",
+                    total ? "the status ended early: the server closed the connection" : "no answer from the server",
+                    got < 0 ? ": " : "", got < 0 ? strerror(errno) : "");
+            return 2;
+        }
+        struct gs_msg reply;
+        enum gs_decode_result r = (size_t)got > sizeof buf ? GS_DECODE_BAD_LENGTH : gs_msg_decode(buf, (size_t)got, &reply);
+        if (r != GS_DECODE_OK || reply.type != GS_MSG_STATUS_REPLY) {
+            fprintf(stderr, "gpuslicectl: bad answer from the server: %s\n",
+                    r != GS_DECODE_OK ? gs_decode_result_str(r) : gs_msg_type_str(reply.type));
+            return 2;
+        }
+        if (reply.text_len == 0)
+            break;
+        if (fwrite(reply.text, 1, reply.text_len, stdout) != reply.text_len) {
+            fprintf(stderr, "gpuslicectl: writing the status: %s\n", strerror(errno));
+            return 2;
+        }
+        total += reply.text_len;
+    }
+    if (total == 0) {
+        fprintf(stderr, "gpuslicectl: the server sent an empty status\n");
         return 2;
     }
-    if (r != GS_DECODE_OK || reply.type != GS_MSG_STATUS_REPLY) {
-        fprintf(stderr, "gpuslicectl: bad answer from the server: %s\n",
-                r != GS_DECODE_OK ? gs_decode_result_str(r) : gs_msg_type_str(reply.type));
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "gpuslicectl: writing the status: %s\n", strerror(errno));
         return 2;
     }
-    fwrite(reply.text, 1, reply.text_len, stdout);
-    close(fd);
+    if (close(fd) != 0) {
+        fprintf(stderr, "gpuslicectl: close: %s\n", strerror(errno));
+        return 2;
+    }
     return 0;
 }

@@ -1,6 +1,10 @@
 /*
  * The server's event loop: one epoll set, watches that call back with the
  * ready events, and one-shot timers on timerfds.
+ *
+ * A callback may close another watch whose event is still waiting in the
+ * same batch (a tenant removed, a device freed): loop_del forgets such
+ * events, so no callback ever runs for a freed watch.
  */
 #include "server.h"
 
@@ -11,9 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The epoll set and the stop flag; owned by the loop's (only) thread. */
+#define LOOP_BATCH 64
+
+/* The epoll set, the stop flag and the batch being dispatched; owned by the
+ * loop's (only) thread. */
 static int epoll_fd = -1;
 static bool stopping;
+static struct epoll_event batch[LOOP_BATCH];
+static int batch_next, batch_len;
 
 uint64_t now_ns(void)
 {
@@ -34,10 +43,19 @@ int loop_add(struct loop_watch *w, uint32_t events)
     return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, w->fd, &ev);
 }
 
+int loop_mod(struct loop_watch *w, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+    return epoll_ctl(epoll_fd, EPOLL_CTL_MOD, w->fd, &ev);
+}
+
 void loop_del(struct loop_watch *w)
 {
-    if (w->fd >= 0)
-        epoll_ctl(epoll_fd, EPOLL_CTL_DEL, w->fd, NULL);
+    if (w->fd >= 0 && epoll_ctl(epoll_fd, EPOLL_CTL_DEL, w->fd, NULL) != 0)
+        slog(LOG_ERR, "epoll_ctl(DEL, fd %d): %s", w->fd, strerror(errno));
+    for (int i = batch_next; i < batch_len; i++)
+        if (batch[i].data.ptr == w)
+            batch[i].data.ptr = NULL;
 }
 
 void loop_stop(void)
@@ -47,19 +65,22 @@ void loop_stop(void)
 
 int loop_run(void)
 {
-    struct epoll_event events[64];
     while (!stopping) {
-        int n = epoll_wait(epoll_fd, events, 64, -1);
+        int n = epoll_wait(epoll_fd, batch, LOOP_BATCH, -1);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             slog(LOG_ERR, "epoll_wait: %s", strerror(errno));
             return -1;
         }
-        for (int i = 0; i < n && !stopping; i++) {
-            struct loop_watch *w = events[i].data.ptr;
-            w->fn(w->arg, events[i].events);
+        batch_len = n;
+        for (batch_next = 0; batch_next < batch_len && !stopping;) {
+            struct epoll_event ev = batch[batch_next++];
+            struct loop_watch *w = ev.data.ptr;
+            if (w)
+                w->fn(w->arg, ev.events);
         }
+        batch_next = batch_len = 0;
     }
     return 0;
 }
@@ -84,8 +105,11 @@ int timer_init(struct timer *t, void (*fn)(void *), void *arg)
     if (t->watch.fd < 0)
         return -1;
     if (loop_add(&t->watch, EPOLLIN) != 0) {
-        close(t->watch.fd);
+        int saved = errno;
+        if (close(t->watch.fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
         t->watch.fd = -1;
+        errno = saved;
         return -1;
     }
     return 0;
@@ -108,7 +132,8 @@ void timer_close(struct timer *t)
 {
     if (t->watch.fd >= 0) {
         loop_del(&t->watch);
-        close(t->watch.fd);
+        if (close(t->watch.fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
         t->watch.fd = -1;
     }
 }

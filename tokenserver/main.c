@@ -1,55 +1,37 @@
 /*
- * gpuslice-server: the node-local token server. Start-up, options,
- * signals (signalfd), configuration watching (inotify) and logging.
+ * gpuslice-server: the node-local token server. Options and limits,
+ * start-up (descriptor limit, umask, working directory), signals
+ * (signalfd) and the once-a-second housekeeping.
  */
 #include "server.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
-#include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+/* Set from the command line before the loop starts; read-only after. */
 struct server_options options = {
     .config_dir = "/etc/gpuslice/tenants.d",
     .run_dir = "/run/gpuslice",
     .cdi_dir = "/var/run/cdi",
     .shim_path = GPUSLICE_SHIM_DEFAULT,
     .grace_ns = 250000000ull,
+    .max_clients = 65536,
+    .max_clients_per_tenant = 256,
+    .max_devices = 256,
+    .max_devices_per_tenant = 64,
+    .device_linger_ns = 10000000000ull,
+    .client_buffer = 65536,
 };
-int log_level = LOG_INFO;
-
-static const char *const level_names[] = {"error", "warn", "info", "debug"};
-
-void slog(int level, const char *fmt, ...)
-{
-    if (level > log_level)
-        return;
-    char line[1024];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ gpuslice-server: %s: ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000, level_names[level]);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    size_t len = strlen(line);
-    line[len++] = '\n';
-    ssize_t ignored = write(STDERR_FILENO, line, len);
-    (void)ignored;
-}
 
 static void usage(FILE *f)
 {
@@ -62,16 +44,19 @@ static void usage(FILE *f)
 "share, none exceeds its limit, and each stays under its memory cap.\n"
 "\n"
 "Tenants are files CONFIG_DIR/NAME.conf of 'key = value' lines:\n"
-"  share = 1          positive weight\n"
-"  limit = 1          largest fraction of a GPU, 0 < limit <= 1\n"
-"  quantum_ms = 20    slice length, 1..1000 ms\n"
+"  share = 1          weight, a decimal number from 0.001 to 1000000\n"
+"  limit = 1          largest fraction of a GPU, 0.001 <= limit <= 1\n"
+"  quantum_ms = 20    slice length, a whole number of ms from 1 to 1000\n"
 "  memory = 4G        device memory cap per GPU, summed over the tenant's\n"
 "                     processes (K/M/G/T); none if absent\n"
+"A tenant file must be a regular file (or a symlink to one) of at most 64 KiB.\n"
 "Each tenant gets a socket RUN_DIR/tenants/NAME/gpuslice.sock. Mount that\n"
 "directory into the tenant's containers at /run/gpuslice (or point\n"
 "GPUSLICE_SOCKET at the socket): a process's tenant is the socket it\n"
-"connects to. The admin socket RUN_DIR/admin.sock (mode 0600) serves\n"
-"gpuslicectl.\n"
+"connects to. The directory stays when the tenant is removed or the server\n"
+"stops, so a mount of it stays valid and a re-added tenant, or the next\n"
+"server, makes its socket there again. The admin socket\n"
+"RUN_DIR/admin.sock (mode 0600) serves gpuslicectl.\n"
 "\n"
 "Containers: the server writes CDI_DIR/gpuslice.json, a CDI spec with one\n"
 "device per tenant (gpuslice.io/tenant=NAME) that mounts, read-only, the\n"
@@ -82,10 +67,14 @@ static void usage(FILE *f)
 "\n"
 "Changes to CONFIG_DIR apply without a restart (inotify, or SIGHUP): new\n"
 "tenants get a socket, changed settings apply to the next grant, removed\n"
-"tenants lose their socket and their processes are disconnected. A file\n"
-"with an error is reported (file, line, reason) and ignored; the other\n"
-"tenants are unaffected.\n"
-"\n"
+"tenants lose their socket and their processes are disconnected. A file is\n"
+"read once it is complete (closed after writing, or renamed into place). A\n"
+"file with an error is reported (file, line, reason) and ignored; the other\n"
+"tenants are unaffected. If CONFIG_DIR is a symlink that is swapped, the\n"
+"new target is followed within a second.\n"
+"\n");
+    /* Two strings: C11 compilers need support only 4095 characters in one. */
+    fprintf(f,
 "Options:\n"
 "  -c, --config-dir DIR   tenant files (default /etc/gpuslice/tenants.d)\n"
 "  -r, --run-dir DIR      sockets (default /run/gpuslice)\n"
@@ -100,6 +89,31 @@ static void usage(FILE *f)
 "  -h, --help             show this help\n"
 "  -V, --version          show the version\n"
 "\n"
+"Limits (a tenant is not trusted: nothing it does may exhaust the server):\n"
+"      --max-clients N    connections of all tenants together (default\n"
+"                         65536, and never more than the descriptor limit\n"
+"                         allows: the server raises RLIMIT_NOFILE to its\n"
+"                         hard limit and keeps one descriptor per tenant,\n"
+"                         --max-devices and 64 more for the rest)\n"
+"      --max-clients-per-tenant N\n"
+"                         connections of one tenant (default 256); a\n"
+"                         connection over a limit gets an ERROR and is\n"
+"                         closed, and that socket is not read for 100 ms\n"
+"      --max-devices N    GPUs known at once (default 256)\n"
+"      --max-devices-per-tenant N\n"
+"                         GPUs one tenant's processes may declare (default\n"
+"                         64); a process declaring more is disconnected\n"
+"      --device-linger-ms MS\n"
+"                         a GPU no process has declared for this long is\n"
+"                         forgotten, statistics included (default 10000;\n"
+"                         sooner when --max-devices is reached)\n"
+"      --client-buffer BYTES\n"
+"                         messages queued to a process that does not read\n"
+"                         them; when full, the process is disconnected with\n"
+"                         one log line (default 65536, kernel accounting)\n"
+"Messages a client can cause are logged at most 10 times per 10 s per kind\n"
+"and tenant, then counted.\n"
+"\n"
 "Signals: SIGHUP reloads the configuration; SIGTERM and SIGINT stop the\n"
 "server, disconnecting every client (which wait for it, or run\n"
 "unthrottled, as their GPUSLICE_ON_SERVER_DOWN says).\n"
@@ -108,18 +122,59 @@ static void usage(FILE *f)
 "cannot start (directories, sockets).\n");
 }
 
-static bool parse_ms(const char *text, uint64_t *out)
+static bool parse_uint(const char *text, unsigned long long min, unsigned long long max, unsigned long long *out)
 {
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno || end == text || *end || text[0] == '-' || v > 3600000)
+    if (text[0] < '0' || text[0] > '9')
         return false;
-    *out = v * 1000000ull;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return false;
+    *out = v;
     return true;
 }
 
-static struct loop_watch signal_watch, inotify_watch;
+/* An absolute path for dir (or a file), relative to the current directory
+ * if it is not; symlinks are left in place (the configuration directory may
+ * be one that gets swapped). NULL if out of memory or the cwd is unknown. */
+static const char *absolute(const char *dir)
+{
+    if (dir[0] == '/')
+        return dir;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        return NULL;
+    size_t len = strlen(cwd) + 1 + strlen(dir) + 1;
+    char *path = malloc(len);
+    if (path)
+        snprintf(path, len, "%s/%s", cwd, dir);
+    return path;
+}
+
+/* Raises the soft descriptor limit to the hard one. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        slog(LOG_WARN, "getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+        options.nofile = 1024;
+        return;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t was = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            slog(LOG_WARN, "cannot raise RLIMIT_NOFILE from %llu to %llu: %s", (unsigned long long)was,
+                 (unsigned long long)rl.rlim_max, strerror(errno));
+            rl.rlim_cur = was;
+        }
+    }
+    options.nofile = rl.rlim_cur == RLIM_INFINITY ? ULONG_MAX : (unsigned long)rl.rlim_cur;
+}
+
+/* The signalfd and the once-a-second timer; owned by the loop's thread. */
+static struct loop_watch signal_watch = {.fd = -1};
 static struct timer housekeeping;
 
 static void on_signal(void *arg, uint32_t events)
@@ -127,71 +182,121 @@ static void on_signal(void *arg, uint32_t events)
     (void)arg;
     (void)events;
     struct signalfd_siginfo si;
-    while (read(signal_watch.fd, &si, sizeof si) == sizeof si) {
+    ssize_t n;
+    while ((n = read(signal_watch.fd, &si, sizeof si)) == sizeof si) {
         if (si.ssi_signo == SIGHUP) {
-            tenants_reload();
+            slog(LOG_INFO, "SIGHUP: reloading %s", options.config_dir);
+            if (!confwatch_check())
+                tenants_scan();
         } else {
             slog(LOG_INFO, "signal %u: stopping", si.ssi_signo);
             loop_stop();
         }
     }
-}
-
-static void on_inotify(void *arg, uint32_t events)
-{
-    (void)arg;
-    (void)events;
-    char buf[8192];
-    bool changed = false;
-    while (read(inotify_watch.fd, buf, sizeof buf) > 0)
-        changed = true;
-    if (changed)
-        tenants_reload();
+    if (n < 0 && errno != EAGAIN && errno != EINTR)
+        slog(LOG_ERR, "signalfd: %s", strerror(errno));
 }
 
 static void on_housekeeping(void *arg)
 {
     (void)arg;
     clients_sweep();
+    admin_sweep();
+    devices_sweep();
+    tenants_retry_listen();
+    cdi_retry();
+    confwatch_check();
+    log_flush();
     timer_at(&housekeeping, now_ns() + 1000000000ull);
 }
 
-int main(int argc, char **argv)
+enum {
+    OPT_MAX_CLIENTS = 256,
+    OPT_MAX_CLIENTS_PER_TENANT,
+    OPT_MAX_DEVICES,
+    OPT_MAX_DEVICES_PER_TENANT,
+    OPT_DEVICE_LINGER,
+    OPT_CLIENT_BUFFER,
+    OPT_CDI_DIR,
+    OPT_SHIM,
+};
+
+/* Parses the command line into options; returns -1 to exit 0 (help,
+ * version), 1 on a usage error, 0 to run. */
+static int parse_options(int argc, char **argv)
 {
     static const struct option long_options[] = {
-        {"config-dir", required_argument, NULL, 'c'}, {"run-dir", required_argument, NULL, 'r'},
-        {"grace-ms", required_argument, NULL, 'g'},   {"log-level", required_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},             {"version", no_argument, NULL, 'V'},
-        {"cdi-dir", required_argument, NULL, 'C'},    {"shim", required_argument, NULL, 'S'},
+        {"config-dir", required_argument, NULL, 'c'},
+        {"run-dir", required_argument, NULL, 'r'},
+        {"grace-ms", required_argument, NULL, 'g'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {"cdi-dir", required_argument, NULL, OPT_CDI_DIR},
+        {"shim", required_argument, NULL, OPT_SHIM},
+        {"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
+        {"max-clients-per-tenant", required_argument, NULL, OPT_MAX_CLIENTS_PER_TENANT},
+        {"max-devices", required_argument, NULL, OPT_MAX_DEVICES},
+        {"max-devices-per-tenant", required_argument, NULL, OPT_MAX_DEVICES_PER_TENANT},
+        {"device-linger-ms", required_argument, NULL, OPT_DEVICE_LINGER},
+        {"client-buffer", required_argument, NULL, OPT_CLIENT_BUFFER},
         {NULL, 0, NULL, 0},
     };
-    int opt;
-    while ((opt = getopt_long(argc, argv, "c:r:g:l:hV", long_options, NULL)) != -1) {
+    int opt, index = 0;
+    while ((opt = getopt_long(argc, argv, "c:r:g:l:hV", long_options, &index)) != -1) {
+        unsigned long long v = 0;
+        const char *name = opt >= OPT_MAX_CLIENTS ? long_options[index].name : NULL;
         switch (opt) {
         case 'c': options.config_dir = optarg; break;
         case 'r': options.run_dir = optarg; break;
-        case 'C': options.cdi_dir = optarg; break;
-        case 'S': options.shim_path = optarg; break;
+        case OPT_CDI_DIR: options.cdi_dir = optarg; break;
+        case OPT_SHIM: options.shim_path = optarg; break;
         case 'g':
-            if (!parse_ms(optarg, &options.grace_ns)) {
+            if (!parse_uint(optarg, 0, 3600000, &v)) {
                 fprintf(stderr, "gpuslice-server: --grace-ms needs milliseconds (0..3600000), got '%s'\n", optarg);
                 return 1;
             }
+            options.grace_ns = v * 1000000ull;
             break;
-        case 'l': {
-            int found = -1;
-            for (int i = 0; i < 4; i++)
-                if (strcasecmp(optarg, level_names[i]) == 0)
-                    found = i;
-            if (found < 0) {
+        case 'l':
+            log_level = log_level_parse(optarg);
+            if (log_level < 0) {
                 fprintf(stderr, "gpuslice-server: --log-level must be error, warn, info or debug\n");
                 return 1;
             }
-            log_level = found;
             break;
-        }
-        case 'h': usage(stdout); return 0;
-        case 'V': printf("gpuslice-server %s (protocol %d)\n", GPUSLICE_VERSION, GS_PROTOCOL_VERSION); return 0;
+        case 'h': usage(stdout); return -1;
+        case 'V': printf("gpuslice-server %s (protocol %d)\n", GPUSLICE_VERSION, GS_PROTOCOL_VERSION); return -1;
+        case OPT_MAX_CLIENTS:
+        case OPT_MAX_CLIENTS_PER_TENANT:
+        case OPT_MAX_DEVICES:
+        case OPT_MAX_DEVICES_PER_TENANT:
+            if (!parse_uint(optarg, 1, 1000000, &v)) {
+                fprintf(stderr, "gpuslice-server: --%s needs a whole number from 1 to 1000000, got '%s'\n", name,
+                        optarg);
+                return 1;
+            }
+            *(opt == OPT_MAX_CLIENTS              ? &options.max_clients
+              : opt == OPT_MAX_CLIENTS_PER_TENANT ? &options.max_clients_per_tenant
+              : opt == OPT_MAX_DEVICES            ? &options.max_devices
+                                                  : &options.max_devices_per_tenant) = (unsigned)v;
+            break;
+        case OPT_DEVICE_LINGER:
+            if (!parse_uint(optarg, 0, 86400000, &v)) {
+                fprintf(stderr, "gpuslice-server: --device-linger-ms needs milliseconds (0..86400000), got '%s'\n",
+                        optarg);
+                return 1;
+            }
+            options.device_linger_ns = v * 1000000ull;
+            break;
+        case OPT_CLIENT_BUFFER:
+            if (!parse_uint(optarg, 4096, 64ull << 20, &v)) {
+                fprintf(stderr, "gpuslice-server: --client-buffer needs bytes from 4096 to 67108864, got '%s'\n",
+                        optarg);
+                return 1;
+            }
+            options.client_buffer = (unsigned)v;
+            break;
         default: usage(stderr); return 1;
         }
     }
@@ -200,39 +305,73 @@ int main(int argc, char **argv)
         usage(stderr);
         return 1;
     }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int parsed = parse_options(argc, argv);
+    if (parsed)
+        return parsed < 0 ? 0 : 1;
+    options.config_dir = absolute(options.config_dir);
+    options.run_dir = absolute(options.run_dir);
+    /* The CDI spec names the shim and the run directory for runtimes that
+     * run elsewhere: absolute paths too. */
+    if (options.cdi_dir[0])
+        options.cdi_dir = absolute(options.cdi_dir);
+    options.shim_path = absolute(options.shim_path);
+    if (!options.config_dir || !options.run_dir || !options.cdi_dir || !options.shim_path) {
+        slog(LOG_ERR, "cannot make the paths absolute: %s", strerror(errno));
+        return 2;
+    }
+    /* Nothing is created through a path a tenant controls, and modes are
+     * given at creation: 0755 directories; sockets set their own. */
+    umask(022);
+    if (chdir("/") != 0) {
+        slog(LOG_ERR, "chdir /: %s", strerror(errno));
+        return 2;
+    }
+    raise_nofile();
 
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGHUP);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) != 0 || signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        slog(LOG_ERR, "signals: %s", strerror(errno));
+        return 2;
+    }
     if (loop_init() != 0) {
         slog(LOG_ERR, "epoll_create1: %s", strerror(errno));
         return 2;
     }
     signal_watch = (struct loop_watch){.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC), .fn = on_signal};
-    inotify_watch = (struct loop_watch){.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC), .fn = on_inotify};
-    if (signal_watch.fd < 0 || inotify_watch.fd < 0 || loop_add(&signal_watch, EPOLLIN) != 0 ||
-        loop_add(&inotify_watch, EPOLLIN) != 0) {
-        slog(LOG_ERR, "signalfd/inotify: %s", strerror(errno));
+    if (signal_watch.fd < 0 || loop_add(&signal_watch, EPOLLIN) != 0) {
+        slog(LOG_ERR, "signalfd: %s", strerror(errno));
         return 2;
     }
-    if (inotify_add_watch(inotify_watch.fd, options.config_dir,
-                          IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE) < 0)
-        slog(LOG_WARN, "cannot watch %s (%s): reload with SIGHUP", options.config_dir, strerror(errno));
-    if (cdi_init() != 0 || tenants_load() != 0 || admin_open() != 0)
+    if (accept_init() != 0 || rundir_open() != 0 || cdi_init() != 0)
         return 2;
-    if (timer_init(&housekeeping, on_housekeeping, NULL) != 0)
+    confwatch_open();
+    if (tenants_load() != 0 || admin_open() != 0)
         return 2;
+    if (timer_init(&housekeeping, on_housekeeping, NULL) != 0) {
+        slog(LOG_ERR, "timerfd: %s", strerror(errno));
+        return 2;
+    }
     timer_at(&housekeeping, now_ns() + 1000000000ull);
-    slog(LOG_INFO, "serving %s (admin socket %s/admin.sock)", options.config_dir, options.run_dir);
+    slog(LOG_INFO, "serving %s (admin socket %s/admin.sock); limits: %lu connections (%u per tenant), %u GPUs "
+                   "(%u per tenant), %lu descriptors",
+         options.config_dir, options.run_dir, accept_client_budget(), options.max_clients_per_tenant,
+         options.max_devices, options.max_devices_per_tenant, options.nofile);
 
     int rc = loop_run();
     tenants_close_all();
     cdi_remove();
+    devices_free_all();
     admin_close();
+    confwatch_close();
+    rundir_close();
     return rc == 0 ? 0 : 2;
 }

@@ -6,6 +6,10 @@
  * that reconnects declares what it holds, so the count survives a server
  * restart. A cap lowered below current usage frees nothing but refuses new
  * allocations until usage falls.
+ *
+ * Counts never wrap: a reservation that would overflow a count is refused,
+ * and a declaration that would is a client lying, which is dropped. What a
+ * slot holds is given back when the slot goes or names another GPU.
  */
 #include "server.h"
 
@@ -17,6 +21,12 @@ static void reply(struct client *c, uint64_t id, bool ok, const struct device_te
     msg.u.mem_result.cap = dt->tenant->config.memory;
     msg.u.mem_result.used = dt->mem_used;
     client_send(c, &msg);
+}
+
+/* Whether bytes more can be counted for the tenant and the client. */
+static bool fits(const struct device_tenant *dt, const struct client *c, int slot, uint64_t bytes)
+{
+    return bytes <= UINT64_MAX - dt->mem_used && bytes <= UINT64_MAX - c->mem_held[slot];
 }
 
 static void add(struct device_tenant *dt, struct client *c, int slot, uint64_t bytes)
@@ -38,21 +48,13 @@ static void sub(struct device_tenant *dt, struct client *c, int slot, uint64_t b
 void mem_handle(struct client *c, const struct gs_msg *msg)
 {
     int slot = (int)msg->u.mem.slot;
-    struct device *d = c->devices[slot];
-    if (!d) {
-        client_close(c, "memory message for an undeclared device");
-        return;
-    }
-    struct device_tenant *dt = device_tenant_get(d, c->tenant);
-    if (!dt) {
-        client_close(c, "server out of memory");
-        return;
-    }
-    uint64_t cap = c->tenant->config.memory;
+    struct device_tenant *dt = device_tenant_find(c->devices[slot], c->tenant);
+    if (!dt)
+        return; /* declared devices always have their tenant's entry */
+    uint64_t cap = c->tenant->config.memory, bytes = msg->u.mem.bytes;
     switch (msg->type) {
     case GS_MSG_MEM_RESERVE: {
-        uint64_t bytes = msg->u.mem.bytes;
-        bool ok = cap == 0 || (dt->mem_used <= cap && bytes <= cap - dt->mem_used);
+        bool ok = fits(dt, c, slot, bytes) && (cap == 0 || (dt->mem_used <= cap && bytes <= cap - dt->mem_used));
         if (ok)
             add(dt, c, slot, bytes);
         else
@@ -61,30 +63,33 @@ void mem_handle(struct client *c, const struct gs_msg *msg)
         break;
     }
     case GS_MSG_MEM_FREE:
-        sub(dt, c, slot, msg->u.mem.bytes);
+        sub(dt, c, slot, bytes);
         break;
     case GS_MSG_MEM_QUERY:
         reply(c, msg->u.mem.id, true, dt);
         break;
     case GS_MSG_MEM_DECLARE:
         sub(dt, c, slot, c->mem_held[slot]);
-        add(dt, c, slot, msg->u.mem.bytes);
+        if (!fits(dt, c, slot, bytes)) {
+            client_drop(c, "declared more device memory than can be counted");
+            break;
+        }
+        add(dt, c, slot, bytes);
         if (cap && dt->mem_used > cap)
-            slog(LOG_WARN, "tenant %s: %llu bytes in use after pid %u reconnected, over its cap of %llu",
-                 c->tenant->name, (unsigned long long)dt->mem_used, c->pid, (unsigned long long)cap);
+            slog_limited(c->tenant, LOG_WARN, "tenant %s: %llu bytes in use after pid %u reconnected, over its cap of %llu",
+                         c->tenant->name, (unsigned long long)dt->mem_used, c->pid, (unsigned long long)cap);
         break;
     default:
         break;
     }
 }
 
-void mem_client_gone(struct client *c)
+void mem_slot_gone(struct client *c, int slot)
 {
-    for (int slot = 0; slot < GS_MAX_DEVICES; slot++) {
-        if (!c->devices[slot] || !c->mem_held[slot])
-            continue;
-        struct device_tenant *dt = device_tenant_get(c->devices[slot], c->tenant);
-        if (dt)
-            sub(dt, c, slot, c->mem_held[slot]);
-    }
+    if (!c->devices[slot] || !c->mem_held[slot])
+        return;
+    struct device_tenant *dt = device_tenant_find(c->devices[slot], c->tenant);
+    if (dt)
+        sub(dt, c, slot, c->mem_held[slot]);
+    c->mem_held[slot] = 0;
 }

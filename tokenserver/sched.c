@@ -27,48 +27,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct device *devices;
-
 #define EXTEND_MARGIN_NS 1000000ull /* decide on extension 1 ms before the deadline */
+/* Virtual times saturate here: never inf or nan, whatever the history. */
+#define VTIME_MAX 1e300
 
 static void device_timer(void *arg);
 
-struct device *device_get(const uint8_t uuid[16])
+int sched_device_init(struct device *d)
 {
-    for (struct device *d = devices; d; d = d->next)
-        if (memcmp(d->uuid, uuid, 16) == 0)
-            return d;
-    struct device *d = calloc(1, sizeof *d);
-    if (!d)
-        return NULL;
-    memcpy(d->uuid, uuid, 16);
-    d->state = DEV_IDLE;
-    d->created_ns = now_ns();
-    if (timer_init(&d->timer, device_timer, d) != 0) {
-        free(d);
-        return NULL;
-    }
-    d->next = devices;
-    devices = d;
-    return d;
+    return timer_init(&d->timer, device_timer, d);
 }
 
-struct device_tenant *device_tenant_get(struct device *d, struct tenant *t)
+/* Adds to a virtual time, saturating at VTIME_MAX. */
+static double vtime_add(double vtime, double delta)
 {
-    for (size_t i = 0; i < d->ntenants; i++)
-        if (d->tenants[i].tenant == t)
-            return &d->tenants[i];
-    struct device_tenant *grown = realloc(d->tenants, (d->ntenants + 1) * sizeof *grown);
-    if (!grown)
-        return NULL;
-    /* realloc may move the array: re-point the holder */
-    if (d->holder)
-        d->holder = grown + (d->holder - d->tenants);
-    d->tenants = grown;
-    struct device_tenant *dt = &d->tenants[d->ntenants++];
-    memset(dt, 0, sizeof *dt);
-    dt->tenant = t;
-    return dt;
+    double sum = vtime + delta;
+    return sum < VTIME_MAX ? sum : VTIME_MAX; /* also catches nan */
+}
+
+/* ns as a double, saturated to what a uint64_t holds. */
+static uint64_t saturate_ns(double ns)
+{
+    if (!(ns > 0))
+        return 0;
+    return ns < 1.8e19 ? (uint64_t)ns : UINT64_MAX;
 }
 
 /* The smallest virtual time among active tenants other than `except`;
@@ -109,24 +91,53 @@ static void record_usage(struct device_tenant *dt, uint64_t end, uint64_t used)
 
 static void record_overrun(struct device_tenant *dt, uint64_t overrun)
 {
+    if (!dt->overruns && !(dt->overruns = malloc(GS_OVERRUN_SAMPLES * sizeof *dt->overruns)))
+        return; /* out of memory: statistics only */
     dt->overruns[dt->noverruns++ % GS_OVERRUN_SAMPLES] = overrun;
 }
 
-static int compare_u64(const void *a, const void *b)
+static void swap_u64(uint64_t *x, uint64_t *y)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
+    uint64_t tmp = *x;
+    *x = *y;
+    *y = tmp;
+}
+
+/* The k-th smallest of a[0..n) (k < n), reordering a: quickselect with a
+ * three-way partition (overruns are mostly equal zeros), O(n), so that a
+ * status of many tenants costs no sorting. */
+static uint64_t select_kth(uint64_t *a, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n; /* k is in [lo, hi) */
+    while (hi - lo > 1) {
+        uint64_t pivot = a[lo + (hi - lo) / 2];
+        size_t lt = lo, i = lo, gt = hi; /* [lo,lt) < pivot, [lt,gt) == pivot, [gt,hi) > pivot */
+        while (i < gt) {
+            if (a[i] < pivot)
+                swap_u64(&a[lt++], &a[i++]);
+            else if (a[i] > pivot)
+                swap_u64(&a[i], &a[--gt]);
+            else
+                i++;
+        }
+        if (k < lt)
+            hi = lt;
+        else if (k >= gt)
+            lo = gt;
+        else
+            return pivot;
+    }
+    return a[k];
 }
 
 uint64_t device_tenant_overrun_p99(const struct device_tenant *dt)
 {
     size_t n = dt->noverruns < GS_OVERRUN_SAMPLES ? dt->noverruns : GS_OVERRUN_SAMPLES;
-    if (n == 0)
+    if (n == 0 || !dt->overruns)
         return 0;
-    uint64_t sorted[GS_OVERRUN_SAMPLES];
-    memcpy(sorted, dt->overruns, n * sizeof sorted[0]);
-    qsort(sorted, n, sizeof sorted[0], compare_u64);
-    return sorted[(n * 99 + 99) / 100 - 1];
+    uint64_t copy[GS_OVERRUN_SAMPLES];
+    memcpy(copy, dt->overruns, n * sizeof copy[0]);
+    return select_kth(copy, n, (n * 99 + 99) / 100 - 1);
 }
 
 double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now)
@@ -197,9 +208,10 @@ static void schedule(struct device *d)
     d->holders = 0;
     best->slices++;
     best->wait_ns += now - best->waiting_since;
-    for (struct client *c = clients; c; c = c->next) {
-        int slot = client_slot(c, d);
-        if (c->tenant == best->tenant && slot >= 0 && c->wants[slot]) {
+    for (size_t i = 0; i < d->nusers; i++) {
+        struct client *c = d->users[i].client;
+        int slot = d->users[i].slot;
+        if (c->tenant == best->tenant && c->wants[slot]) {
             send_grant(c, slot, d);
             d->holders++;
         }
@@ -214,7 +226,7 @@ static void charge(struct device *d, uint64_t now)
 {
     struct device_tenant *dt = d->holder;
     uint64_t used = now - d->charged_until;
-    dt->vtime += (double)used / dt->tenant->config.share;
+    dt->vtime = vtime_add(dt->vtime, (double)used / dt->tenant->config.share);
     record_usage(dt, now, used);
     d->charged_until = now;
 }
@@ -228,13 +240,11 @@ static void end_slice(struct device *d)
     record_overrun(dt, now > d->deadline ? now - d->deadline : 0);
     double limit = dt->tenant->config.limit;
     if (limit < 1.0)
-        dt->eligible_at = now + (uint64_t)((double)used * (1.0 / limit - 1.0));
+        dt->eligible_at = now + saturate_ns((double)used * (1.0 / limit - 1.0));
     /* Forget grants still held (a holder revoked after its grace). */
-    for (struct client *c = clients; c; c = c->next) {
-        int slot = client_slot(c, d);
-        if (slot >= 0 && c->holds[slot] == d->grant)
-            c->holds[slot] = 0;
-    }
+    for (size_t i = 0; i < d->nusers; i++)
+        if (d->users[i].client->holds[d->users[i].slot] == d->grant)
+            d->users[i].client->holds[d->users[i].slot] = 0;
     d->state = DEV_IDLE;
     d->holder = NULL;
     d->holders = 0;
@@ -246,9 +256,10 @@ static void end_slice(struct device *d)
 static void revoke(struct device *d)
 {
     d->state = DEV_REVOKING;
-    for (struct client *c = clients; c; c = c->next) {
-        int slot = client_slot(c, d);
-        if (slot >= 0 && c->holds[slot] == d->grant) {
+    for (size_t i = 0; i < d->nusers; i++) {
+        struct client *c = d->users[i].client;
+        int slot = d->users[i].slot;
+        if (c->holds[slot] == d->grant) {
             struct gs_msg msg = {.type = GS_MSG_REVOKE};
             msg.u.grant.slot = (uint32_t)slot;
             msg.u.grant.grant = d->grant;
@@ -272,11 +283,9 @@ static void device_timer(void *arg)
              * as it goes, so that a long run is never billed at once. */
             charge(d, now);
             d->deadline += d->holder->tenant->config.quantum_ns;
-            for (struct client *c = clients; c; c = c->next) {
-                int slot = client_slot(c, d);
-                if (slot >= 0 && c->holds[slot] == d->grant)
-                    send_grant(c, slot, d);
-            }
+            for (size_t i = 0; i < d->nusers; i++)
+                if (d->users[i].client->holds[d->users[i].slot] == d->grant)
+                    send_grant(d->users[i].client, d->users[i].slot, d);
             uint64_t margin = d->holder->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
             timer_at(&d->timer, d->deadline - margin);
         } else if (now < d->deadline) {
@@ -287,10 +296,10 @@ static void device_timer(void *arg)
         break;
     case DEV_REVOKING:
         /* Grace is over: take the slice back from whoever still holds it. */
-        for (struct client *c = clients; c; c = c->next) {
-            int slot = client_slot(c, d);
-            if (slot >= 0 && c->holds[slot] == d->grant)
-                slog(LOG_WARN, "tenant %s pid %u: did not release within %llu ms of its deadline; slice revoked",
+        for (size_t i = 0; i < d->nusers; i++) {
+            struct client *c = d->users[i].client;
+            if (c->holds[d->users[i].slot] == d->grant)
+                slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: did not release within %llu ms of its deadline; slice revoked",
                      c->tenant->name, c->pid, (unsigned long long)(options.grace_ns / 1000000));
         }
         end_slice(d);
@@ -303,11 +312,9 @@ void sched_acquire(struct client *c, int slot)
     struct device *d = c->devices[slot];
     if (c->wants[slot] || (c->holds[slot] && c->holds[slot] == d->grant))
         return; /* already waiting or holding */
-    struct device_tenant *dt = device_tenant_get(d, c->tenant);
-    if (!dt) {
-        client_close(c, "server out of memory");
-        return;
-    }
+    struct device_tenant *dt = device_tenant_find(d, c->tenant);
+    if (!dt)
+        return; /* declared devices always have their tenant's entry */
     c->wants[slot] = true;
     /* Join the running slice of its own tenant. */
     if (d->state == DEV_RUNNING && d->holder == dt) {
@@ -328,7 +335,7 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more)
     if (more && !c->wants[slot]) {
         /* Queue again before the slice ends, so that ending it does not
          * count the tenant as idle. */
-        struct device_tenant *dt = device_tenant_get(d, c->tenant);
+        struct device_tenant *dt = device_tenant_find(d, c->tenant);
         if (dt) {
             c->wants[slot] = true;
             if (dt->waiting++ == 0)
@@ -350,48 +357,30 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more)
         end_slice(d);
 }
 
-void sched_client_gone(struct client *c)
+void sched_slot_gone(struct client *c, int slot)
 {
-    for (int slot = 0; slot < GS_MAX_DEVICES; slot++) {
-        struct device *d = c->devices[slot];
-        if (!d)
-            continue;
-        if (c->wants[slot]) {
-            c->wants[slot] = false;
-            struct device_tenant *dt = device_tenant_get(d, c->tenant);
-            if (dt && dt->waiting > 0 && --dt->waiting == 0 && dt != d->holder)
-                dt->active = false;
-        }
-        if (c->holds[slot] && c->holds[slot] == d->grant && d->state != DEV_IDLE) {
-            c->holds[slot] = 0;
-            if (d->holders > 0)
-                d->holders--;
-            if (d->holders == 0)
-                end_slice(d);
-        }
-        c->devices[slot] = NULL;
+    struct device *d = c->devices[slot];
+    if (!d)
+        return;
+    if (c->wants[slot]) {
+        c->wants[slot] = false;
+        struct device_tenant *dt = device_tenant_find(d, c->tenant);
+        if (dt && dt->waiting > 0 && --dt->waiting == 0 && dt != d->holder)
+            dt->active = false;
     }
+    if (c->holds[slot] && c->holds[slot] == d->grant && d->state != DEV_IDLE) {
+        c->holds[slot] = 0;
+        if (d->holders > 0)
+            d->holders--;
+        if (d->holders == 0)
+            end_slice(d);
+    }
+    c->holds[slot] = 0;
 }
 
 void sched_tenant_gone(struct tenant *t)
 {
-    for (struct device *d = devices; d; d = d->next) {
-        for (size_t i = 0; i < d->ntenants; i++) {
-            if (d->tenants[i].tenant != t)
-                continue;
-            if (d->holder == &d->tenants[i]) {
-                /* its clients are already closed; this ends the slice */
-                d->state = DEV_IDLE;
-                d->holder = NULL;
-                d->holders = 0;
-            }
-            struct device_tenant *holder = d->holder;
-            memmove(&d->tenants[i], &d->tenants[i + 1], (d->ntenants - i - 1) * sizeof d->tenants[0]);
-            d->ntenants--;
-            if (holder && holder > &d->tenants[i])
-                d->holder = holder - 1;
-            break;
-        }
+    devices_forget_tenant(t);
+    for (struct device *d = devices; d; d = d->next)
         schedule(d);
-    }
 }

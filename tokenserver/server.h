@@ -1,16 +1,23 @@
 /*
  * gpuslice-server internals: the objects the server's files share.
  *
- *   loop.c     the epoll event loop and timers
- *   config.c   parsing one tenant file (tenants.d/NAME.conf)
- *   tenants.c  the set of tenants, their listening sockets, reloads
- *   clients.c  one connection per shim process: messages in and out
- *   sched.c    per-GPU time slices: who holds the GPU, who is next
- *   memory.c   per-GPU device memory of each tenant, against its cap
- *   status.c   the admin socket and the status report
- *   cdi.c      the CDI spec and the preload list containers get
- *   peers.c    who a client is: host PID, container and pod, from the kernel
- *   main.c     options, signals, start-up
+ *   loop.c         the epoll event loop and timers
+ *   log.c          logging, and the rate limit on what clients can cause
+ *   main.c         options, limits, signals, start-up
+ *   config.c       parsing the text of one tenant file
+ *   config_file.c  reading one tenant file safely (regular files only)
+ *   confwatch.c    watching the configuration directory (inotify)
+ *   rundir.c       the run directory: sockets made without following paths
+ *   tenants.c      the set of tenants, their listening sockets, reloads
+ *   accept.c       accepting connections within the limits
+ *   clients.c      one connection per shim process: messages in and out
+ *   devices.c      the GPUs clients declare: lookup, limits, freeing
+ *   sched.c        per-GPU time slices: who holds the GPU, who is next
+ *   memory.c       per-GPU device memory of each tenant, against its cap
+ *   status.c       the status report, written a piece at a time
+ *   admin.c        the admin socket gpuslicectl talks to
+ *   cdi.c          the CDI spec and the preload list containers get
+ *   peers.c        who a client is: host PID, container and pod, from the kernel
  *
  * The server is single-threaded: every object here belongs to the loop's
  * thread, and nothing is locked.
@@ -21,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gpuslice/protocol.h"
 
@@ -36,6 +44,8 @@ struct loop_watch {
 
 int loop_init(void);
 int loop_add(struct loop_watch *w, uint32_t events);
+int loop_mod(struct loop_watch *w, uint32_t events);
+/* Stops watching w; an event for it still waiting in this batch is dropped. */
 void loop_del(struct loop_watch *w);
 /* Runs until loop_stop; returns 0, or -1 on an epoll failure. */
 int loop_run(void);
@@ -52,54 +62,132 @@ int timer_init(struct timer *t, void (*fn)(void *), void *arg);
 void timer_at(struct timer *t, uint64_t when_ns); /* 0 disarms */
 void timer_close(struct timer *t);
 
-/* ---- logging (main.c) ------------------------------------------------- */
+/* ---- log.c ------------------------------------------------------------------ */
 
 enum { LOG_ERR, LOG_WARN, LOG_INFO, LOG_DEBUG };
-extern int log_level;
+extern int log_level; /* set once by main before the loop starts */
 void slog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* For anything a tenant or a client can cause: at most a few lines per
+ * kind of message and tag (a tenant) every 10 s, then a count. */
+void slog_limited(const void *tag, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Writes the counts of windows that ended; called every second. */
+void log_flush(void);
+int log_level_parse(const char *name); /* -1 if unknown */
+const char *log_level_name(int level);
 
-/* ---- config.c ------------------------------------------------------------- */
+/* ---- main.c: options and limits ---------------------------------------------- */
+
+struct server_options {
+    const char *config_dir;           /* absolute */
+    const char *run_dir;              /* absolute */
+    const char *cdi_dir;              /* absolute; "" disables the CDI spec */
+    const char *shim_path;            /* absolute: the host's libgpuslice.so,
+                                         mounted into containers */
+    uint64_t grace_ns;
+    unsigned max_clients;             /* connections, all tenants together */
+    unsigned max_clients_per_tenant;
+    unsigned max_devices;             /* GPUs known at once */
+    unsigned max_devices_per_tenant;  /* GPUs one tenant's processes may declare */
+    uint64_t device_linger_ns;        /* a GPU nobody uses is forgotten after this */
+    unsigned client_buffer;           /* bytes of messages queued to one client */
+    unsigned long nofile;             /* RLIMIT_NOFILE after raising it */
+};
+extern struct server_options options; /* set by main before the loop starts */
+
+/* ---- config.c, config_file.c --------------------------------------------------- */
+
+#define SHARE_MIN 1e-3
+#define SHARE_MAX 1e6
+#define LIMIT_MIN 1e-3
+#define QUANTUM_MS_MAX 1000
+#define CONFIG_MAX_BYTES 65536
 
 struct tenant_config {
-    double share;            /* > 0 */
-    double limit;            /* (0, 1] */
-    uint64_t quantum_ns;
+    double share;            /* SHARE_MIN .. SHARE_MAX */
+    double limit;            /* LIMIT_MIN .. 1 */
+    uint64_t quantum_ns;     /* 1 .. QUANTUM_MS_MAX ms */
     uint64_t memory;         /* bytes, 0 = no cap */
 };
 
-/* Parses one tenant file. On failure returns -1 and puts "FILE:LINE: reason"
- * in err. */
-int config_parse_file(const char *path, struct tenant_config *out, char *err, size_t errlen);
+/* Parses the text of one tenant file (len bytes, not NUL-terminated). On
+ * failure returns -1 and puts "PATH:LINE: reason" in err. */
+int config_parse_text(const char *text, size_t len, const char *path, struct tenant_config *out, char *err,
+                      size_t errlen);
 /* Whether a file name (without .conf) is a valid tenant name. */
 bool config_valid_name(const char *name);
+/* Reads FILE in the directory dir_fd (a regular file, or a symlink to one,
+ * at most CONFIG_MAX_BYTES) and parses it; never blocks on a FIFO or a
+ * device. path is FILE's name for messages. 0, or CONFIG_BAD with a
+ * message in err, or CONFIG_MISSING if there is no such file. */
+#define CONFIG_BAD (-1)
+#define CONFIG_MISSING (-2)
+int config_read_file(int dir_fd, const char *file, const char *path, struct tenant_config *out, char *err,
+                     size_t errlen);
+
+/* ---- confwatch.c ------------------------------------------------------------- */
+
+int confwatch_open(void);
+/* Follows the configuration directory if the path now leads elsewhere (a
+ * swapped symlink), and rereads it then (returns true); every second. */
+bool confwatch_check(void);
+void confwatch_close(void);
+
+/* ---- rundir.c ----------------------------------------------------------------- */
+
+/* Opens RUN_DIR and RUN_DIR/tenants (created if missing). */
+int rundir_open(void);
+void rundir_close(void);
+/* RUN_DIR/tenants/NAME, created if missing; never a symlink. A new
+ * descriptor, -1 on error. */
+int rundir_tenant_dir(const char *name);
+/* RUN_DIR, for the admin socket (the server's descriptor: do not close). */
+int rundir_admin_dir(void);
+/* RUN_DIR/NAME, a directory of the server's own (never a tenant's),
+ * created if missing with the given mode; never a symlink. A new
+ * descriptor, -1 on error. */
+int rundir_server_dir(const char *name, mode_t mode);
+
+/* A listening socket bound at a name in a directory, and what the name
+ * pointed to when it was bound, so that only that is ever removed. */
+struct bound_socket {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+};
+/* Binds and listens on NAME in dir_fd with the given mode from the start
+ * (no chmod), replacing whatever was at NAME (never following it). */
+int rundir_listen(int dir_fd, const char *name, mode_t mode, int backlog, struct bound_socket *out);
+/* Closes the socket and removes NAME if it is still that socket. */
+void rundir_unlisten(int dir_fd, const char *name, struct bound_socket *s);
 
 /* ---- tenants.c ------------------------------------------------------------- */
 
 struct tenant {
     char name[GS_NAME_MAX];
     struct tenant_config config;
-    int listen_fd;
+    uint64_t id;             /* increasing: the order of the status */
+    unsigned index;          /* small, reused once it is gone: the key of
+                                every device's table of tenant entries */
+    struct bound_socket sock;/* fd -1 while it has no socket */
     struct loop_watch watch;
-    char socket_path[4096];
+    bool accepting;          /* the listening socket is in the epoll set */
+    uint64_t resume_at;      /* paused by a limit until then (accept.c) */
     bool seen;               /* reload bookkeeping */
-    struct tenant *next;
     unsigned clients;
+    struct client *members;  /* its clients (client.member_next) */
+    unsigned devices;        /* GPUs its clients have declared */
+    struct tenant *next;
 };
 
-extern struct tenant *tenants; /* every configured tenant */
-
-struct server_options {
-    const char *config_dir;
-    const char *run_dir;
-    const char *cdi_dir;     /* "" disables the CDI spec */
-    const char *shim_path;   /* the host's libgpuslice.so, mounted into containers */
-    uint64_t grace_ns;
-    uint64_t idle_ns;
-};
-extern struct server_options options;
+extern struct tenant *tenants; /* every configured tenant, oldest first */
+extern unsigned ntenants;
 
 int tenants_load(void);      /* at start: fails if the directories are unusable */
-void tenants_reload(void);   /* SIGHUP or inotify */
+void tenants_scan(void);     /* SIGHUP, or a change inotify cannot narrow down */
+/* The file NAME.conf changed, appeared or went away. */
+void tenants_file_changed(const char *name);
+/* Gives a socket to tenants that could not get one yet; every second. */
+void tenants_retry_listen(void);
 void tenants_close_all(void);
 struct tenant *tenant_find(const char *name);
 
@@ -121,6 +209,18 @@ void peer_identify(int fd, struct peer *p);
 /* Finds the container ID and pod UID in the text of a /proc/PID/cgroup. */
 void peer_parse_cgroup(const char *text, struct peer *p);
 
+/* ---- accept.c --------------------------------------------------------------- */
+
+int accept_init(void);
+/* The tenant's socket is readable: accepts what the limits allow. */
+void accept_tenant(struct tenant *t);
+/* Accepts one connection on the admin socket. Out of descriptors, it
+ * takes the spare one: accept_spare_back() when that connection closes. */
+int accept_admin(int listen_fd, bool *used_spare);
+void accept_spare_back(void);
+/* How many connections all tenants together may have now. */
+unsigned long accept_client_budget(void);
+
 /* ---- clients.c ------------------------------------------------------------- */
 
 struct device;
@@ -132,32 +232,40 @@ struct client {
     uint32_t pid;            /* the host's PID (peer.pid), else the one HELLO gave */
     struct peer peer;
     bool greeted;
+    bool closing;            /* dropped; closed at its next event */
     uint64_t connected_ns;
     struct device *devices[GS_MAX_DEVICES];  /* by the client's slot */
     bool wants[GS_MAX_DEVICES];               /* ACQUIRE outstanding */
     uint64_t holds[GS_MAX_DEVICES];           /* grant held, 0 = none */
     uint64_t mem_held[GS_MAX_DEVICES];        /* device memory counted for it */
     struct client *next;
+    struct client *member_next, **member_prev; /* in tenant->members */
 };
 
 extern struct client *clients;
+extern unsigned nclients;    /* connections, all tenants */
 
-void client_accept(struct tenant *t);
-/* Closes a client, first sending ERROR(reason) if reason is not NULL. */
+/* Takes a connection accepted on t's socket; closes it on failure. */
+void client_add(struct tenant *t, int fd);
+/* Closes a client now, first sending ERROR(reason) if reason is not NULL. */
 void client_close(struct client *c, const char *reason);
+/* Drops a client for what it did: one (rate-limited) log line, ERROR(what),
+ * and it is closed at its next event; safe while walking the clients. */
+void client_drop(struct client *c, const char *what);
+/* Sends one message. A client whose buffer is full (it does not read) is
+ * dropped: marked closing and closed at its next event. */
 int client_send(struct client *c, const struct gs_msg *msg);
 /* Closes connections that never said HELLO; called every second. */
 void clients_sweep(void);
-/* The client's slot for a device, or -1. */
-int client_slot(const struct client *c, const struct device *d);
 
-/* ---- sched.c ---------------------------------------------------------------- */
+/* ---- devices.c ---------------------------------------------------------------- */
 
 #define GS_OVERRUN_SAMPLES 1000
 
 /* Per device, per tenant: that tenant's place in the device's schedule. */
 struct device_tenant {
     struct tenant *tenant;
+    unsigned refs;             /* slots of its clients that declared the device */
     double vtime;              /* virtual time: device time used / share */
     uint64_t eligible_at;      /* its limit: no grant before this */
     unsigned waiting;          /* clients waiting for a grant */
@@ -167,14 +275,27 @@ struct device_tenant {
     uint64_t slices, used_ns, wait_ns;
     uint64_t window_start[10], window_used[10]; /* one-second buckets */
     uint64_t mem_used, mem_peak, oom_refusals;  /* device memory, all its processes */
-    uint64_t overruns[GS_OVERRUN_SAMPLES];      /* release - deadline (0 if before), last slices */
+    uint64_t *overruns;        /* release - deadline (0 if before) of the last
+                                  GS_OVERRUN_SAMPLES slices; allocated at the
+                                  first, so that an idle entry stays small */
     size_t noverruns;
 };
 
 enum device_state { DEV_IDLE, DEV_RUNNING, DEV_REVOKING };
 
+/* A client slot that declared a device. */
+struct device_user {
+    struct client *client;
+    int slot;
+};
+
 struct device {
     uint8_t uuid[16];
+    uint64_t id;               /* increasing: the order of the status */
+    struct device_user *users; /* the client slots that declared it: the
+                                  scheduler walks these, never all clients */
+    size_t nusers, users_cap;
+    uint64_t unused_since;     /* nusers fell to 0 then */
     enum device_state state;
     struct device_tenant *holder;
     uint64_t grant;            /* current grant id */
@@ -183,22 +304,41 @@ struct device {
     unsigned holders;          /* clients holding the current grant */
     struct device_tenant *tenants;
     size_t ntenants;
+    uint32_t *entry_of;        /* by tenant index: 1 + its entry's position
+                                  in tenants, 0 if none */
+    size_t nentry_of;
     struct timer timer;
     struct device *next;
     uint64_t slices, handoffs;
     uint64_t created_ns;
 };
 
-extern struct device *devices;
+extern struct device *devices; /* oldest first */
+extern unsigned ndevices;
 
-struct device *device_get(const uint8_t uuid[16]);
-/* The tenant's entry on a device, created on first use; NULL if out of memory. */
-struct device_tenant *device_tenant_get(struct device *d, struct tenant *t);
+/* Declares slot of c to be the GPU uuid, within the limits; gives back what
+ * the slot held before. NULL (with a reason) if the limits refuse it. */
+struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], const char **why);
+/* The slot no longer names its device (the client went away). */
+void device_undeclare(struct client *c, int slot);
+/* The tenant's entry on a device (O(1)); NULL if its clients never
+ * declared it. */
+struct device_tenant *device_tenant_find(const struct device *d, const struct tenant *t);
+/* Removes the tenant's entry from every device (it was removed). */
+void devices_forget_tenant(const struct tenant *t);
+/* Frees devices nobody has used for the linger time; every second. */
+void devices_sweep(void);
+/* Frees every device (shutdown). */
+void devices_free_all(void);
+
+/* ---- sched.c ---------------------------------------------------------------- */
+
+int sched_device_init(struct device *d); /* its timer; -1 on failure */
 void sched_acquire(struct client *c, int slot);
 void sched_release(struct client *c, int slot, uint64_t grant, bool more);
-/* A client went away: drop its waits and holds everywhere. */
-void sched_client_gone(struct client *c);
-/* A tenant was removed or changed. */
+/* A client's slot goes away: drop its wait and hold there. */
+void sched_slot_gone(struct client *c, int slot);
+/* A tenant was removed: its entries go from every device. */
 void sched_tenant_gone(struct tenant *t);
 double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
 /* The 99th percentile of (release - deadline) over the last slices, in ns;
@@ -208,26 +348,56 @@ uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);
 /* ---- memory.c ----------------------------------------------------------------- */
 
 void mem_handle(struct client *c, const struct gs_msg *msg);
-/* A client went away: everything it held is the tenant's no longer. */
-void mem_client_gone(struct client *c);
+/* A client's slot goes away: what it held is the tenant's no longer. */
+void mem_slot_gone(struct client *c, int slot);
 
 /* ---- cdi.c ------------------------------------------------------------------- */
 
-/* Writes RUNDIR/cdi/ld.so.preload; -1 (logged) if it cannot. */
+/* Writes RUN_DIR/cdi/ld.so.preload; -1 (logged) if it cannot. */
 int cdi_init(void);
 /* Rewrites the CDI spec if the set of tenants changed (or removes it when
  * there is none); failures are logged. */
 void cdi_update(void);
+/* Tries again if the last update failed; every second. */
+void cdi_retry(void);
 /* Removes the spec this server wrote, at shutdown. */
 void cdi_remove(void);
 
-/* ---- status.c ----------------------------------------------------------------- */
+/* ---- status.c ------------------------------------------------------------------ */
+
+struct text {
+    char *data;
+    size_t len, cap;
+    bool failed;             /* out of memory: the text is incomplete */
+};
+void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void text_free(struct text *t);
+
+/* Where a report being written has got to. Devices and tenants are written
+ * in id order, so removals in between never make it skip or repeat one. */
+struct status_cursor {
+    enum gs_status_format format;
+    int part;                /* header, devices, middle, tenants, processes'
+                                header, processes (tables), tail, done */
+    uint64_t last_id;        /* of the last device or tenant written */
+    const void *last;        /* that device or tenant, valid while removals
+                                has not changed: a shortcut to the next */
+    uint64_t removals;
+    size_t count;            /* entries written in this part */
+};
+/* Counts tenants and devices freed (so that a cursor's pointer is known
+ * to be still valid when it has not changed); the loop's thread only. */
+extern uint64_t removals;
+void status_begin(struct status_cursor *cur, enum gs_status_format format);
+/* Appends the next entries to out until it has grown by at least `budget`
+ * bytes or the report is complete; returns true once it is complete. */
+bool status_next(struct status_cursor *cur, struct text *out, size_t budget);
+
+/* ---- admin.c ------------------------------------------------------------------- */
 
 int admin_open(void);
+/* Drops admin connections that said nothing in time; every second. */
+void admin_sweep(void);
 void admin_close(void);
-/* Writes the status report as JSON into buf; returns its length. */
-size_t status_json(char *buf, size_t cap);
-/* The same report as a table for people. */
-size_t status_table(char *buf, size_t cap);
 
 #endif

@@ -1,29 +1,50 @@
 /*
  * Tenants: the set read from the configuration directory, one listening
- * socket each at RUNDIR/tenants/NAME/gpuslice.sock, and reloads.
+ * socket each at RUN_DIR/tenants/NAME/gpuslice.sock (made by rundir.c),
+ * and reloads.
  *
  * A client's tenant is the socket it connected to, never anything it says:
  * a container runtime mounts only its tenant's directory into the
  * container. On reload a new file gets a socket, a changed one applies to
  * the next grant, a removed one has its socket removed and its clients
- * disconnected with a reason. A bad file is reported with its line and
- * reason and changes nothing: a new tenant is not created, an existing one
- * keeps its last good settings.
+ * disconnected with a reason; its directory stays (a container's mount of
+ * it stays valid, and the tenant gets it back if re-added). So do all the
+ * directories when the server stops: running containers have them (the
+ * inodes, not the paths) bind-mounted, and the next server makes its
+ * sockets in the same directories for them to reconnect. Whenever tenants
+ * come or go, the CDI spec is rewritten (cdi.c). A bad file is
+ * reported with its line and reason and changes nothing: a new tenant is
+ * not created, an existing one keeps its last good settings. A tenant
+ * whose socket cannot be made is kept and tried again every second.
  */
 #include "server.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
+#define SOCKET_NAME "gpuslice.sock"
+
+/* The tenants, oldest first; owned by the loop's thread. */
 struct tenant *tenants;
+unsigned ntenants;
+static uint64_t next_tenant_id = 1;
+/* A tenant was created or removed since the CDI spec was last updated. */
+static bool set_changed;
+
+/* Rewrites the CDI spec if tenants came or went. */
+static void cdi_follow(void)
+{
+    if (set_changed) {
+        set_changed = false;
+        cdi_update();
+    }
+}
 
 struct tenant *tenant_find(const char *name)
 {
@@ -33,72 +54,74 @@ struct tenant *tenant_find(const char *name)
     return NULL;
 }
 
+/* The smallest index no tenant has (there is one in 0..ntenants). */
+static unsigned unused_index(void)
+{
+    bool *used = calloc((size_t)ntenants + 1, sizeof *used);
+    unsigned index = 0;
+    if (!used) { /* out of memory: one past the largest, which is free too */
+        for (struct tenant *t = tenants; t; t = t->next)
+            if (t->index >= index)
+                index = t->index + 1;
+        return index;
+    }
+    for (struct tenant *t = tenants; t; t = t->next)
+        if (t->index <= ntenants)
+            used[t->index] = true;
+    while (used[index])
+        index++;
+    free(used);
+    return index;
+}
+
 static void tenant_readable(void *arg, uint32_t events)
 {
     (void)events;
-    client_accept(arg);
+    accept_tenant(arg);
 }
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, mode) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(tmp, mode) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-/* Creates the listening socket for t; -1 (logged) on failure. */
+/* Gives t its listening socket; -1 (logged) on failure. */
 static int tenant_listen(struct tenant *t)
 {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/tenants/%s", options.run_dir, t->name);
-    int n = snprintf(t->socket_path, sizeof t->socket_path, "%s/gpuslice.sock", dir);
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (n < 0 || (size_t)n >= sizeof addr.sun_path) {
-        slog(LOG_ERR, "tenant %s: socket path %s is longer than %zu bytes", t->name, t->socket_path,
-             sizeof addr.sun_path - 1);
+    int dir = rundir_tenant_dir(t->name);
+    if (dir < 0) {
+        slog_limited(t, LOG_ERR, "tenant %s: cannot open %s/tenants/%s (a directory, not a symlink): %s", t->name,
+                     options.run_dir, t->name, strerror(errno));
         return -1;
     }
-    if (mkdir_p(dir, 0755) != 0) {
-        slog(LOG_ERR, "tenant %s: cannot create %s: %s", t->name, dir, strerror(errno));
+    int rc = rundir_listen(dir, SOCKET_NAME, 0666, 128, &t->sock);
+    if (rc != 0)
+        slog_limited(t, LOG_ERR, "tenant %s: cannot listen on %s/tenants/%s/%s: %s; trying again every second",
+                     t->name, options.run_dir, t->name, SOCKET_NAME, strerror(errno));
+    if (close(dir) != 0)
+        slog(LOG_WARN, "close: %s", strerror(errno));
+    if (rc != 0)
         return -1;
-    }
-    memcpy(addr.sun_path, t->socket_path, (size_t)n + 1);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        slog(LOG_ERR, "tenant %s: socket: %s", t->name, strerror(errno));
-        return -1;
-    }
-    unlink(t->socket_path); /* a leftover from a previous run */
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || chmod(t->socket_path, 0666) != 0 ||
-        listen(fd, 128) != 0) {
-        slog(LOG_ERR, "tenant %s: cannot listen on %s: %s", t->name, t->socket_path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    t->listen_fd = fd;
-    t->watch = (struct loop_watch){.fd = fd, .fn = tenant_readable, .arg = t};
+    t->watch = (struct loop_watch){.fd = t->sock.fd, .fn = tenant_readable, .arg = t};
     if (loop_add(&t->watch, EPOLLIN) != 0) {
         slog(LOG_ERR, "tenant %s: epoll: %s", t->name, strerror(errno));
-        close(fd);
-        t->listen_fd = -1;
+        rundir_unlisten(-1, SOCKET_NAME, &t->sock);
         return -1;
     }
+    t->accepting = true;
+    t->resume_at = 0;
     return 0;
 }
 
-/* Closes the tenant's clients and socket. Its directory goes too, unless
- * keep_dir: at shutdown it stays, because running containers have that
- * directory (the inode, not the path) bind-mounted, and the next server
- * must make its socket in the same directory for them to reconnect. */
-static void tenant_remove(struct tenant *t, const char *why, bool keep_dir)
+static void tenant_unlisten(struct tenant *t)
+{
+    if (t->sock.fd < 0)
+        return;
+    if (t->accepting)
+        loop_del(&t->watch);
+    t->accepting = false;
+    int dir = rundir_tenant_dir(t->name);
+    rundir_unlisten(dir, SOCKET_NAME, &t->sock);
+    if (dir >= 0 && close(dir) != 0)
+        slog(LOG_WARN, "close: %s", strerror(errno));
+}
+
+static void tenant_remove(struct tenant *t, const char *why)
 {
     char reason[GS_REASON_MAX];
     snprintf(reason, sizeof reason, "tenant %s %s", t->name, why);
@@ -108,41 +131,53 @@ static void tenant_remove(struct tenant *t, const char *why, bool keep_dir)
             client_close(c, reason);
     }
     sched_tenant_gone(t);
-    if (t->listen_fd >= 0) {
-        loop_del(&t->watch);
-        close(t->listen_fd);
-        unlink(t->socket_path);
-        char *slash = strrchr(t->socket_path, '/');
-        if (slash && !keep_dir) {
-            *slash = '\0';
-            rmdir(t->socket_path);
-        }
-    }
+    tenant_unlisten(t);
     for (struct tenant **p = &tenants; *p; p = &(*p)->next)
         if (*p == t) {
             *p = t->next;
             break;
         }
+    ntenants--;
+    removals++;
+    set_changed = true;
     free(t);
 }
 
-static void apply_file(const char *name, const char *path)
+static void log_settings(const struct tenant *t, const char *what)
 {
+    slog(LOG_INFO, "tenant %s: %sshare %g limit %g quantum %llu ms memory %llu%s", t->name, what, t->config.share,
+         t->config.limit, (unsigned long long)(t->config.quantum_ns / 1000000),
+         (unsigned long long)t->config.memory, t->sock.fd >= 0 ? "" : " (no socket yet)");
+}
+
+/* Reads NAME.conf in conf_fd and creates, updates or (if the file is gone)
+ * removes the tenant. */
+static void apply_file(int conf_fd, const char *name)
+{
+    char file[GS_NAME_MAX + 8], path[4200], err[600];
+    snprintf(file, sizeof file, "%s.conf", name);
+    snprintf(path, sizeof path, "%s/%s", options.config_dir, file);
     struct tenant_config config;
-    char err[512];
     struct tenant *t = tenant_find(name);
+    int rc = config_read_file(conf_fd, file, path, &config, err, sizeof err);
+    if (rc == CONFIG_MISSING) {
+        if (t) {
+            slog(LOG_INFO, "tenant %s: removed", name);
+            tenant_remove(t, "was removed from the configuration");
+        }
+        return;
+    }
     if (t)
         t->seen = true;
-    if (config_parse_file(path, &config, err, sizeof err) != 0) {
+    if (rc != 0) {
         slog(LOG_ERR, "%s; %s", err, t ? "keeping the tenant's previous settings" : "tenant not created");
         return;
     }
     if (t) {
-        if (memcmp(&t->config, &config, sizeof config) != 0)
-            slog(LOG_INFO, "tenant %s: share %g limit %g quantum %llu ms memory %llu", name, config.share,
-                 config.limit, (unsigned long long)(config.quantum_ns / 1000000),
-                 (unsigned long long)config.memory);
+        bool changed = memcmp(&t->config, &config, sizeof config) != 0;
         t->config = config;
+        if (changed)
+            log_settings(t, "");
         return;
     }
     t = calloc(1, sizeof *t);
@@ -152,73 +187,127 @@ static void apply_file(const char *name, const char *path)
     }
     memcpy(t->name, name, strlen(name) + 1); /* config_valid_name bounds it */
     t->config = config;
-    t->listen_fd = -1;
+    t->id = next_tenant_id++;
+    t->index = unused_index();
+    t->sock.fd = -1;
     t->seen = true;
-    if (tenant_listen(t) != 0) {
-        free(t);
-        return;
-    }
-    t->next = tenants;
-    tenants = t;
-    slog(LOG_INFO, "tenant %s: share %g limit %g quantum %llu ms, socket %s", name, config.share, config.limit,
-         (unsigned long long)(config.quantum_ns / 1000000), t->socket_path);
+    struct tenant **tail = &tenants;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = t;
+    ntenants++;
+    set_changed = true;
+    tenant_listen(t);
+    log_settings(t, "");
 }
 
-static int scan(void)
+/* The tenant name of a file name NAME.conf, or false. */
+static bool tenant_name(const char *file, char name[GS_NAME_MAX])
 {
-    DIR *dir = opendir(options.config_dir);
+    size_t len = strlen(file);
+    if (len <= 5 || strcmp(file + len - 5, ".conf") != 0 || file[0] == '.')
+        return false;
+    if (len - 5 >= GS_NAME_MAX) {
+        slog(LOG_ERR, "%s/%s: tenant names have at most %d characters", options.config_dir, file, GS_NAME_MAX - 1);
+        return false;
+    }
+    memcpy(name, file, len - 5);
+    name[len - 5] = '\0';
+    if (!config_valid_name(name)) {
+        slog(LOG_ERR, "%s/%s: '%s' is not a valid tenant name (letters, digits, '-', '_', '.', at most %d)",
+             options.config_dir, file, name, GS_NAME_MAX - 1);
+        return false;
+    }
+    return true;
+}
+
+static int open_config_dir(void)
+{
+    int fd = open(options.config_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        slog(LOG_ERR, "cannot read the configuration directory %s: %s", options.config_dir, strerror(errno));
+    return fd;
+}
+
+void tenants_scan(void)
+{
+    int fd = open_config_dir();
+    if (fd < 0)
+        return;
+    DIR *dir = fdopendir(fd);
     if (!dir) {
         slog(LOG_ERR, "cannot read the configuration directory %s: %s", options.config_dir, strerror(errno));
-        return -1;
+        if (close(fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
+        return;
     }
     for (struct tenant *t = tenants; t; t = t->next)
         t->seen = false;
     struct dirent *e;
+    errno = 0;
     while ((e = readdir(dir))) {
-        size_t len = strlen(e->d_name);
-        if (len <= 5 || strcmp(e->d_name + len - 5, ".conf") != 0 || e->d_name[0] == '.')
-            continue;
-        char name[256], path[4096];
-        snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
-        snprintf(path, sizeof path, "%s/%s", options.config_dir, e->d_name);
-        if (!config_valid_name(name)) {
-            slog(LOG_ERR, "%s: '%s' is not a valid tenant name (letters, digits, '-', '_', '.', at most %d)",
-                 path, name, GS_NAME_MAX - 1);
-            continue;
-        }
-        apply_file(name, path);
+        char name[GS_NAME_MAX];
+        if (tenant_name(e->d_name, name))
+            apply_file(dirfd(dir), name);
+        errno = 0;
     }
-    closedir(dir);
+    int read_error = errno;
+    if (closedir(dir) != 0)
+        slog(LOG_WARN, "closedir: %s", strerror(errno));
+    if (read_error) {
+        slog(LOG_ERR, "cannot read the configuration directory %s: %s; no tenant removed", options.config_dir,
+             strerror(read_error));
+        cdi_follow();
+        return;
+    }
     for (struct tenant *t = tenants, *next; t; t = next) {
         next = t->next;
         if (!t->seen) {
             slog(LOG_INFO, "tenant %s: removed", t->name);
-            tenant_remove(t, "was removed from the configuration", false);
+            tenant_remove(t, "was removed from the configuration");
         }
     }
-    cdi_update();
-    return 0;
+    cdi_follow();
+}
+
+void tenants_file_changed(const char *file)
+{
+    char name[GS_NAME_MAX];
+    if (!tenant_name(file, name))
+        return;
+    int fd = open_config_dir();
+    if (fd < 0)
+        return;
+    apply_file(fd, name);
+    if (close(fd) != 0)
+        slog(LOG_WARN, "close: %s", strerror(errno));
+    cdi_follow();
 }
 
 int tenants_load(void)
 {
-    char tdir[4096];
-    snprintf(tdir, sizeof tdir, "%s/tenants", options.run_dir);
-    if (mkdir_p(tdir, 0755) != 0) {
-        slog(LOG_ERR, "cannot create %s: %s", tdir, strerror(errno));
+    int fd = open_config_dir();
+    if (fd < 0)
         return -1;
-    }
-    return scan();
+    if (close(fd) != 0)
+        slog(LOG_WARN, "close: %s", strerror(errno));
+    tenants_scan();
+    return 0;
 }
 
-void tenants_reload(void)
+void tenants_retry_listen(void)
 {
-    slog(LOG_INFO, "reloading %s", options.config_dir);
-    scan();
+    for (struct tenant *t = tenants; t; t = t->next)
+        if (t->sock.fd < 0 && tenant_listen(t) == 0)
+            slog(LOG_INFO, "tenant %s: listening on %s/tenants/%s/%s", t->name, options.run_dir, t->name,
+                 SOCKET_NAME);
 }
 
+/* At shutdown: the sockets go, the directories stay (see the top). The
+ * CDI spec is main's to remove (cdi_remove), not to rewrite here. */
 void tenants_close_all(void)
 {
     while (tenants)
-        tenant_remove(tenants, "is gone: the server is shutting down", true);
+        tenant_remove(tenants, "is gone: the server is shutting down");
+    set_changed = false;
 }

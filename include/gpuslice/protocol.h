@@ -36,7 +36,13 @@
  *   client MEM_FREE(slot, bytes)     after a free; no answer
  *   client MEM_QUERY(slot, id)       -> MEM_RESULT(id, cap, used)
  *   client MEM_DECLARE(slot, bytes)  after (re)connecting: what it holds
- * Admin socket: STATUS_REQUEST(format) -> STATUS_REPLY (JSON or a table).
+ * Admin socket: STATUS_REQUEST(format) -> STATUS_REPLY... (JSON or a table):
+ *                                    the report in pieces of up to
+ *                                    GS_MSG_MAX - GS_HEADER_SIZE bytes, to
+ *                                    be joined, then an empty STATUS_REPLY
+ *                                    that ends it (a report has no size
+ *                                    limit; a connection closed before the
+ *                                    empty one means it is incomplete).
  */
 #ifndef GPUSLICE_PROTOCOL_H
 #define GPUSLICE_PROTOCOL_H

@@ -402,12 +402,12 @@ static CUresult end_locked(struct fc_capture *cap, struct fc_graph **graph_out, 
     return rc;
 }
 
-void fc_capture_stream_destroyed_locked(struct fc_stream *stream)
+void fc_capture_stream_destroyed_locked(const char *call, struct fc_stream *stream)
 {
     struct fc_capture *cap = stream->capture;
     if (!cap)
         return;
-    invalidate_locked(cap, "cuStreamDestroy", "a stream of the capture was destroyed");
+    invalidate_locked(cap, call, "a stream of the capture was destroyed");
     if (stream != cap->origin) {
         stream->capture = NULL;
         return;
@@ -426,7 +426,7 @@ void fc_capture_ctx_stopping_locked(struct fc_ctx *ctx)
     while (c) {
         struct fc_capture *next = c->next;
         if (c->origin->ctx == ctx) {
-            fc_capture_stream_destroyed_locked(c->origin);
+            fc_capture_stream_destroyed_locked("cuCtxDestroy", c->origin);
         } else if (captures_in_ctx_locked(c, ctx, false)) {
             invalidate_locked(c, "cuCtxDestroy", "a context of the capture was destroyed");
             detach_members_locked(c, ctx);

@@ -80,14 +80,14 @@ static void atfork_prepare(void)
     pthread_mutex_lock(&proc_lock);
     fc_ctx_atfork_prepare();
     fc_exec_atfork_prepare();
-    fc_handles_atfork_prepare();
     fc_mem_atfork_prepare();
+    fc_handles_atfork_prepare();
 }
 
 static void atfork_parent(void)
 {
-    fc_mem_atfork_parent();
     fc_handles_atfork_parent();
+    fc_mem_atfork_parent();
     fc_exec_atfork_parent();
     fc_ctx_atfork_parent();
     pthread_mutex_unlock(&proc_lock);
@@ -97,8 +97,8 @@ static void atfork_child(void)
 {
     /* None of the parent's contexts or worker threads exist here. The
      * shared mapping stays; the child takes its own slot at cuInit. */
-    fc_mem_atfork_child();
     fc_handles_atfork_child();
+    fc_mem_atfork_child();
     fc_exec_atfork_child();
     fc_streams_atfork_child();
     fc_ctx_atfork_child();

@@ -27,6 +27,7 @@
 static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_ctx *live_ctxs;     /* contexts not yet stopped */
 static uint64_t next_op_seq;         /* submission order across the process */
+static bool watched_fence_done;      /* ops of other contexts may have become ready */
 
 void fc_exec_lock(void)
 {
@@ -151,7 +152,7 @@ unsigned fc_live_contexts_locked(void)
 
 void fc_stream_release_locked(struct fc_stream *stream)
 {
-    if (!stream->destroyed || stream->head || stream->users || stream->active)
+    if (!stream->destroyed || stream->head || stream->users || stream->active || stream->capture)
         return;
     struct fc_ctx *ctx = stream->ctx;
     if (stream->prev)
@@ -201,7 +202,7 @@ static void complete_locked(struct fc_op *op)
     op->fence->time_ns = fc_now_ns();
     atomic_store(&op->fence->done, true);
     if (op->fence->watched)
-        wake_all_contexts_locked();
+        watched_fence_done = true;
     if (op->fence->waiters)
         fc_wake_waiters_locked();
     count_queued(ctx, op->work.kind, -1);
@@ -232,9 +233,7 @@ static void prune_active_locked(struct fc_ctx *ctx)
     }
 }
 
-/* Completes every event record and event wait that is ready, in any
- * stream of the context. */
-static void advance_locked(struct fc_ctx *ctx)
+static void advance_one_locked(struct fc_ctx *ctx)
 {
     bool progress = true;
     while (progress) {
@@ -248,6 +247,21 @@ static void advance_locked(struct fc_ctx *ctx)
         }
     }
     prune_active_locked(ctx);
+}
+
+/* Completes every event record, event wait and stream-ordered free that is
+ * ready, in any stream of the context; and in every context, when an op
+ * that another context waits for has completed (an event wait takes no
+ * worker: whoever completes what it waits for moves it on). */
+static void advance_locked(struct fc_ctx *ctx)
+{
+    advance_one_locked(ctx);
+    while (watched_fence_done) {
+        watched_fence_done = false;
+        for (struct fc_ctx *c = live_ctxs; c; c = c->live_next)
+            advance_one_locked(c);
+        wake_all_contexts_locked();
+    }
 }
 
 /* The oldest ready op for one engine, or NULL. */

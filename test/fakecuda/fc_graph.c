@@ -186,11 +186,12 @@ FC_API CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phexec, CUgraph h
 
 /* Queues one node of an executable graph on a stream that is not
  * capturing. */
-static CUresult launch_node_locked(const char *call, struct fc_stream *stream, const struct fc_work *node)
+static CUresult launch_node_locked(struct fc_stream *stream, const struct fc_work *node)
 {
     if (node->kind == FC_WORK_RECORD || node->kind == FC_WORK_WAIT) {
-        /* External event nodes: a destroyed event leaves nothing to do. */
-        struct fc_event *event = fc_handle_use(call, FC_H_EVENT, node->event);
+        /* External event nodes: a destroyed event leaves nothing to do
+         * (the application named it at capture, not now). */
+        struct fc_event *event = fc_handle_get(FC_H_EVENT, node->event);
         if (!event)
             return CUDA_SUCCESS;
         if (node->kind == FC_WORK_WAIT)
@@ -230,7 +231,7 @@ CUresult fc_graph_launch(const char *call, CUgraphExec hexec, CUstream hstream, 
         if (stream->capture) /* launched into a capture: its nodes are captured */
             rc = fc_stream_submit_locked(call, stream, &exec->nodes[i]);
         else
-            rc = launch_node_locked(call, stream, &exec->nodes[i]);
+            rc = launch_node_locked(stream, &exec->nodes[i]);
     }
     fc_exec_unlock();
     return rc;

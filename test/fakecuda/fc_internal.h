@@ -71,8 +71,9 @@ void fc_handles_atfork_child(void);
  * fences, events' last records and stream captures) is guarded by one
  * lock, fc_exec_lock() / fc_exec_unlock(). A stream or event object is
  * freed only under it, so a pointer looked up under it stays valid until
- * it is released. Lock order: proc_lock (fc_context.c), then the exec
- * lock, then the handle table's lock, then mem_lock (fc_memory.c). */
+ * it is released. Lock order: proc_lock (fc_context.c), ctx_lock
+ * (fc_ctx.c), the exec lock, mem_lock (fc_memory.c), then the handle
+ * table's lock. */
 void fc_exec_lock(void);
 void fc_exec_unlock(void);
 /* The lock itself, for condition waits. */
@@ -328,7 +329,9 @@ CUresult fc_capture_wait_locked(const char *call, struct fc_stream *stream, stru
 /* cuMemFreeAsync into a capturing stream: the free waits for the end of
  * the capture. False if the stream does not capture. */
 bool fc_capture_defer_free_locked(struct fc_stream *stream, CUdeviceptr ptr);
-void fc_capture_stream_destroyed_locked(struct fc_stream *stream);
+/* A stream of a capture goes: the capture is invalidated, and ended if
+ * the stream was its origin. */
+void fc_capture_stream_destroyed_locked(const char *call, struct fc_stream *stream);
 void fc_capture_ctx_stopping_locked(struct fc_ctx *ctx);
 /* ---- devices (fc_device.c, fc_device_attributes.c) -------------------- */
 

@@ -175,10 +175,13 @@ _Static_assert(2 * ENTRY_COUNT <= FC_TRAMPOLINE_COUNT, "FC_TRAMPOLINE_COUNT too 
 
 /* The stubs (fc_trampolines_<arch>.S) and where each jumps: entry i's
  * legacy variant through stub 2i, its per-thread variant through 2i+1.
- * Filled once under trampolines_once; read-only afterwards. */
+ * Filled once by load_trampolines under trampolines_once; read-only
+ * afterwards. */
 extern const char fc_trampolines[];
 fc_entry fc_trampoline_targets[FC_TRAMPOLINE_COUNT];
 #endif
+/* Whether lookups hand out trampolines (FAKECUDA_TRAMPOLINES); written by
+ * load_trampolines under trampolines_once, read-only afterwards. */
 static pthread_once_t trampolines_once = PTHREAD_ONCE_INIT;
 static bool trampolines;
 

@@ -65,6 +65,7 @@ static void retire_per_thread_streams(void *value)
             continue;
         struct fc_stream *stream = list->entry[i].stream;
         stream->destroyed = true;
+        fc_capture_stream_destroyed_locked("pthread_exit", stream);
         fc_stream_release_locked(stream);
     }
     fc_exec_unlock();
@@ -97,7 +98,8 @@ static CUresult per_thread_stream_locked(struct fc_ctx *ctx, struct fc_stream **
             grown->count = 0;
         grown->cap = cap;
         per_thread = list = grown;
-        pthread_setspecific(per_thread_key, list);
+        if (pthread_setspecific(per_thread_key, list) != 0)
+            fc_log("cannot register this thread's per-thread streams: they outlive it");
     }
     struct fc_stream *stream = fc_stream_new_locked(ctx, FC_STREAM_PER_THREAD, 0, 0);
     if (!stream)
@@ -192,7 +194,7 @@ FC_API CUresult cuStreamDestroy_v2(CUstream hstream)
         fc_handle_free(FC_H_STREAM, stream->handle);
         stream->handle = 0;
         stream->destroyed = true;
-        fc_capture_stream_destroyed_locked(stream);
+        fc_capture_stream_destroyed_locked(__func__, stream);
         fc_stream_release_locked(stream);
     }
     fc_exec_unlock();

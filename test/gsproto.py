@@ -1,0 +1,131 @@
+"""The gpuslice wire protocol (include/gpuslice/protocol.h) from Python, for
+tests that play a client, a hostile one included: many connections, odd
+UUIDs, a client that never reads. Message layouts are written out here on
+purpose, independently of protocol.c."""
+import os
+import select
+import socket
+import struct
+import time
+
+MAGIC = 0x434C5347
+VERSION = 1
+HELLO, WELCOME, ERROR, DEVICE, ACQUIRE, GRANT, REVOKE, RELEASE = 1, 2, 3, 4, 5, 6, 7, 8
+STATUS_REQUEST, STATUS_REPLY = 9, 10
+MEM_RESERVE, MEM_FREE, MEM_QUERY, MEM_DECLARE, MEM_RESULT = 11, 12, 13, 14, 15
+RELEASE_MORE = 1
+
+
+def encode(mtype, body=b""):
+    return struct.pack("<IHHII", MAGIC, VERSION, mtype, len(body), 0) + body
+
+
+def decode(data):
+    """(type, fields) of one message; fields is a dict."""
+    magic, version, mtype, length, _ = struct.unpack_from("<IHHII", data)
+    if magic != MAGIC or version != VERSION or length != len(data) - 16:
+        raise ValueError("bad message")
+    b = data[16:]
+    if mtype == WELCOME:
+        return mtype, {"tenant": b.split(b"\0", 1)[0].decode()}
+    if mtype == ERROR:
+        return mtype, {"reason": b.split(b"\0", 1)[0].decode()}
+    if mtype in (GRANT, REVOKE):
+        slot, grant, deadline, flags = struct.unpack("<IQQI", b)
+        return mtype, {"slot": slot, "grant": grant, "deadline": deadline}
+    if mtype == MEM_RESULT:
+        mid, ok, cap, used = struct.unpack("<QIQQ", b)
+        return mtype, {"id": mid, "ok": ok, "cap": cap, "used": used}
+    if mtype == STATUS_REPLY:
+        return mtype, {"text": b}
+    return mtype, {}
+
+
+class Closed(Exception):
+    pass
+
+
+class Client:
+    """One connection to a tenant's (or the admin) socket."""
+
+    def __init__(self, path, hello=True, blocking=True):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.setblocking(blocking)
+        self.sock.connect(path)
+        self.tenant = None
+        if hello:
+            self.send(HELLO, struct.pack("<I", os.getpid()))
+            mtype, f = self.recv(5.0)
+            if mtype != WELCOME:
+                raise Closed("no WELCOME: %s" % f)
+            self.tenant = f["tenant"]
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def send(self, mtype, body=b""):
+        self.sock.send(encode(mtype, body))
+
+    def recv(self, timeout=5.0):
+        """The next message as (type, fields); None on timeout; raises Closed."""
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        if not poller.poll(max(0, int(timeout * 1000))):
+            return None
+        try:
+            data = self.sock.recv(70000)
+        except (ConnectionResetError, BrokenPipeError):
+            raise Closed("reset")
+        if not data:
+            raise Closed("closed")
+        return decode(data)
+
+    def device(self, slot, uuid):
+        self.send(DEVICE, struct.pack("<I", slot) + bytes(uuid))
+
+    def acquire(self, slot=0):
+        self.send(ACQUIRE, struct.pack("<I", slot))
+
+    def release(self, slot, grant, more=False):
+        self.send(RELEASE, struct.pack("<IQQI", slot, grant, 0, RELEASE_MORE if more else 0))
+
+    def mem(self, mtype, slot, bytes_, mid=0):
+        self.send(mtype, struct.pack("<IQQ", slot, mid, bytes_))
+
+    def expect(self, mtype, timeout=5.0):
+        """Waits for a message of mtype, skipping others; its fields, or None."""
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            m = self.recv(left)
+            if m is None:
+                return None
+            if m[0] == mtype:
+                return m[1]
+
+    def grant_latency(self, slot=0, timeout=5.0):
+        """ACQUIRE, wait for the GRANT, RELEASE: seconds from ACQUIRE to GRANT."""
+        start = time.monotonic()
+        self.acquire(slot)
+        g = self.expect(GRANT, timeout)
+        took = time.monotonic() - start
+        if g is None:
+            return None
+        self.release(slot, g["grant"])
+        return took
+
+    def close(self):
+        self.sock.close()
+
+
+def uuid_bytes(i):
+    """A made-up GPU UUID numbered i."""
+    return struct.pack("<QQ", 0x5eed0000 + i, 0xfeedface)
+
+
+def uuid_str(b):
+    """A UUID as the status shows it."""
+    h = bytes(b).hex()
+    return "GPU-%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
