@@ -8,10 +8,12 @@ from testlib import SPIN, Checks, Machine, parse_line
 checks = Checks()
 machine = Machine()
 
-# Two busy processes, 5 s each.
+# Two busy processes, 5 s each. They wait for their kernels by sleeping:
+# two processes spinning in their waits would starve the simulated
+# device's own threads on a machine of two cores.
 snap = machine.snapshot()
 start = time.monotonic()
-procs = [machine.spawn([SPIN, "--seconds", "5", "--kernel-us", "1000"]) for _ in range(2)]
+procs = [machine.spawn([SPIN, "--seconds", "5", "--kernel-us", "1000", "--blocking-sync"]) for _ in range(2)]
 outs = [p.communicate()[0] for p in procs]
 wall = time.monotonic() - start
 meter = machine.meter(since=snap)
@@ -30,7 +32,7 @@ checks.expect(meter["devices"][0]["kernels"] == kernels,
 
 # Three busy processes with different kernel lengths still split by time.
 snap = machine.snapshot()
-procs = [machine.spawn([SPIN, "--seconds", "3", "--kernel-us", str(us)]) for us in (500, 1000, 2000)]
+procs = [machine.spawn([SPIN, "--seconds", "3", "--kernel-us", str(us), "--blocking-sync"]) for us in (500, 1000, 2000)]
 for p in procs:
     p.communicate()
 meter = machine.meter(since=snap)
