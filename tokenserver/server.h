@@ -16,6 +16,8 @@
  *   memory.c       per-GPU device memory of each tenant, against its cap
  *   status.c       the status report, written a piece at a time
  *   admin.c        the admin socket gpuslicectl talks to
+ *   metrics*.c, http_request.c, histogram.c, gpu_index.c
+ *                  the Prometheus endpoint (declared in metrics.h)
  *
  * The server is single-threaded: every object here belongs to the loop's
  * thread, and nothing is locked.
@@ -29,6 +31,7 @@
 #include <sys/types.h>
 
 #include "gpuslice/protocol.h"
+#include "histogram.h"
 
 /* ---- loop.c -------------------------------------------------------------- */
 
@@ -86,6 +89,8 @@ struct server_options {
     uint64_t device_linger_ns;        /* a GPU nobody uses is forgotten after this */
     unsigned client_buffer;           /* bytes of messages queued to one client */
     unsigned long nofile;             /* RLIMIT_NOFILE after raising it */
+    const char *metrics_addr;         /* ADDR:PORT of /metrics; "" = none */
+    const char *nvidia_dir;           /* the driver's /proc/driver/nvidia */
 };
 extern struct server_options options; /* set by main before the loop starts */
 
@@ -249,6 +254,7 @@ struct device_tenant {
                                   GS_OVERRUN_SAMPLES slices; allocated at the
                                   first, so that an idle entry stays small */
     size_t noverruns;
+    struct histogram overrun_hist; /* every slice's overrun, for /metrics */
 };
 
 enum device_state { DEV_IDLE, DEV_RUNNING, DEV_REVOKING };
@@ -281,6 +287,9 @@ struct device {
     struct device *next;
     uint64_t slices, handoffs;
     uint64_t created_ns;
+    uint64_t held_ns;          /* slices held, charged so far (counter) */
+    struct histogram handoff_hist; /* deadline or early release -> the next
+                                      tenant's grant, per handoff */
 };
 
 extern struct device *devices; /* oldest first */
