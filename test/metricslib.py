@@ -153,3 +153,34 @@ def value(parsed, name, **match):
     """The one sample of name matching, or None."""
     found = values(parsed, name, **match)
     return next(iter(found.values())) if len(found) == 1 else None
+
+
+HANDOFF = None
+
+
+def handoff_latencies(server, holder_tenant, launcher_tenant, rounds):
+    """Handoff latencies in us, as token_bench.py measures them: a bare
+    protocol client of holder_tenant holds the GPU 20 ms at a time, a CUDA
+    process of launcher_tenant launches every 9 ms; each blocked launch is
+    paired with the release just before it (test/bench/handoff_bench.c)."""
+    from testlib import BUILD
+    bench = os.path.join(BUILD, "test", "handoff_bench")
+    machine = server.machine
+    launcher = machine.spawn([bench, "launcher", str(rounds * 4)], env=server.tenant_env(launcher_tenant))
+    time.sleep(0.3)
+    holder = machine.spawn([bench, "holder", server.socket(holder_tenant), str(rounds)])
+    releases = [int(l.split()[1]) for l in holder.communicate()[0].splitlines() if l.startswith("released")]
+    launcher.kill()
+    returns = [tuple(map(int, l.split()[1:])) for l in launcher.communicate()[0].splitlines()
+               if l.startswith("returned")]
+    samples = []
+    for t1, blocked in returns:
+        before = [r for r in releases if r <= t1]
+        if blocked > 500000 and before and t1 - before[-1] < 3000000:
+            samples.append((t1 - before[-1]) / 1000.0)
+    return samples
+
+
+def percentile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
