@@ -9,31 +9,17 @@ import threading
 import time
 
 import gsproto
-from metricslib import MetricsServer, parse, scrape
+from metricslib import parse, populated_server, scrape, server_run_ns
 from testlib import Checks, Machine
 
 TENANTS, GPUS, SCRAPES = 100, 8, 50
 checks = Checks()
 machine = Machine()
-tenants = {"t%03d" % i: "share = %d\nmemory = 4G\n" % (1 + i % 4) for i in range(TENANTS)}
-tenants["probe"] = "share = 1\n"
-server = MetricsServer(machine, tenants)
-clients = []
-for name in sorted(tenants):
-    if name == "probe":
-        continue
-    c = gsproto.Client(server.socket(name))
-    for slot in range(GPUS):
-        c.device(slot, gsproto.uuid_bytes(slot))
-        c.mem(gsproto.MEM_RESERVE, slot, (1 + slot) << 20, mid=slot)
-        c.expect(gsproto.MEM_RESULT)
-        c.grant_latency(slot)
-    clients.append(c)
+server, clients = populated_server(machine, TENANTS, GPUS, {"probe": "share = 1\n"})
 
 
 def run_ns():
-    with open("/proc/%d/schedstat" % server.proc.pid) as f:
-        return int(f.read().split()[0])
+    return server_run_ns(server)
 
 
 text = scrape(server.port)

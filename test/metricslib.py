@@ -184,3 +184,30 @@ def handoff_latencies(server, holder_tenant, launcher_tenant, rounds):
 def percentile(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def populated_server(machine, ntenants, ngpus, extra=None):
+    """A MetricsServer with ntenants tenants, each with one process that
+    declared ngpus GPUs, holds memory on each and had a slice on each:
+    every figure of every (tenant, GPU) pair is there. Returns (server,
+    clients)."""
+    import gsproto
+    tenants = {"t%03d" % i: "share = %d\nmemory = 4G\n" % (1 + i % 4) for i in range(ntenants)}
+    tenants.update(extra or {})
+    server = MetricsServer(machine, tenants)
+    clients = []
+    for i in range(ntenants):
+        c = gsproto.Client(server.socket("t%03d" % i))
+        for slot in range(ngpus):
+            c.device(slot, gsproto.uuid_bytes(slot))
+            c.mem(gsproto.MEM_RESERVE, slot, (1 + slot) << 20, mid=slot)
+            c.expect(gsproto.MEM_RESULT)
+            c.grant_latency(slot)
+        clients.append(c)
+    return server, clients
+
+
+def server_run_ns(server):
+    """CPU time the server has run so far, in ns (/proc/PID/schedstat)."""
+    with open("/proc/%d/schedstat" % server.proc.pid) as f:
+        return int(f.read().split()[0])
