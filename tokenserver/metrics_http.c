@@ -107,10 +107,17 @@ bool metrics_parse_addr(const char *text, struct sockaddr_storage *out, socklen_
     return inet_pton(AF_INET, host, &a->sin_addr) == 1;
 }
 
+/* Arms the timer for the next thing due: a connection's deadline or a
+ * paused listener (checked every TICK_NS), or the next try to bind. */
 static void arm_tick(void)
 {
-    if (!tick_armed && (conns || retry_at || (!listening && listen_watch.fd >= 0))) {
-        timer_at(&tick, now_ns() + TICK_NS);
+    if (tick_armed)
+        return;
+    uint64_t when = conns || (!listening && listen_watch.fd >= 0) ? now_ns() + TICK_NS : 0;
+    if (retry_at && (!when || retry_at < when))
+        when = retry_at;
+    if (when) {
+        timer_at(&tick, when);
         tick_armed = true;
     }
 }
