@@ -15,7 +15,7 @@ import time
 
 import gsproto
 from metricslib import (MetricsServer, family_of, parse, request, scrape, split_response, value, values)
-from testlib import SERVER, Checks, Machine, Server, wait_for
+from testlib import CTL, SERVER, Checks, Machine, Server, wait_for
 
 checks = Checks()
 U1, U2 = gsproto.uuid_bytes(1), gsproto.uuid_bytes(2)
@@ -140,6 +140,12 @@ checks.expect(not values(m, "gpuslice_gpu_holder_info") and
 build = values(m, "gpuslice_build_info")
 checks.expect(len(build) == 1 and value(m, "gpuslice_start_time_seconds") > time.time() - 600,
               "build info and start time")
+
+# gpuslicectl top reads the same status (its JSON reader runs in every build).
+top = subprocess.run([CTL, "--run-dir", server.run_dir, "top", "--once"], capture_output=True, text=True)
+top_rows = [l.split() for l in top.stdout.splitlines() if l.split()[:1] in (["a"], ["b"])]
+checks.expect(top.returncode == 0 and len(top_rows) == 3 and ["a", "0100ed5e", "3", "1.00", "1"] == top_rows[0][:5],
+              "gpuslicectl top --once: a on two GPUs, b on one (%s)" % top_rows)
 
 # Work in progress: a holds, b waits. Counters grow between two scrapes.
 a.acquire(0)

@@ -109,7 +109,7 @@ void client_drop(struct client *c, const char *what)
     slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: %s; connection closed", c->tenant->name, c->pid, what);
     struct gs_msg msg = {.type = GS_MSG_ERROR};
     snprintf(msg.u.error.reason, sizeof msg.u.error.reason, "%s", what);
-    if (client_send(c, &msg) == 0) /* else it was counted as not reading */
+    if (client_send(c, &msg) == 0) /* else client_send dropped it (counted if it does not read) */
         metrics_count_drop_message(what);
     doom(c);
 }
