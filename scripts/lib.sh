@@ -12,6 +12,25 @@ ensure_tools() {
     command -v python3 >/dev/null 2>&1 || missing+=(python3)
     # json-c for gpuslice-hook (the build skips the hook without it)
     [ -f /usr/include/json-c/json.h ] || missing+=(libjson-c-dev)
+    command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+    # gpuslicectl top draws with ncurses
+    { pkg-config --exists ncursesw 2>/dev/null || pkg-config --exists ncurses 2>/dev/null; } ||
+        missing+=(libncurses-dev)
+    apt_install "${missing[@]}"
+}
+
+# The tools the observability tests run (plain build only): Prometheus and
+# promtool, and tmux for gpuslicectl top.
+ensure_observability_tools() {
+    local missing=()
+    { command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || missing+=(prometheus)
+    command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+    apt_install "${missing[@]}"
+}
+
+# apt_install PACKAGE...: installs those given, if any, with apt-get.
+apt_install() {
+    local missing=("$@")
     [ ${#missing[@]} -eq 0 ] && return 0
     command -v apt-get >/dev/null 2>&1 ||
         die "missing ${missing[*]}; install them with your package manager"
@@ -19,7 +38,7 @@ ensure_tools() {
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     echo "gpuslice: installing ${missing[*]} with apt-get" >&2
     $sudo apt-get update -qq || die "apt-get update failed"
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null ||
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
         die "apt-get install ${missing[*]} failed"
 }
 

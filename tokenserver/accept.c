@@ -16,6 +16,7 @@
  * ACCEPT_BATCH connections, so other sockets are served in between.
  */
 #include "server.h"
+#include "metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -158,6 +159,7 @@ void accept_tenant(struct tenant *t)
             client_add(t, fd);
             continue;
         }
+        metrics_count_drop(DROP_CONNECTION_LIMIT, 1);
         slog_limited(t, LOG_WARN, "%s: connection refused; the socket is not read for %llu ms", reason,
                      (unsigned long long)(PAUSE_NS / 1000000));
         refuse(fd, reason);

@@ -12,6 +12,7 @@
  * (accept.c, devices.c).
  */
 #include "server.h"
+#include "metrics.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -53,11 +54,12 @@ int client_send(struct client *c, const struct gs_msg *msg)
     while (n < 0 && errno == EINTR);
     if (n == (ssize_t)len)
         return 0;
-    if (n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK)
+    if (n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK) {
+        metrics_count_drop(DROP_NOT_READING, 1);
         slog_limited(c->tenant, LOG_WARN,
                      "tenant %s pid %u: does not read its messages (%u bytes queued, its limit); dropped", c->tenant->name,
                      c->pid, options.client_buffer);
-    else if (errno != EPIPE && errno != ECONNRESET)
+    } else if (errno != EPIPE && errno != ECONNRESET)
         slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: could not send %s: %s; dropped", c->tenant->name, c->pid,
                      gs_msg_type_str(msg->type), strerror(errno));
     doom(c);
@@ -110,7 +112,8 @@ void client_drop(struct client *c, const char *what)
     slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: %s; connection closed", c->tenant->name, c->pid, what);
     struct gs_msg msg = {.type = GS_MSG_ERROR};
     snprintf(msg.u.error.reason, sizeof msg.u.error.reason, "%s", what);
-    client_send(c, &msg);
+    if (client_send(c, &msg) == 0) /* else client_send dropped it (counted if it does not read) */
+        metrics_count_drop_message(what);
     doom(c);
 }
 

@@ -1,8 +1,9 @@
 /*
  * gpuslicectl: the operator's view of a running gpuslice-server, over its
- * admin socket. The server renders the report; this tool only asks and
- * prints. "gpuslicectl cdi" prints, without a server, the CDI spec the
- * server would write for a configuration directory, from the same code.
+ * admin socket. The server renders the report; `status` asks and prints
+ * it, `top` redraws it every second (top.c). "gpuslicectl cdi" prints,
+ * without a server, the CDI spec the server would write for a
+ * configuration directory, from the same code.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -10,11 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "cdi_spec.h"
+#include "ctl.h"
 #include "gpuslice/protocol.h"
 #include "server.h"
 
@@ -23,9 +22,10 @@ static void usage(FILE *f)
     fprintf(f,
 "Usage: gpuslicectl [--run-dir DIR] status [--json]\n"
 "       gpuslicectl [--config-dir DIR] [--run-dir DIR] [--shim PATH] cdi\n"
+"       gpuslicectl [--run-dir DIR] top [--once | -n N] [--interval S] [--json]\n"
 "\n"
-"Shows what gpuslice-server is doing: per GPU the tenant holding its time\n"
-"slice and the tenants waiting; per tenant its share, limit, connected\n"
+"status shows what gpuslice-server is doing: per GPU the tenant holding its\n"
+"time slice and the tenants waiting; per tenant its share, limit, connected\n"
 "processes and, per GPU, the share of device time it achieved over the\n"
 "last 10 s, slices granted, time spent waiting and GPU time used; and\n"
 "each tenant's processes with their host PID, container ID and pod UID.\n"
@@ -34,6 +34,12 @@ static void usage(FILE *f)
 "tenants in the configuration directory (a dry run: no server needed).\n"
 "Files with an error are reported on stderr and left out, as the server\n"
 "does.\n"
+"\n"
+"top shows the same live, redrawn every second: per GPU its holder, per\n"
+"tenant and GPU a bar of the share achieved (#) against its target (|) and\n"
+"limit (!), memory against its cap, wait time and processes. Keys: q quits,\n"
+"s changes the order (name, achieved share, wait, memory). When standard\n"
+"output is not a terminal it prints a plain frame every interval.\n"
 "\n"
 "Options:\n"
 "  -r, --run-dir DIR  the server's run directory (default /run/gpuslice);\n"
@@ -44,6 +50,9 @@ static void usage(FILE *f)
 "                     " GPUSLICE_SHIM_DEFAULT ")\n"
 "      --json         one JSON object instead of tables; its fields are\n"
 "                     stable (new ones may be added)\n"
+"      --once         top: print one plain frame and exit\n"
+"  -n N               top: print N plain frames, then exit\n"
+"      --interval S   top: seconds between frames (default 1)\n"
 "  -h, --help         show this help\n"
 "\n"
 "Exit status: 0 on success, 1 on a usage error, 2 if the server cannot be\n"
@@ -119,92 +128,70 @@ static int print_cdi(const char *config_dir, const char *run_dir, const char *sh
     return fflush(stdout) == 0 ? 0 : 2;
 }
 
+enum { OPT_JSON = 256, OPT_ONCE, OPT_INTERVAL };
+
+static int status(const char *run_dir, bool json)
+{
+    char *text, err[512];
+    size_t len;
+    int rc = ctl_fetch_status(run_dir, json ? GS_STATUS_JSON : GS_STATUS_TABLE, &text, &len, err, sizeof err);
+    if (text && fwrite(text, 1, len, stdout) != len) {
+        snprintf(err, sizeof err, "writing the status failed");
+        rc = 2;
+    }
+    free(text);
+    if (fflush(stdout) != 0 && rc == 0) {
+        snprintf(err, sizeof err, "writing the status failed");
+        rc = 2;
+    }
+    if (rc)
+        fprintf(stderr, "gpuslicectl: %s\n", err);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"run-dir", required_argument, NULL, 'r'}, {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},          {"config-dir", required_argument, NULL, 'c'},
-        {"shim", required_argument, NULL, 'S'},    {NULL, 0, NULL, 0},
+        {"run-dir", required_argument, NULL, 'r'}, {"json", no_argument, NULL, OPT_JSON},
+        {"once", no_argument, NULL, OPT_ONCE},     {"interval", required_argument, NULL, OPT_INTERVAL},
+        {"config-dir", required_argument, NULL, 'c'}, {"shim", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
-    const char *run_dir = "/run/gpuslice", *config_dir = "/etc/gpuslice/tenants.d";
-    const char *shim = GPUSLICE_SHIM_DEFAULT;
-    int json = 0, opt;
-    while ((opt = getopt_long(argc, argv, "r:c:h", options, NULL)) != -1) {
+    struct top_options top = {.run_dir = "/run/gpuslice", .interval_s = 1.0};
+    const char *config_dir = "/etc/gpuslice/tenants.d", *shim = GPUSLICE_SHIM_DEFAULT;
+    int opt;
+    char *end;
+    while ((opt = getopt_long(argc, argv, "r:c:n:h", options, NULL)) != -1) {
         switch (opt) {
-        case 'r': run_dir = optarg; break;
+        case 'r': top.run_dir = optarg; break;
         case 'c': config_dir = optarg; break;
         case 'S': shim = optarg; break;
-        case 'j': json = 1; break;
+        case OPT_JSON: top.json = true; break;
+        case OPT_ONCE: top.once = true; break;
+        case 'n':
+            top.iterations = strtol(optarg, &end, 10);
+            if (*end || top.iterations < 1) {
+                fprintf(stderr, "gpuslicectl: -n needs a whole number of frames, got '%s'\n", optarg);
+                return 1;
+            }
+            break;
+        case OPT_INTERVAL:
+            top.interval_s = strtod(optarg, &end);
+            if (*end || !(top.interval_s >= 0.1 && top.interval_s <= 3600)) {
+                fprintf(stderr, "gpuslicectl: --interval needs seconds from 0.1 to 3600, got '%s'\n", optarg);
+                return 1;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 1;
         }
     }
-    if (optind == argc - 1 && strcmp(argv[optind], "cdi") == 0 && !json)
-        return print_cdi(config_dir, run_dir, shim);
-    if (optind != argc - 1 || strcmp(argv[optind], "status") != 0) {
-        usage(stderr);
-        return 1;
-    }
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    int n = snprintf(addr.sun_path, sizeof addr.sun_path, "%s/admin.sock", run_dir);
-    if (n < 0 || (size_t)n >= sizeof addr.sun_path) {
-        fprintf(stderr, "gpuslicectl: %s/admin.sock: path too long\n", run_dir);
-        return 2;
-    }
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
-        fprintf(stderr, "gpuslicectl: cannot reach gpuslice-server at %s: %s\n", addr.sun_path, strerror(errno));
-        return 2;
-    }
-    struct timeval tv = {5, 0};
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
-        fprintf(stderr, "gpuslicectl: setsockopt: %s\n", strerror(errno));
-        return 2;
-    }
-    struct gs_msg request = {.type = GS_MSG_STATUS_REQUEST};
-    request.u.status.format = json ? GS_STATUS_JSON : GS_STATUS_TABLE;
-    static uint8_t buf[GS_MSG_MAX];
-    size_t len = gs_msg_encode(&request, buf, sizeof buf);
-    if (send(fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) {
-        fprintf(stderr, "gpuslicectl: send: %s\n", strerror(errno));
-        return 2;
-    }
-    /* The report comes in pieces; an empty one ends it. */
-    unsigned long long total = 0;
-    for (;;) {
-        ssize_t got = recv(fd, buf, sizeof buf, MSG_TRUNC);
-        if (got <= 0) {
-            fprintf(stderr, "gpuslicectl: %s%s%s\n",
-                    total ? "the status ended early: the server closed the connection" : "no answer from the server",
-                    got < 0 ? ": " : "", got < 0 ? strerror(errno) : "");
-            return 2;
-        }
-        struct gs_msg reply;
-        enum gs_decode_result r = (size_t)got > sizeof buf ? GS_DECODE_BAD_LENGTH : gs_msg_decode(buf, (size_t)got, &reply);
-        if (r != GS_DECODE_OK || reply.type != GS_MSG_STATUS_REPLY) {
-            fprintf(stderr, "gpuslicectl: bad answer from the server: %s\n",
-                    r != GS_DECODE_OK ? gs_decode_result_str(r) : gs_msg_type_str(reply.type));
-            return 2;
-        }
-        if (reply.text_len == 0)
-            break;
-        if (fwrite(reply.text, 1, reply.text_len, stdout) != reply.text_len) {
-            fprintf(stderr, "gpuslicectl: writing the status: %s\n", strerror(errno));
-            return 2;
-        }
-        total += reply.text_len;
-    }
-    if (total == 0) {
-        fprintf(stderr, "gpuslicectl: the server sent an empty status\n");
-        return 2;
-    }
-    if (fflush(stdout) != 0) {
-        fprintf(stderr, "gpuslicectl: writing the status: %s\n", strerror(errno));
-        return 2;
-    }
-    if (close(fd) != 0) {
-        fprintf(stderr, "gpuslicectl: close: %s\n", strerror(errno));
-        return 2;
-    }
-    return 0;
+    if (optind == argc - 1 && strcmp(argv[optind], "cdi") == 0 && !top.json)
+        return print_cdi(config_dir, top.run_dir, shim);
+    if (optind == argc - 1 && strcmp(argv[optind], "status") == 0)
+        return status(top.run_dir, top.json);
+    if (optind == argc - 1 && strcmp(argv[optind], "top") == 0)
+        return top_main(&top);
+    usage(stderr);
+    return 1;
 }

@@ -4,6 +4,7 @@
  * (signalfd) and the once-a-second housekeeping.
  */
 #include "server.h"
+#include "metrics.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -31,6 +32,8 @@ struct server_options options = {
     .max_devices_per_tenant = 64,
     .device_linger_ns = 10000000000ull,
     .client_buffer = 65536,
+    .metrics_addr = "127.0.0.1:29400",
+    .nvidia_dir = "/proc/driver/nvidia",
 };
 
 static void usage(FILE *f)
@@ -86,9 +89,16 @@ static void usage(FILE *f)
 "                         drain before its slice is taken back and charged\n"
 "                         (default 250)\n"
 "  -l, --log-level LEVEL  error, warn, info or debug (default info)\n"
+"  -m, --metrics ADDR:PORT\n"
+"                         serve Prometheus metrics at http://ADDR:PORT/metrics\n"
+"                         (default 127.0.0.1:29400; ':PORT' for every\n"
+"                         address, '[::1]:PORT' for IPv6, '' for none)\n"
+"      --nvidia-dir DIR   the NVIDIA driver's /proc directory, for the GPU\n"
+"                         indexes in the metrics (default /proc/driver/nvidia)\n"
 "  -h, --help             show this help\n"
 "  -V, --version          show the version\n"
-"\n"
+"\n");
+    fprintf(f,
 "Limits (a tenant is not trusted: nothing it does may exhaust the server):\n"
 "      --max-clients N    connections of all tenants together (default\n"
 "                         65536, and never more than the descriptor limit\n"
@@ -219,6 +229,7 @@ enum {
     OPT_CLIENT_BUFFER,
     OPT_CDI_DIR,
     OPT_SHIM,
+    OPT_NVIDIA_DIR,
 };
 
 /* Parses the command line into options; returns -1 to exit 0 (help,
@@ -240,10 +251,12 @@ static int parse_options(int argc, char **argv)
         {"max-devices-per-tenant", required_argument, NULL, OPT_MAX_DEVICES_PER_TENANT},
         {"device-linger-ms", required_argument, NULL, OPT_DEVICE_LINGER},
         {"client-buffer", required_argument, NULL, OPT_CLIENT_BUFFER},
+        {"metrics", required_argument, NULL, 'm'},
+        {"nvidia-dir", required_argument, NULL, OPT_NVIDIA_DIR},
         {NULL, 0, NULL, 0},
     };
     int opt, index = 0;
-    while ((opt = getopt_long(argc, argv, "c:r:g:l:hV", long_options, &index)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:r:g:l:m:hV", long_options, &index)) != -1) {
         unsigned long long v = 0;
         const char *name = opt >= OPT_MAX_CLIENTS ? long_options[index].name : NULL;
         switch (opt) {
@@ -251,6 +264,8 @@ static int parse_options(int argc, char **argv)
         case 'r': options.run_dir = optarg; break;
         case OPT_CDI_DIR: options.cdi_dir = optarg; break;
         case OPT_SHIM: options.shim_path = optarg; break;
+        case 'm': options.metrics_addr = optarg; break;
+        case OPT_NVIDIA_DIR: options.nvidia_dir = optarg; break;
         case 'g':
             if (!parse_uint(optarg, 0, 3600000, &v)) {
                 fprintf(stderr, "gpuslice-server: --grace-ms needs milliseconds (0..3600000), got '%s'\n", optarg);
@@ -299,6 +314,13 @@ static int parse_options(int argc, char **argv)
             break;
         default: usage(stderr); return 1;
         }
+    }
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    if (options.metrics_addr[0] && !metrics_parse_addr(options.metrics_addr, &addr, &addr_len)) {
+        fprintf(stderr, "gpuslice-server: --metrics needs ADDR:PORT with a numeric address, got '%s'\n",
+                options.metrics_addr);
+        return 1;
     }
     if (optind != argc) {
         fprintf(stderr, "gpuslice-server: unexpected argument '%s'\n", argv[optind]);
@@ -354,7 +376,7 @@ int main(int argc, char **argv)
     if (accept_init() != 0 || rundir_open() != 0 || cdi_init() != 0)
         return 2;
     confwatch_open();
-    if (tenants_load() != 0 || admin_open() != 0)
+    if (tenants_load() != 0 || admin_open() != 0 || metrics_open() != 0)
         return 2;
     if (timer_init(&housekeeping, on_housekeeping, NULL) != 0) {
         slog(LOG_ERR, "timerfd: %s", strerror(errno));
@@ -367,6 +389,7 @@ int main(int argc, char **argv)
          options.max_devices, options.max_devices_per_tenant, options.nofile);
 
     int rc = loop_run();
+    metrics_close();
     tenants_close_all();
     cdi_remove();
     devices_free_all();

@@ -91,6 +91,7 @@ static void record_usage(struct device_tenant *dt, uint64_t end, uint64_t used)
 
 static void record_overrun(struct device_tenant *dt, uint64_t overrun)
 {
+    histogram_observe(&dt->overrun_hist, overrun);
     if (!dt->overruns && !(dt->overruns = malloc(GS_OVERRUN_SAMPLES * sizeof *dt->overruns)))
         return; /* out of memory: statistics only */
     dt->overruns[dt->noverruns++ % GS_OVERRUN_SAMPLES] = overrun;
@@ -228,6 +229,7 @@ static void charge(struct device *d, uint64_t now)
     uint64_t used = now - d->charged_until;
     dt->vtime = vtime_add(dt->vtime, (double)used / dt->tenant->config.share);
     record_usage(dt, now, used);
+    d->held_ns += used;
     d->charged_until = now;
 }
 
@@ -236,6 +238,7 @@ static void end_slice(struct device *d)
     uint64_t now = now_ns();
     struct device_tenant *dt = d->holder;
     uint64_t used = now - d->slice_start;
+    uint64_t due = now < d->deadline ? now : d->deadline; /* when it ended, or should have */
     charge(d, now);
     record_overrun(dt, now > d->deadline ? now - d->deadline : 0);
     double limit = dt->tenant->config.limit;
@@ -251,6 +254,8 @@ static void end_slice(struct device *d)
     dt->active = dt->waiting > 0;
     d->handoffs++;
     schedule(d); /* it grants first and sets the timer after: handoffs are the hot path */
+    if (d->state == DEV_RUNNING && d->holder != dt)
+        histogram_observe(&d->handoff_hist, d->slice_start - due);
 }
 
 static void revoke(struct device *d)
@@ -365,8 +370,11 @@ void sched_slot_gone(struct client *c, int slot)
     if (c->wants[slot]) {
         c->wants[slot] = false;
         struct device_tenant *dt = device_tenant_find(d, c->tenant);
-        if (dt && dt->waiting > 0 && --dt->waiting == 0 && dt != d->holder)
-            dt->active = false;
+        if (dt && dt->waiting > 0 && --dt->waiting == 0) {
+            dt->wait_ns += now_ns() - dt->waiting_since; /* waited, then left */
+            if (dt != d->holder)
+                dt->active = false;
+        }
     }
     if (c->holds[slot] && c->holds[slot] == d->grant && d->state != DEV_IDLE) {
         c->holds[slot] = 0;

@@ -18,6 +18,8 @@
  *   admin.c        the admin socket gpuslicectl talks to
  *   cdi.c          the CDI spec and the preload list containers get
  *   peers.c        who a client is: host PID, container and pod, from the kernel
+ *   metrics*.c, http_request.c, histogram.c, gpu_index.c
+ *                  the Prometheus endpoint (declared in metrics.h)
  *
  * The server is single-threaded: every object here belongs to the loop's
  * thread, and nothing is locked.
@@ -31,6 +33,7 @@
 #include <sys/types.h>
 
 #include "gpuslice/protocol.h"
+#include "histogram.h"
 
 /* ---- loop.c -------------------------------------------------------------- */
 
@@ -91,6 +94,8 @@ struct server_options {
     uint64_t device_linger_ns;        /* a GPU nobody uses is forgotten after this */
     unsigned client_buffer;           /* bytes of messages queued to one client */
     unsigned long nofile;             /* RLIMIT_NOFILE after raising it */
+    const char *metrics_addr;         /* ADDR:PORT of /metrics; "" = none */
+    const char *nvidia_dir;           /* the driver's /proc/driver/nvidia */
 };
 extern struct server_options options; /* set by main before the loop starts */
 
@@ -279,6 +284,7 @@ struct device_tenant {
                                   GS_OVERRUN_SAMPLES slices; allocated at the
                                   first, so that an idle entry stays small */
     size_t noverruns;
+    struct histogram overrun_hist; /* every slice's overrun, for /metrics */
 };
 
 enum device_state { DEV_IDLE, DEV_RUNNING, DEV_REVOKING };
@@ -311,6 +317,9 @@ struct device {
     struct device *next;
     uint64_t slices, handoffs;
     uint64_t created_ns;
+    uint64_t held_ns;          /* slices held, charged so far (counter) */
+    struct histogram handoff_hist; /* deadline or early release -> the next
+                                      tenant's grant, per handoff */
 };
 
 extern struct device *devices; /* oldest first */

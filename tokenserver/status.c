@@ -13,6 +13,7 @@
  * entries added or removed in between never make it skip or repeat one.
  */
 #include "server.h"
+#include "metrics.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -145,10 +146,11 @@ static void json_tenant(struct text *o, const struct tenant *t, bool first, uint
             continue;
         char uuid[37];
         uuid_str(d->uuid, uuid);
-        text_printf(o, "%s{\"uuid\":\"GPU-%s\",\"achieved_share\":%.4f,\"slices\":%llu,\"wait_ms\":%.1f,"
+        text_printf(o, "%s{\"uuid\":\"GPU-%s\",\"achieved_share\":%.4f,\"target_share\":%.4f,\"slices\":%llu,\"wait_ms\":%.1f,"
                        "\"gpu_ms\":%.1f,\"waiting\":%u,\"overrun_p99_ms\":%.3f,\"overruns\":%zu,"
                        "\"mem_used\":%llu,\"mem_cap\":%llu,\"mem_peak\":%llu,\"oom_refusals\":%llu}",
                     first_device ? "" : ",", uuid, device_tenant_recent_share(d, dt, now),
+                    device_tenant_target_share(d, dt, now),
                     (unsigned long long)dt->slices, (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6,
                     dt->waiting, (double)device_tenant_overrun_p99(dt) / 1e6, dt->noverruns,
                     (unsigned long long)dt->mem_used, (unsigned long long)t->config.memory,

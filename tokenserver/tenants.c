@@ -18,6 +18,7 @@
  * whose socket cannot be made is kept and tried again every second.
  */
 #include "server.h"
+#include "metrics.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -127,8 +128,10 @@ static void tenant_remove(struct tenant *t, const char *why)
     snprintf(reason, sizeof reason, "tenant %s %s", t->name, why);
     for (struct client *c = clients, *next; c; c = next) {
         next = c->next;
-        if (c->tenant == t)
+        if (c->tenant == t) {
             client_close(c, reason);
+            metrics_count_drop(DROP_TENANT_REMOVED, 1);
+        }
     }
     sched_tenant_gone(t);
     tenant_unlisten(t);
@@ -160,6 +163,7 @@ static void apply_file(int conf_fd, const char *name)
     struct tenant_config config;
     struct tenant *t = tenant_find(name);
     int rc = config_read_file(conf_fd, file, path, &config, err, sizeof err);
+    metrics_count_reload(rc == 0 || rc == CONFIG_MISSING ? RELOAD_APPLIED : RELOAD_REJECTED);
     if (rc == CONFIG_MISSING) {
         if (t) {
             slog(LOG_INFO, "tenant %s: removed", name);

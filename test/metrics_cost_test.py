@@ -1,0 +1,60 @@
+"""What a scrape costs the server: 100 tenants on 8 GPUs each (800 tenant
+and GPU pairs, every figure non-zero), scraped 50 times; the server's CPU
+time per scrape (from /proc/PID/schedstat, in ns) must be at most 5 ms.
+Meanwhile another tenant's grants keep coming: a scrape is written a
+piece at a time, so none waits long for it."""
+import os
+import statistics
+import threading
+import time
+
+import gsproto
+from metricslib import parse, populated_server, scrape, server_run_ns
+from testlib import Checks, Machine
+
+TENANTS, GPUS, SCRAPES = 100, 8, 50
+checks = Checks()
+machine = Machine()
+server, clients = populated_server(machine, TENANTS, GPUS, {"probe": "share = 1\n"})
+
+
+def run_ns():
+    return server_run_ns(server)
+
+
+text = scrape(server.port)
+pairs = [s for s in parse(text)["samples"] if s[0] == "gpuslice_tenant_gpu_seconds_total"]
+checks.expect(len(pairs) == TENANTS * GPUS, "%d tenant and GPU pairs in a scrape of %d bytes" % (len(pairs), len(text)))
+
+probe = gsproto.Client(server.socket("probe"))
+probe.device(0, gsproto.uuid_bytes(99))
+grants, stop = [], threading.Event()
+
+
+def probing():
+    while not stop.is_set():
+        took = probe.grant_latency(0, timeout=2.0)
+        grants.append(took if took is not None else 2.0)
+        time.sleep(0.001)
+
+
+cpu0 = run_ns()
+thread = threading.Thread(target=probing)
+thread.start()
+start = time.monotonic()
+for _ in range(SCRAPES):
+    scrape(server.port)
+wall = time.monotonic() - start
+stop.set()
+thread.join()
+per_scrape = (run_ns() - cpu0) / SCRAPES / 1e6
+print("server CPU per scrape of %d x %d: %.2f ms (%d bytes; %.1f ms wall each, client included); "
+      "probe grants during the scrapes: median %.2f ms, max %.2f ms of %d"
+      % (TENANTS, GPUS, per_scrape, len(text), 1000 * wall / SCRAPES, 1000 * statistics.median(grants),
+         1000 * max(grants), len(grants)))
+checks.expect(per_scrape <= 5.0, "a scrape of %d tenants x %d GPUs costs the server %.2f ms of CPU (<= 5 ms)"
+              % (TENANTS, GPUS, per_scrape))
+checks.expect(len(grants) >= 20 and statistics.median(grants) < 0.005,
+              "another tenant's grants meanwhile: median %.2f ms" % (1000 * statistics.median(grants)))
+server.stop()
+checks.finish()

@@ -1,0 +1,449 @@
+/*
+ * The /metrics listener: HTTP/1.x on a TCP socket in the server's own
+ * event loop (no thread, no library), for Prometheus to scrape.
+ *
+ * Nothing a peer does can hold the loop or grow without bound:
+ *   - every socket is non-blocking; a connection is a watch of its own;
+ *   - at most METRICS_MAX_CONNS connections; when full, a new one closes
+ *     the oldest that has not sent its whole request yet, and if every one
+ *     is being answered the listener waits (connections queue in the
+ *     kernel's backlog);
+ *   - a request head is at most HTTP_REQUEST_MAX bytes (then 431), read
+ *     into a fixed buffer, and must be complete REQUEST_TIMEOUT_NS after
+ *     the connection was accepted; the response must be taken within
+ *     RESPONSE_TIMEOUT_NS; a peer past either is closed;
+ *   - a scrape copies the figures at once (metrics_snapshot.c), then
+ *     writes PIECE bytes of text per wake-up as the socket takes them
+ *     (chunked for HTTP/1.1, so a cut-off response is seen as one), so a
+ *     scrape of any size costs the scheduler at most one piece at a time.
+ * One request per connection ("Connection: close"). Only GET and HEAD of
+ * /metrics (and / with a pointer to it) are served.
+ *
+ * A port that cannot be bound (in use) is logged and tried again every
+ * RETRY_NS: the token server runs on without its metrics meanwhile.
+ */
+#include "metrics_snapshot.h"
+#include "http_request.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define METRICS_MAX_CONNS 16
+#define ACCEPT_BATCH 16
+#define REQUEST_TIMEOUT_NS 2000000000ull
+#define RESPONSE_TIMEOUT_NS 10000000000ull
+#define TICK_NS 250000000ull
+#define RETRY_NS 5000000000ull
+#define PIECE 32768
+#define CHUNK_HEAD 10 /* "XXXXXXXX\r\n": the size of a chunk, fixed width */
+
+struct metrics_conn {
+    int fd;
+    struct loop_watch watch;
+    bool writing;                  /* the request is in; the answer goes out */
+    char request[HTTP_REQUEST_MAX];
+    size_t request_len;
+    struct metrics_snapshot *snapshot; /* NULL for answers without a body to write */
+    struct metrics_cursor cursor;
+    bool chunked, complete;        /* complete: nothing more to write into out */
+    struct text out;
+    size_t sent;                   /* bytes of out sent */
+    uint64_t deadline;
+    struct metrics_conn *next;
+};
+
+/* The listener, its connections and its timer; owned by the loop's thread. */
+static struct loop_watch listen_watch = {.fd = -1};
+static bool listening;             /* listen_watch is in the epoll set */
+static struct sockaddr_storage listen_addr;
+static socklen_t listen_addr_len;
+static uint64_t retry_at;          /* 0, or when to try to bind again */
+static bool bind_failed_logged;
+static struct timer tick = {.watch = {.fd = -1}};
+static bool tick_armed;
+static struct metrics_conn *conns;
+static unsigned nconns;
+
+bool metrics_parse_addr(const char *text, struct sockaddr_storage *out, socklen_t *len)
+{
+    const char *colon = strrchr(text, ':');
+    if (!colon || !colon[1] || strlen(colon + 1) > 5)
+        return false;
+    char *end;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end || port == 0 || port > 65535 || colon[1] < '0' || colon[1] > '9')
+        return false;
+    char host[64];
+    size_t host_len = (size_t)(colon - text);
+    if (host_len >= sizeof host)
+        return false;
+    memcpy(host, text, host_len);
+    host[host_len] = '\0';
+    memset(out, 0, sizeof *out);
+    if (host_len >= 2 && host[0] == '[' && host[host_len - 1] == ']') {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)out;
+        host[host_len - 1] = '\0';
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        *len = sizeof *a;
+        return inet_pton(AF_INET6, host + 1, &a->sin6_addr) == 1;
+    }
+    struct sockaddr_in *a = (struct sockaddr_in *)out;
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
+    *len = sizeof *a;
+    if (host_len == 0) {
+        a->sin_addr.s_addr = htonl(INADDR_ANY);
+        return true;
+    }
+    return inet_pton(AF_INET, host, &a->sin_addr) == 1;
+}
+
+/* Arms the timer for the next thing due: a connection's deadline or a
+ * paused listener (checked every TICK_NS), or the next try to bind. */
+static void arm_tick(void)
+{
+    if (tick_armed)
+        return;
+    uint64_t when = conns || (!listening && listen_watch.fd >= 0) ? now_ns() + TICK_NS : 0;
+    if (retry_at && (!when || retry_at < when))
+        when = retry_at;
+    if (when) {
+        timer_at(&tick, when);
+        tick_armed = true;
+    }
+}
+
+static void listen_resume(void)
+{
+    if (listening || listen_watch.fd < 0 || nconns >= METRICS_MAX_CONNS)
+        return;
+    if (loop_add(&listen_watch, EPOLLIN) == 0)
+        listening = true;
+    else
+        slog(LOG_ERR, "metrics: epoll: %s", strerror(errno));
+}
+
+static void listen_pause(void)
+{
+    if (listening)
+        loop_del(&listen_watch);
+    listening = false;
+    arm_tick();
+}
+
+static void conn_close(struct metrics_conn *c)
+{
+    for (struct metrics_conn **p = &conns; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    loop_del(&c->watch);
+    if (close(c->fd) != 0)
+        slog(LOG_WARN, "metrics: close: %s", strerror(errno));
+    metrics_snapshot_free(c->snapshot);
+    text_free(&c->out);
+    free(c);
+    nconns--;
+    listen_resume();
+}
+
+/* Queues a whole answer without a body to render: an error, or /. */
+static void answer_fixed(struct metrics_conn *c, int minor, const char *status, const char *extra, const char *body,
+                         bool head_only)
+{
+    text_printf(&c->out,
+                "HTTP/1.%d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n%s"
+                "Connection: close\r\n\r\n%s",
+                minor, status, strlen(body), extra, head_only ? "" : body);
+    c->complete = true;
+}
+
+static void answer(struct metrics_conn *c, enum http_parse parsed, const struct http_request *req)
+{
+    int minor = parsed == HTTP_OK ? req->minor : 1;
+    switch (parsed) {
+    case HTTP_OK: break;
+    case HTTP_URI_TOO_LONG: answer_fixed(c, minor, "414 URI Too Long", "", "URI too long\n", false); return;
+    case HTTP_TOO_LARGE:
+        answer_fixed(c, minor, "431 Request Header Fields Too Large", "", "request head too large\n", false);
+        return;
+    case HTTP_BAD_VERSION:
+        answer_fixed(c, minor, "505 HTTP Version Not Supported", "", "HTTP/1.0 and HTTP/1.1 only\n", false);
+        return;
+    default: answer_fixed(c, minor, "400 Bad Request", "", "bad request\n", false); return;
+    }
+    bool head_only = req->method == HTTP_HEAD;
+    if (req->method == HTTP_OTHER_METHOD) {
+        answer_fixed(c, minor, "405 Method Not Allowed", "Allow: GET, HEAD\r\n", "GET or HEAD only\n", false);
+        return;
+    }
+    if (strcmp(req->path, "/") == 0) {
+        answer_fixed(c, minor, "200 OK", "", "gpuslice-server: metrics at /metrics\n", head_only);
+        return;
+    }
+    if (strcmp(req->path, "/metrics") != 0) {
+        answer_fixed(c, minor, "404 Not Found", "", "not found: metrics are at /metrics\n", head_only);
+        return;
+    }
+    c->chunked = minor >= 1;
+    text_printf(&c->out,
+                "HTTP/1.%d 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n%s"
+                "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+                minor, c->chunked && !head_only ? "Transfer-Encoding: chunked\r\n" : "");
+    if (head_only) {
+        c->complete = true;
+        return;
+    }
+    c->snapshot = metrics_snapshot_take();
+    if (!c->snapshot) {
+        slog(LOG_ERR, "metrics: out of memory taking a snapshot");
+        c->out.len = 0;
+        answer_fixed(c, minor, "503 Service Unavailable", "", "out of memory\n", false);
+    }
+}
+
+/* Renders the next piece of the body into out (empty before). */
+static void render_piece(struct metrics_conn *c)
+{
+    size_t head = c->out.len;
+    if (c->chunked) {
+        text_printf(&c->out, "%08x\r\n", 0u); /* its size, filled in below */
+        if (c->out.failed)
+            return;
+    }
+    size_t body = c->out.len;
+    c->complete = metrics_render_next(c->snapshot, &c->cursor, &c->out, PIECE);
+    if (!c->chunked || c->out.failed)
+        return;
+    size_t n = c->out.len - body;
+    if (n == 0)
+        c->out.len = head; /* nothing more: no empty chunk before the last */
+    else {
+        char size[32]; /* n < 2^32: eight digits */
+        snprintf(size, sizeof size, "%08x\r\n", (unsigned)n);
+        memcpy(c->out.data + head, size, CHUNK_HEAD);
+        text_printf(&c->out, "\r\n");
+    }
+    if (c->complete)
+        text_printf(&c->out, "0\r\n\r\n");
+}
+
+static void on_writable(struct metrics_conn *c)
+{
+    if (c->sent == c->out.len && !c->complete) {
+        c->out.len = c->sent = 0;
+        render_piece(c);
+    }
+    if (c->out.failed) {
+        slog(LOG_ERR, "metrics: out of memory writing a scrape");
+        conn_close(c);
+        return;
+    }
+    if (c->sent < c->out.len) {
+        ssize_t n = send(c->fd, c->out.data + c->sent, c->out.len - c->sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return;
+        if (n < 0) {
+            if (errno != EPIPE && errno != ECONNRESET)
+                slog_limited(&conns, LOG_WARN, "metrics: send: %s", strerror(errno));
+            conn_close(c);
+            return;
+        }
+        c->sent += (size_t)n;
+    }
+    if (c->sent == c->out.len && c->complete)
+        conn_close(c); /* all sent: the kernel delivers what it holds */
+}
+
+static void on_readable(struct metrics_conn *c, uint32_t events)
+{
+    ssize_t n = recv(c->fd, c->request + c->request_len, sizeof c->request - c->request_len, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && !(events & (EPOLLHUP | EPOLLERR)))
+        return;
+    if (n <= 0) {
+        conn_close(c);
+        return;
+    }
+    c->request_len += (size_t)n;
+    struct http_request req;
+    enum http_parse parsed = http_parse_request(c->request, c->request_len, &req);
+    if (parsed == HTTP_INCOMPLETE)
+        return;
+    c->writing = true;
+    c->deadline = now_ns() + RESPONSE_TIMEOUT_NS;
+    answer(c, parsed, &req);
+    if (loop_mod(&c->watch, EPOLLOUT) != 0) {
+        slog(LOG_ERR, "metrics: epoll: %s", strerror(errno));
+        conn_close(c);
+    }
+}
+
+static void conn_event(void *arg, uint32_t events)
+{
+    struct metrics_conn *c = arg;
+    if (!c->writing)
+        on_readable(c, events);
+    else if (events & EPOLLERR)
+        conn_close(c);
+    else
+        on_writable(c);
+}
+
+/* Closes the oldest connection that has not sent its request, to make
+ * room; false if every one is being answered. */
+static bool evict_reading(void)
+{
+    struct metrics_conn *oldest = NULL;
+    for (struct metrics_conn *c = conns; c; c = c->next)
+        if (!c->writing && (!oldest || c->deadline < oldest->deadline))
+            oldest = c;
+    if (!oldest)
+        return false;
+    metrics_count_drop(DROP_CONNECTION_LIMIT, 1);
+    conn_close(oldest);
+    return true;
+}
+
+static void on_accept(void *arg, uint32_t events)
+{
+    (void)arg;
+    (void)events;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        if (nconns >= METRICS_MAX_CONNS && !evict_reading()) {
+            listen_pause(); /* every one is being answered: the rest wait in the backlog */
+            return;
+        }
+        int fd = accept4(listen_watch.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                slog_limited(&conns, LOG_WARN, "metrics: accept: %s; not accepting for %llu ms", strerror(errno),
+                             (unsigned long long)(TICK_NS / 1000000));
+                listen_pause();
+            }
+            return;
+        }
+        struct metrics_conn *c = calloc(1, sizeof *c);
+        if (!c) {
+            slog_limited(&conns, LOG_ERR, "metrics: out of memory");
+            if (close(fd) != 0)
+                slog(LOG_WARN, "metrics: close: %s", strerror(errno));
+            return;
+        }
+        c->fd = fd;
+        c->deadline = now_ns() + REQUEST_TIMEOUT_NS;
+        c->watch = (struct loop_watch){.fd = fd, .fn = conn_event, .arg = c};
+        c->next = conns;
+        conns = c;
+        nconns++;
+        if (loop_add(&c->watch, EPOLLIN) != 0) {
+            slog(LOG_ERR, "metrics: epoll: %s", strerror(errno));
+            conn_close(c);
+            return;
+        }
+        arm_tick();
+        on_readable(c, 0); /* the request is often there already */
+    }
+}
+
+static char addr_text[80];
+
+static void describe_addr(void)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (listen_addr.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&listen_addr;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        port = ntohs(a->sin6_port);
+        snprintf(addr_text, sizeof addr_text, "[%s]:%u", host, port);
+    } else {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&listen_addr;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        port = ntohs(a->sin_port);
+        snprintf(addr_text, sizeof addr_text, "%s:%u", host, port);
+    }
+}
+
+/* Binds and listens; on failure, tries again RETRY_NS later. */
+static void try_listen(void)
+{
+    int fd = socket(listen_addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (struct sockaddr *)&listen_addr, listen_addr_len) != 0 || listen(fd, 64) != 0) {
+        int err = errno;
+        if (fd >= 0 && close(fd) != 0)
+            slog(LOG_WARN, "metrics: close: %s", strerror(errno));
+        if (!bind_failed_logged)
+            slog(LOG_ERR, "metrics: cannot listen on %s: %s; trying again every %llu s", addr_text, strerror(err),
+                 (unsigned long long)(RETRY_NS / 1000000000ull));
+        bind_failed_logged = true;
+        retry_at = now_ns() + RETRY_NS;
+        arm_tick();
+        return;
+    }
+    retry_at = 0;
+    listen_watch = (struct loop_watch){.fd = fd, .fn = on_accept, .arg = NULL};
+    listen_resume();
+    slog(LOG_INFO, "metrics: serving http://%s/metrics", addr_text);
+}
+
+static void on_tick(void *arg)
+{
+    (void)arg;
+    tick_armed = false;
+    uint64_t now = now_ns();
+    for (struct metrics_conn *c = conns, *next; c; c = next) {
+        next = c->next;
+        if (now > c->deadline) {
+            slog_limited(&conns, LOG_INFO, "metrics: a peer %s in time; connection closed",
+                         c->writing ? "did not take its answer" : "did not send its request");
+            conn_close(c);
+        }
+    }
+    if (retry_at && now >= retry_at)
+        try_listen();
+    listen_resume(); /* after an accept error, or when there is room again */
+    arm_tick();
+}
+
+int metrics_open(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+        metrics_start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    if (!options.metrics_addr || !options.metrics_addr[0])
+        return 0;
+    if (!metrics_parse_addr(options.metrics_addr, &listen_addr, &listen_addr_len))
+        return -1;
+    describe_addr();
+    if (timer_init(&tick, on_tick, NULL) != 0) {
+        slog(LOG_ERR, "metrics: timerfd: %s", strerror(errno));
+        return -1;
+    }
+    try_listen();
+    return 0;
+}
+
+void metrics_close(void)
+{
+    while (conns)
+        conn_close(conns);
+    listen_pause();
+    if (listen_watch.fd >= 0 && close(listen_watch.fd) != 0)
+        slog(LOG_WARN, "metrics: close: %s", strerror(errno));
+    listen_watch.fd = -1;
+    timer_close(&tick);
+}
