@@ -19,23 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char spin_ptx[] =
-    ".version 7.0\n"
-    ".target sm_75\n"
-    ".address_size 64\n"
-    ".visible .entry spin(.param .u64 spin_ns)\n"
-    "{\n"
-    "  .reg .pred %p;\n"
-    "  .reg .b64 %rd<5>;\n"
-    "  ld.param.u64 %rd1, [spin_ns];\n"
-    "  mov.u64 %rd2, %globaltimer;\n"
-    "LOOP:\n"
-    "  mov.u64 %rd3, %globaltimer;\n"
-    "  sub.u64 %rd4, %rd3, %rd2;\n"
-    "  setp.lt.u64 %p, %rd4, %rd1;\n"
-    "  @%p bra LOOP;\n"
-    "  ret;\n"
-    "}\n";
+#include "spin_kernels.h"
+
 
 #define MAX_DEPTH 1024
 
@@ -150,7 +135,7 @@ int main(int argc, char **argv)
                                 "cuDevicePrimaryCtxSetFlags")) ||
         check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
         check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent") ||
-        check(cuModuleLoadData(&module, spin_ptx), "cuModuleLoadData") ||
+        check(cuModuleLoadData(&module, spin_kernels_ptx), "cuModuleLoadData") ||
         check(cuModuleGetFunction(&fn, module, "spin"), "cuModuleGetFunction") ||
         check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
         return 2;

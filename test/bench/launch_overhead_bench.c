@@ -26,34 +26,11 @@
 #include <time.h>
 
 #include "bench_util.h"
+#include "spin_kernels.h"
 
 typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, CUstream, void **, void **);
 
-/* The kernels: "empty" does nothing, "spin" spins on %globaltimer for its
- * parameter's nanoseconds. PTX, JIT-compiled by a real driver; fakecuda
- * reads only the names (a "spin*" kernel takes its parameter's time). */
-static const char kernels_ptx[] =
-    ".version 7.0\n"
-    ".target sm_75\n"
-    ".address_size 64\n"
-    ".visible .entry empty()\n"
-    "{\n"
-    "  ret;\n"
-    "}\n"
-    ".visible .entry spin(.param .u64 spin_ns)\n"
-    "{\n"
-    "  .reg .pred %p;\n"
-    "  .reg .b64 %rd<5>;\n"
-    "  ld.param.u64 %rd1, [spin_ns];\n"
-    "  mov.u64 %rd2, %globaltimer;\n"
-    "LOOP:\n"
-    "  mov.u64 %rd3, %globaltimer;\n"
-    "  sub.u64 %rd4, %rd3, %rd2;\n"
-    "  setp.lt.u64 %p, %rd4, %rd1;\n"
-    "  @%p bra LOOP;\n"
-    "  ret;\n"
-    "}\n";
 
 #define CALL(lib, name, type, ...) ((type)(uintptr_t)bench_sym(lib, name))(__VA_ARGS__)
 
@@ -83,7 +60,7 @@ int main(int argc, char **argv)
         CALL(real, "cuDeviceGet", CUresult (*)(CUdevice *, int), &dev, 0) ||
         CALL(real, "cuDevicePrimaryCtxRetain", CUresult (*)(CUcontext *, CUdevice), &ctx, dev) ||
         CALL(real, "cuCtxSetCurrent", CUresult (*)(CUcontext), ctx) ||
-        CALL(real, "cuModuleLoadData", CUresult (*)(CUmodule *, const void *), &mod, kernels_ptx) ||
+        CALL(real, "cuModuleLoadData", CUresult (*)(CUmodule *, const void *), &mod, spin_kernels_ptx) ||
         CALL(real, "cuModuleGetFunction", CUresult (*)(CUfunction *, CUmodule, const char *), &fn, mod,
              "empty") ||
         CALL(real, "cuModuleGetFunction", CUresult (*)(CUfunction *, CUmodule, const char *), &spin, mod,
