@@ -28,7 +28,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
 "Usage: spin [--kernel-us US] [--seconds S | --count N] [--depth D] [--device I]\n"
-"            [--copy-mb MB] [--blocking-sync]\n"
+"            [--sync-every N] [--copy-mb MB] [--blocking-sync]\n"
 "\n"
 "Launches kernels that each keep the GPU busy for US microseconds, one\n"
 "stream, at most D in flight, until S seconds have passed or N kernels ran.\n"
@@ -41,6 +41,10 @@ static void usage(FILE *out)
 "  --count N        run exactly N kernels instead of a time\n"
 "  --depth D        kernels in flight at most, 1..%d (default 16)\n"
 "  --device I       device ordinal (default 0)\n"
+"  --sync-every N   after every N launches, wait for the stream to finish\n"
+"                   (cuStreamSynchronize), as a training step's loss.item()\n"
+"                   or a server's per-batch wait does; 1 = after every\n"
+"                   launch. Default: never, keeping D kernels in flight\n"
 "  --blocking-sync  wait for kernels by sleeping, not spinning a CPU core\n"
 "                   (CU_CTX_SCHED_BLOCKING_SYNC on the primary context)\n"
 "  --copy-mb MB     meanwhile, keep one host-to-device copy of MB MiB in flight\n"
@@ -81,16 +85,25 @@ static int parse_positive(const char *text, double *out)
     return 0;
 }
 
+static const char *option_name(const struct option *options, int opt)
+{
+    for (; options->name; options++)
+        if (options->val == opt)
+            return options->name;
+    return "?";
+}
+
 int main(int argc, char **argv)
 {
     static const struct option options[] = {
         {"kernel-us", required_argument, NULL, 'k'}, {"seconds", required_argument, NULL, 's'},
         {"count", required_argument, NULL, 'n'},     {"depth", required_argument, NULL, 'd'},
         {"device", required_argument, NULL, 'D'},    {"copy-mb", required_argument, NULL, 'c'},
-        {"blocking-sync", no_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
+        {"blocking-sync", no_argument, NULL, 'b'}, {"sync-every", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    double kernel_us = 1000, seconds = 5, count = 0, depth = 16, device = 0, copy_mb = 0;
+    double kernel_us = 1000, seconds = 5, count = 0, depth = 16, device = 0, copy_mb = 0, sync_every = 0;
     bool blocking_sync = false;
     int opt;
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -101,6 +114,7 @@ int main(int argc, char **argv)
         case 'n': target = &count; break;
         case 'd': target = &depth; break;
         case 'c': target = &copy_mb; break;
+        case 'S': target = &sync_every; break;
         case 'D':
             device = atoi(optarg);
             if (device < 0 || strspn(optarg, "0123456789") != strlen(optarg)) {
@@ -114,9 +128,13 @@ int main(int argc, char **argv)
         }
         if (parse_positive(optarg, target)) {
             fprintf(stderr, "spin: --%s needs a positive number, got '%s'\n",
-                    options[opt == 'k' ? 0 : opt == 's' ? 1 : opt == 'n' ? 2 : opt == 'd' ? 3 : 5].name, optarg);
+                    option_name(options, opt), optarg);
             return 1;
         }
+    }
+    if (sync_every != (double)(uint64_t)sync_every || depth != (double)(uint64_t)depth) {
+        fprintf(stderr, "spin: --%s needs a whole number\n", sync_every != (double)(uint64_t)sync_every ? "sync-every" : "depth");
+        return 1;
     }
     if (optind != argc || depth > MAX_DEPTH) {
         usage(stderr);
@@ -180,6 +198,9 @@ int main(int argc, char **argv)
             }
         }
         CUevent ev = done[launched % in_flight];
+        if (sync_every > 0 && launched > 0 && launched % (uint64_t)sync_every == 0 &&
+            check(cuStreamSynchronize(stream), "cuStreamSynchronize"))
+            return 2;
         if (launched >= in_flight && check(cuEventSynchronize(ev), "cuEventSynchronize"))
             return 2;
         if (check(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL), "cuLaunchKernel") ||
