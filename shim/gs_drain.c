@@ -140,6 +140,14 @@ void gs_drain_record_thread_mark(struct gs_thread_mark *mark)
         atomic_store_explicit(&mark->recorded, 1, memory_order_release);
 }
 
+bool gs_drain_has_thread_marks_locked(const struct gs_dev *d)
+{
+    for (const struct gs_thread_mark *m = thread_marks; m; m = m->next)
+        if (m->dev == d)
+            return true;
+    return false;
+}
+
 /* ---- flushes (application threads) -------------------------------------------- */
 
 static bool tracked_locked(const struct gs_dev *d, CUstream stream, const struct gs_ctx *ctx)

@@ -288,6 +288,8 @@ void gs_gate_wait_admission_locked(struct gs_dev *d, bool (*fits)(struct gs_dev 
         if (atomic_load(&d->open) && atomic_load(&d->admitted) < atomic_load(&d->budget) &&
             (!fits || fits(d, arg))) {
             atomic_fetch_add(&d->admitted, 1);
+            if (atomic_load(&d->idle_since) != 0)
+                gs_idle_end(d);
             return;
         }
         d->waiters++;

@@ -8,19 +8,37 @@
  * the device time it used divided by its share; the waiting tenant with the
  * smallest virtual time goes next. So busy tenants split the device in
  * proportion to their shares.
- *   - The time charged is from grant to the last release: overrun past the
- *     deadline is charged to the tenant that caused it.
+ *   - The time charged is from grant to the last release, less the time
+ *     every holder reports it left the GPU idle (it had synchronized and
+ *     not launched again): overrun past the deadline is charged to the
+ *     tenant that caused it, and a tenant that synchronizes often is
+ *     charged the device time it used, not its own pauses. The report
+ *     comes from the tenant's shim, which the tenant could replace; a
+ *     tenant that does that escapes the gate anyway (docs/SECURITY.md).
  *   - No banking: a tenant that becomes active again starts no lower than
  *     the smallest virtual time among the active tenants, so idling earns
- *     no catch-up burst, and a newcomer gets its share at once.
+ *     no catch-up burst, and a newcomer gets its share at once. A release
+ *     with GS_RELEASE_MORE keeps the tenant active.
  *   - Work-conserving: with nobody else waiting, the holder's slice is
  *     extended shortly before its deadline instead of being drained.
- *   - Limits: after a slice that used u ns, a tenant with limit L is not
- *     granted again before u * (1/L - 1) ns have passed, alone or not; so it
- *     never exceeds L over any window longer than a slice or two.
+ *   - Limits: after a slice that began at s and used b ns of device time, a
+ *     tenant with limit L is not granted again before s + b / L, alone or
+ *     not; so it never exceeds L over any window longer than a slice or
+ *     two.
  *
  * A holder that does not release by deadline + grace (stopped, hung) loses
  * the slice and is charged for all of it; its late release is ignored.
+ *
+ * Gangs: a tenant whose processes use several GPUs (gang = auto, on) gets
+ * its slices on all of them at once, so that ranks of a collective run
+ * together instead of each spinning at a GPU the other rank has not been
+ * granted. When a gang is next on one of its GPUs, that GPU is reserved
+ * (kept idle) for it, and so is each of its other GPUs as soon as the
+ * slice running there ends; once all are reserved, the gang is granted
+ * them together, with one deadline. When its slice ends on one GPU it is
+ * ended on the others too. Only one gang gathers its GPUs at a time
+ * (forming_gang), so two gangs never each hold a part of what the other
+ * needs; GPUs outside the forming gang run other tenants meanwhile.
  */
 #include "server.h"
 
@@ -32,6 +50,31 @@
 #define VTIME_MAX 1e300
 
 static void device_timer(void *arg);
+static void schedule(struct device *d);
+
+/* The gang gathering its GPUs, if any (see above). Owned by the loop's
+ * thread, like everything in the server. */
+static struct tenant *forming_gang;
+/* Gangs started so far; a gang's slices carry the count at their start
+ * (device.gang_start), so that ending an old slice never ends a new one. */
+static uint64_t gang_starts;
+
+/* Whether the tenant's slices are granted together on all its GPUs. */
+static bool is_gang(const struct tenant *t)
+{
+    return t->config.gang != GANG_OFF && t->devices >= 2;
+}
+
+/* Whether d is one of t's GPUs (some client of t declared it); its entry. */
+static bool gang_member(const struct device *d, const struct tenant *t, struct device_tenant **entry)
+{
+    struct device_tenant *dt = device_tenant_find(d, t);
+    if (!dt || dt->refs == 0)
+        return false;
+    if (entry)
+        *entry = dt;
+    return true;
+}
 
 int sched_device_init(struct device *d)
 {
@@ -71,8 +114,12 @@ static void activate(struct device *d, struct device_tenant *dt)
     if (dt->active)
         return;
     double floor = min_active_vtime(d, dt);
-    if (floor > dt->vtime)
+    if (floor > dt->vtime) {
+        if (log_level >= LOG_DEBUG)
+            slog(LOG_DEBUG, "tenant %s: active again; virtual time raised by %.0f ns", dt->tenant->name,
+                 floor - dt->vtime);
         dt->vtime = floor;
+    }
     dt->active = true;
 }
 
@@ -176,30 +223,10 @@ static bool has_competitor(const struct device *d, uint64_t now)
     return false;
 }
 
-/* Grants the device to the best waiting tenant, or arms the timer for the
- * first one a limit holds back. */
-static void schedule(struct device *d)
+/* Starts a slice of `best` on d at `now`: grants it to each of the
+ * tenant's clients waiting for d. */
+static void start_slice(struct device *d, struct device_tenant *best, uint64_t now)
 {
-    if (d->state != DEV_IDLE)
-        return;
-    uint64_t now = now_ns(), next_eligible = 0;
-    struct device_tenant *best = NULL;
-    for (size_t i = 0; i < d->ntenants; i++) {
-        struct device_tenant *dt = &d->tenants[i];
-        if (dt->waiting == 0)
-            continue;
-        if (dt->eligible_at > now) {
-            if (!next_eligible || dt->eligible_at < next_eligible)
-                next_eligible = dt->eligible_at;
-            continue;
-        }
-        if (!best || dt->vtime < best->vtime)
-            best = dt;
-    }
-    if (!best) {
-        timer_at(&d->timer, next_eligible);
-        return;
-    }
     d->state = DEV_RUNNING;
     d->holder = best;
     d->grant++;
@@ -207,8 +234,10 @@ static void schedule(struct device *d)
     d->slice_start = d->charged_until = now;
     d->deadline = now + best->tenant->config.quantum_ns;
     d->holders = 0;
+    d->slice_idle = UINT64_MAX;
     best->slices++;
-    best->wait_ns += now - best->waiting_since;
+    if (best->waiting > 0)
+        best->wait_ns += now - best->waiting_since;
     for (size_t i = 0; i < d->nusers; i++) {
         struct client *c = d->users[i].client;
         int slot = d->users[i].slot;
@@ -222,6 +251,136 @@ static void schedule(struct device *d)
     timer_at(&d->timer, d->deadline - margin);
 }
 
+/* ---- gangs ------------------------------------------------------------------ */
+
+static void reserve(struct device *d, struct device_tenant *dt)
+{
+    d->state = DEV_RESERVED;
+    d->holder = dt;
+    d->holders = 0;
+    d->charged_until = now_ns();
+    timer_at(&d->timer, 0);
+}
+
+/* Grants the forming gang all its GPUs if every one is reserved for it. */
+static void gang_try_start(void)
+{
+    struct tenant *t = forming_gang;
+    for (struct device *d = devices; d; d = d->next)
+        if (gang_member(d, t, NULL) && !(d->state == DEV_RESERVED && d->holder->tenant == t))
+            return;
+    forming_gang = NULL;
+    uint64_t now = now_ns();
+    gang_starts++;
+    for (struct device *d = devices; d; d = d->next)
+        if (d->state == DEV_RESERVED && d->holder->tenant == t) {
+            start_slice(d, d->holder, now);
+            d->gang_start = gang_starts;
+        }
+    /* GPUs that passed over gangs while this one formed may start one now. */
+    for (struct device *d = devices; d; d = d->next)
+        schedule(d);
+}
+
+/* The gang `best`, next on d, starts gathering its GPUs. */
+static void gang_form(struct device_tenant *best)
+{
+    forming_gang = best->tenant;
+    for (struct device *d = devices; d; d = d->next) {
+        struct device_tenant *dt;
+        if (d->state == DEV_IDLE && gang_member(d, best->tenant, &dt))
+            reserve(d, dt);
+    }
+    gang_try_start();
+}
+
+/* Stops gathering (the gang's processes changed): frees its reservations. */
+static void gang_cancel(void)
+{
+    struct tenant *t = forming_gang;
+    if (!t)
+        return;
+    forming_gang = NULL;
+    for (struct device *d = devices; d; d = d->next)
+        if (d->state == DEV_RESERVED && d->holder && d->holder->tenant == t) {
+            d->state = DEV_IDLE;
+            d->holder = NULL;
+        }
+    for (struct device *d = devices; d; d = d->next)
+        schedule(d);
+}
+
+static void end_slice(struct device *d);
+static void revoke(struct device *d);
+
+/* A gang's slice ended on one GPU: end it on the others. */
+static void gang_end_together(const struct tenant *t, uint64_t now)
+{
+    uint64_t ended = gang_starts; /* slices of gangs started from here on stay */
+    for (struct device *e = devices; e; e = e->next) {
+        if (e->state != DEV_RUNNING || !e->holder || e->holder->tenant != t || e->gang_start > ended)
+            continue;
+        if (e->holders == 0) {
+            end_slice(e);
+        } else {
+            e->deadline = now;
+            revoke(e);
+        }
+    }
+}
+
+/* Whether a tenant other than the holder may have any of the holder's GPUs. */
+static bool has_competitor_anywhere(const struct device *d, uint64_t now)
+{
+    const struct tenant *t = d->holder->tenant;
+    if (!is_gang(t))
+        return has_competitor(d, now);
+    for (const struct device *e = devices; e; e = e->next)
+        if (e->state == DEV_RUNNING && e->holder && e->holder->tenant == t && has_competitor(e, now))
+            return true;
+    return false;
+}
+
+/* ---- granting ------------------------------------------------------------------ */
+
+/* Grants the device to the best waiting tenant, or arms the timer for the
+ * first one a limit holds back. A gang that is next starts gathering its
+ * GPUs instead; while one gathers, other gangs are passed over. */
+static void schedule(struct device *d)
+{
+    if (d->state != DEV_IDLE)
+        return;
+    struct device_tenant *mine;
+    if (forming_gang && gang_member(d, forming_gang, &mine)) {
+        reserve(d, mine);
+        gang_try_start();
+        return;
+    }
+    uint64_t now = now_ns(), next_eligible = 0;
+    struct device_tenant *best = NULL;
+    for (size_t i = 0; i < d->ntenants; i++) {
+        struct device_tenant *dt = &d->tenants[i];
+        if (dt->waiting == 0 || (forming_gang && is_gang(dt->tenant)))
+            continue;
+        if (dt->eligible_at > now) {
+            if (!next_eligible || dt->eligible_at < next_eligible)
+                next_eligible = dt->eligible_at;
+            continue;
+        }
+        if (!best || dt->vtime < best->vtime)
+            best = dt;
+    }
+    if (!best) {
+        timer_at(&d->timer, next_eligible);
+        return;
+    }
+    if (is_gang(best->tenant)) {
+        gang_form(best);
+        return;
+    }
+    start_slice(d, best, now);
+}
+
 /* Charges the holder for the device time since it was last charged. */
 static void charge(struct device *d, uint64_t now)
 {
@@ -233,6 +392,18 @@ static void charge(struct device *d, uint64_t now)
     d->charged_until = now;
 }
 
+/* Gives back the part of a slice its processes all left idle: charged as
+ * it went, it was not device time used. */
+static void uncharge_idle(struct device *d, struct device_tenant *dt, uint64_t idle, uint64_t now)
+{
+    dt->vtime -= (double)idle / dt->tenant->config.share;
+    dt->used_ns -= idle < dt->used_ns ? idle : dt->used_ns;
+    size_t b = (now / 1000000000ull) % 10;
+    if (dt->window_start[b] == now / 1000000000ull)
+        dt->window_used[b] -= idle < dt->window_used[b] ? idle : dt->window_used[b];
+    d->held_ns -= idle < d->held_ns ? idle : d->held_ns;
+}
+
 static void end_slice(struct device *d)
 {
     uint64_t now = now_ns();
@@ -240,10 +411,22 @@ static void end_slice(struct device *d)
     uint64_t used = now - d->slice_start;
     uint64_t due = now < d->deadline ? now : d->deadline; /* when it ended, or should have */
     charge(d, now);
+    /* Device time used: the slice less what every one of its holders left
+     * idle (the least any reported: their idle spells may not overlap). */
+    uint64_t idle = d->slice_idle == UINT64_MAX ? 0 : d->slice_idle;
+    if (idle > used)
+        idle = used;
+    if (idle)
+        uncharge_idle(d, dt, idle, now);
+    uint64_t busy = used - idle;
     record_overrun(dt, now > d->deadline ? now - d->deadline : 0);
+    /* A limit L: no grant until the device time used is at most L of the
+     * time since the slice began. */
     double limit = dt->tenant->config.limit;
-    if (limit < 1.0)
-        dt->eligible_at = now + saturate_ns((double)used * (1.0 / limit - 1.0));
+    if (limit < 1.0) {
+        uint64_t until = d->slice_start + saturate_ns((double)busy / limit);
+        dt->eligible_at = until > now ? until : now;
+    }
     /* Forget grants still held (a holder revoked after its grace). */
     for (size_t i = 0; i < d->nusers; i++)
         if (d->users[i].client->holds[d->users[i].slot] == d->grant)
@@ -256,6 +439,8 @@ static void end_slice(struct device *d)
     schedule(d); /* it grants first and sets the timer after: handoffs are the hot path */
     if (d->state == DEV_RUNNING && d->holder != dt)
         histogram_observe(&d->handoff_hist, d->slice_start - due);
+    if (is_gang(dt->tenant))
+        gang_end_together(dt->tenant, now);
 }
 
 static void revoke(struct device *d)
@@ -282,8 +467,10 @@ static void device_timer(void *arg)
     case DEV_IDLE:
         schedule(d);
         break;
+    case DEV_RESERVED:
+        break;
     case DEV_RUNNING:
-        if (d->holder->tenant->config.limit >= 1.0 && !has_competitor(d, now)) {
+        if (d->holder->tenant->config.limit >= 1.0 && !has_competitor_anywhere(d, now)) {
             /* Nobody else may have it: extend rather than drain. Charge
              * as it goes, so that a long run is never billed at once. */
             charge(d, now);
@@ -295,12 +482,16 @@ static void device_timer(void *arg)
             timer_at(&d->timer, d->deadline - margin);
         } else if (now < d->deadline) {
             timer_at(&d->timer, d->deadline); /* revoke at the deadline itself */
+        } else if (d->holders == 0) {
+            end_slice(d); /* a gang's GPU none of its processes came to use */
         } else {
             revoke(d);
         }
         break;
     case DEV_REVOKING:
         /* Grace is over: take the slice back from whoever still holds it. */
+        if (d->holders > 0)
+            d->slice_idle = 0;
         for (size_t i = 0; i < d->nusers; i++) {
             struct client *c = d->users[i].client;
             if (c->holds[d->users[i].slot] == d->grant)
@@ -334,7 +525,7 @@ void sched_acquire(struct client *c, int slot)
         schedule(d);
 }
 
-void sched_release(struct client *c, int slot, uint64_t grant, bool more)
+void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64_t idle_ns)
 {
     struct device *d = c->devices[slot];
     if (more && !c->wants[slot]) {
@@ -356,6 +547,8 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more)
     c->holds[slot] = 0;
     if (d->state == DEV_IDLE || grant != d->grant)
         return;
+    if (idle_ns < d->slice_idle)
+        d->slice_idle = idle_ns;
     if (d->holders > 0)
         d->holders--;
     if (d->holders == 0)
@@ -367,6 +560,9 @@ void sched_slot_gone(struct client *c, int slot)
     struct device *d = c->devices[slot];
     if (!d)
         return;
+    /* The gang's set of GPUs may change: gather it afresh. */
+    if (forming_gang == c->tenant)
+        gang_cancel();
     if (c->wants[slot]) {
         c->wants[slot] = false;
         struct device_tenant *dt = device_tenant_find(d, c->tenant);
@@ -378,6 +574,7 @@ void sched_slot_gone(struct client *c, int slot)
     }
     if (c->holds[slot] && c->holds[slot] == d->grant && d->state != DEV_IDLE) {
         c->holds[slot] = 0;
+        d->slice_idle = 0; /* it said nothing of its idle time: none */
         if (d->holders > 0)
             d->holders--;
         if (d->holders == 0)
@@ -388,6 +585,8 @@ void sched_slot_gone(struct client *c, int slot)
 
 void sched_tenant_gone(struct tenant *t)
 {
+    if (forming_gang == t)
+        gang_cancel();
     devices_forget_tenant(t);
     for (struct device *d = devices; d; d = d->next)
         schedule(d);

@@ -80,7 +80,7 @@ static void uuid_str(const uint8_t uuid[16], char str[37])
 
 static const char *state_name(enum device_state s)
 {
-    return s == DEV_IDLE ? "idle" : s == DEV_RUNNING ? "running" : "revoking";
+    return s == DEV_IDLE ? "idle" : s == DEV_RUNNING ? "running" : s == DEV_RESERVED ? "reserved" : "revoking";
 }
 
 /* Tenants and devices freed so far (server.h); bumped by tenants.c and
@@ -116,7 +116,7 @@ static void json_device(struct text *o, const struct device *d, bool first, uint
     text_printf(o, "%s{\"uuid\":\"GPU-%s\",\"state\":\"%s\",\"holder\":", first ? "" : ",", uuid, state_name(d->state));
     if (d->holder)
         text_printf(o, "\"%s\",\"slice_remaining_ms\":%.3f", d->holder->tenant->name,
-                    d->deadline > now ? (double)(d->deadline - now) / 1e6 : 0.0);
+                    d->state != DEV_RESERVED && d->deadline > now ? (double)(d->deadline - now) / 1e6 : 0.0);
     else
         text_printf(o, "null");
     text_printf(o, ",\"slices\":%llu,\"processes\":%zu,\"queue\":[", (unsigned long long)d->slices, d->nusers);

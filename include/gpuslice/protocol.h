@@ -24,10 +24,13 @@
  *   server GRANT(slot, grant, deadline)   holds it until deadline; a GRANT
  *                                    with the same grant id extends it
  *   server REVOKE(slot, grant)       stop now: drain and release
- *   client RELEASE(slot, grant, flags) drained; the GPU is free. With
- *                                    GS_RELEASE_MORE it also asks for the
- *                                    next slice (one message, so that the
- *                                    tenant keeps its place in line)
+ *   client RELEASE(slot, grant, flags, idle) drained; the GPU is free.
+ *                                    With GS_RELEASE_MORE it also asks for
+ *                                    the next slice (one message, so that
+ *                                    the tenant keeps its place in line).
+ *                                    idle: ns of the slice in which the
+ *                                    process had nothing on the GPU (it
+ *                                    had synchronized and not launched)
  *   server ERROR(reason) and close   e.g. the tenant was removed
  * Device memory (per GPU, summed over the tenant's processes):
  *   client MEM_RESERVE(slot, id, bytes) -> server MEM_RESULT(id, ok, ...)
@@ -119,7 +122,10 @@ struct gs_msg_status_request {
 struct gs_msg_grant {        /* GRANT, REVOKE, RELEASE */
     uint32_t slot;
     uint64_t grant;          /* server-chosen, never 0 */
-    uint64_t deadline_ns;    /* CLOCK_MONOTONIC; GRANT only */
+    union {                  /* one field on the wire */
+        uint64_t deadline_ns;/* GRANT: CLOCK_MONOTONIC */
+        uint64_t idle_ns;    /* RELEASE: time the process left the GPU idle */
+    };
     uint32_t flags;          /* RELEASE: GS_RELEASE_MORE */
 };
 

@@ -1,0 +1,171 @@
+/*
+ * Idle spells: the parts of a held slice in which the process had nothing
+ * on the GPU, so that the server charges the device time it used rather
+ * than its own pauses.
+ *
+ * A program that synchronizes (a training step's loss.item(), a server's
+ * wait for each batch) leaves the GPU idle from the moment its work
+ * finishes until its next launch reaches the device. Slices are exclusive,
+ * so nobody else can use that time; charged as used, it would cost the
+ * tenant its share (a tenant of 50 us kernels that synchronizes after each
+ * one uses the device perhaps half the time it holds it) and a `limit`
+ * would be a limit on holding, not on use.
+ *
+ * How a spell is seen:
+ *   - The synchronization wrappers below (cuCtxSynchronize,
+ *     cuStreamSynchronize and its _ptsz variant, cuEventSynchronize) ask,
+ *     once the real call returns, whether every stream the gate admitted
+ *     work to in this slice has finished (cuStreamQuery on each). If so,
+ *     the device is idle from now: idle_since is set.
+ *   - The next launch admitted on the device, from any thread, ends the
+ *     spell (gs_idle_end, called from the launch path only when
+ *     idle_since is set) and adds it to idle_ns.
+ *   - A new slice starts idle: from the grant to its first launch.
+ *   - RELEASE reports idle_ns, plus the spell still open.
+ * Only spells that are certain are counted: while a capture is under way,
+ * while per-thread default streams or flush marks hold admitted work (they
+ * cannot be queried from here), or when the admitted streams belong to
+ * another context than the caller's current one, nothing is counted, and
+ * the slice is charged whole, as before.
+ *
+ * The race with a launch on another thread: the launcher adds to admitted
+ * and then reads idle_since; this code sets idle_since and then reads
+ * admitted, all sequentially consistent. So either the launcher sees the
+ * spell and ends it, or this code sees the launch and takes the spell
+ * back; never a spell that outlives a launch.
+ *
+ * State: idle_since and idle_ns in struct gs_dev (atomics); the stream
+ * list it checks is gs_dev.streams, under gs_gate_lock.
+ */
+#include "gs_contexts.h"
+#include "gs_gate.h"
+#include "gs_hooks.h"
+
+#include <string.h>
+
+#define IDLE_STREAMS_MAX 8 /* more admitted streams than this: not checked */
+
+void gs_idle_end(struct gs_dev *d)
+{
+    uint64_t since = atomic_exchange(&d->idle_since, 0);
+    if (since == 0)
+        return;
+    uint64_t now = gs_now_ns();
+    if (now > since)
+        atomic_fetch_add(&d->idle_ns, now - since);
+}
+
+void gs_idle_slice_begin_locked(struct gs_dev *d, uint64_t now)
+{
+    atomic_store(&d->idle_ns, 0);
+    /* Nothing is queued between slices unless the process ran unthrottled
+     * (server down, open policy); then do not claim a spell. */
+    atomic_store(&d->idle_since, gs_gate_queue_empty_locked(d) ? now : 0);
+}
+
+uint64_t gs_idle_take_locked(struct gs_dev *d, uint64_t now)
+{
+    uint64_t idle = atomic_exchange(&d->idle_ns, 0);
+    uint64_t since = atomic_exchange(&d->idle_since, 0);
+    if (since && now > since)
+        idle += now - since;
+    return idle;
+}
+
+/* The device a synchronization on `stream` concerns: the gate the calling
+ * thread last launched into that stream through, or its latest one. */
+static struct gs_dev *sync_device(bool any_stream, CUstream stream, int ptsz)
+{
+    for (int i = 0; i < GS_LAUNCH_CACHE; i++)
+        if (gs_tls_launches[i].dev && (any_stream || (gs_tls_launches[i].stream == stream &&
+                                                      gs_tls_launches[i].ptsz == ptsz)))
+            return gs_tls_launches[i].dev;
+    return any_stream ? gs_tls_dev : NULL;
+}
+
+/* After a successful synchronization: if everything admitted on d in this
+ * slice has finished, d is idle from now. */
+static void after_sync(struct gs_dev *d)
+{
+    if (!d || !atomic_load_explicit(&d->open, memory_order_relaxed) || atomic_load(&d->idle_since) != 0 ||
+        atomic_load_explicit(&gs_captures_active, memory_order_relaxed) != 0)
+        return;
+    uint64_t admitted = atomic_load(&d->admitted);
+    if (atomic_load(&d->submitted) != admitted)
+        return; /* a launch is on its way into the driver */
+    CUcontext current = NULL;
+    if (GS_REAL(cuCtxGetCurrent)(&current) != CUDA_SUCCESS || !current)
+        return;
+    struct gs_tracked_stream streams[IDLE_STREAMS_MAX];
+    struct gs_ctx *ctx = NULL;
+    int n = 0;
+    /* The capture lock keeps the streams alive while they are queried
+     * (stream_destroy holds it), and keeps captures from starting. */
+    pthread_mutex_lock(&gs_capture_lock);
+    pthread_mutex_lock(&gs_gate_lock);
+    bool checkable = d->state == GS_DEV_HOLD && d->nstreams <= IDLE_STREAMS_MAX && d->nflushes == 0 &&
+                     !gs_drain_has_thread_marks_locked(d);
+    if (checkable) {
+        n = d->nstreams;
+        memcpy(streams, d->streams, (size_t)n * sizeof streams[0]);
+        for (int i = 0; i < n && checkable; i++)
+            checkable = streams[i].ctx == streams[0].ctx && streams[i].ctx->handle == current;
+        if (n > 0 && checkable) {
+            ctx = streams[0].ctx;
+            checkable = gs_ctx_use_locked(ctx);
+        }
+    }
+    pthread_mutex_unlock(&gs_gate_lock);
+    for (int i = 0; i < n && checkable; i++)
+        checkable = GS_REAL(cuStreamQuery)(streams[i].stream) == CUDA_SUCCESS;
+    if (checkable && atomic_load_explicit(&gs_captures_active, memory_order_relaxed) == 0) {
+        uint64_t now = gs_now_ns(), none = 0;
+        if (atomic_compare_exchange_strong(&d->idle_since, &none, now) && atomic_load(&d->admitted) != admitted) {
+            /* A launch came in meanwhile and may not have seen the spell. */
+            uint64_t mine = now;
+            atomic_compare_exchange_strong(&d->idle_since, &mine, 0);
+        }
+    }
+    if (ctx) {
+        pthread_mutex_lock(&gs_gate_lock);
+        gs_ctx_unuse_locked(ctx);
+        pthread_mutex_unlock(&gs_gate_lock);
+    }
+    pthread_mutex_unlock(&gs_capture_lock);
+}
+
+GS_EXPORT CUresult cuCtxSynchronize(void)
+{
+    GS_PROLOGUE(cuCtxSynchronize);
+    CUresult rc = GS_REAL(cuCtxSynchronize)();
+    if (rc == CUDA_SUCCESS)
+        after_sync(sync_device(true, NULL, 0));
+    return rc;
+}
+
+GS_EXPORT CUresult cuStreamSynchronize(CUstream stream)
+{
+    GS_PROLOGUE(cuStreamSynchronize);
+    CUresult rc = GS_REAL(cuStreamSynchronize)(stream);
+    if (rc == CUDA_SUCCESS)
+        after_sync(sync_device(false, stream, 0));
+    return rc;
+}
+
+GS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream)
+{
+    GS_PROLOGUE(cuStreamSynchronize_ptsz);
+    CUresult rc = GS_REAL(cuStreamSynchronize_ptsz)(stream);
+    if (rc == CUDA_SUCCESS)
+        after_sync(sync_device(false, stream, 1));
+    return rc;
+}
+
+GS_EXPORT CUresult cuEventSynchronize(CUevent event)
+{
+    GS_PROLOGUE(cuEventSynchronize);
+    CUresult rc = GS_REAL(cuEventSynchronize)(event);
+    if (rc == CUDA_SUCCESS)
+        after_sync(sync_device(true, NULL, 0));
+    return rc;
+}
