@@ -198,7 +198,8 @@ void fc_collective_begin(const struct fc_collective_args *a, struct fc_collectiv
     w->begun_ns = now;
     w->deadline_ns = now + timeout_ns;
     fc_state_unlock(s);
-    futex(&e->started, FUTEX_WAKE, INT32_MAX, NULL);
+    if (futex(&e->started, FUTEX_WAKE, INT32_MAX, NULL) < 0)
+        fc_log("collective: futex wake failed: %s", strerror(errno));
 }
 
 enum fc_collective_state fc_collective_wait(struct fc_collective_wait *w, uint64_t until_ns)
