@@ -216,7 +216,8 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
         break;
     case GS_MSG_GRANT: {
         struct gs_dev *d = &gs_devs[msg->u.grant.slot];
-        if (!d->used || msg->u.grant.grant == d->last_released)
+        bool join = (msg->u.grant.flags & GS_GRANT_JOIN) && d->state == GS_DEV_WANT;
+        if (!d->used || (msg->u.grant.grant == d->last_released && !join))
             break; /* an extension of a slice already given back */
         bool extension = msg->u.grant.grant == d->grant && (d->state == GS_DEV_HOLD || d->state == GS_DEV_DRAIN);
         if (!extension && d->state != GS_DEV_WANT)
@@ -230,6 +231,7 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
         }
         d->grant = msg->u.grant.grant;
         d->deadline_ns = msg->u.grant.deadline_ns;
+        d->catch_up = !extension && (msg->u.grant.flags & GS_GRANT_CATCHUP);
         if (d->state == GS_DEV_DRAIN && d->drain_requested) {
             /* extended while draining: keep draining, then hold again */
             d->state = GS_DEV_HOLD;

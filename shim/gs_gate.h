@@ -91,6 +91,7 @@ struct gs_dev {
     /* idle detection (gate thread) */
     uint64_t seen_admitted, quiet_since_ns;
     bool drain_for_idle;         /* the drain under way began because the process went quiet */
+    bool catch_up;               /* the slice admits one launch (GS_GRANT_CATCHUP) */
     /* the drainer thread */
     pthread_t drainer;
     bool drainer_started;

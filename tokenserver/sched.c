@@ -46,6 +46,8 @@
 #include <string.h>
 
 #define EXTEND_MARGIN_NS 1000000ull /* decide on extension 1 ms before the deadline */
+#define CATCHUP_NS 1000000ull       /* a catch-up grant: one launch, then drain */
+#define STALL_NS 2000000ull         /* a gang's rank draining this long may wait for a peer */
 /* Virtual times saturate here: never inf or nan, whatever the history. */
 #define VTIME_MAX 1e300
 
@@ -202,12 +204,13 @@ double device_tenant_recent_share(const struct device *d, const struct device_te
     return share > 1.0 ? 1.0 : share;
 }
 
-static void send_grant(struct client *c, int slot, const struct device *d)
+static void send_grant(struct client *c, int slot, const struct device *d, uint32_t flags)
 {
     struct gs_msg msg = {.type = GS_MSG_GRANT};
     msg.u.grant.slot = (uint32_t)slot;
     msg.u.grant.grant = d->grant;
     msg.u.grant.deadline_ns = d->deadline;
+    msg.u.grant.flags = flags;
     c->wants[slot] = false;
     c->holds[slot] = d->grant;
     client_send(c, &msg);
@@ -235,6 +238,7 @@ static void start_slice(struct device *d, struct device_tenant *best, uint64_t n
     d->deadline = now + best->tenant->config.quantum_ns;
     d->holders = 0;
     d->slice_idle = UINT64_MAX;
+    d->gang_start = 0; /* gang_try_start stamps a gang's slices */
     best->slices++;
     if (best->waiting > 0)
         best->wait_ns += now - best->waiting_since;
@@ -242,7 +246,7 @@ static void start_slice(struct device *d, struct device_tenant *best, uint64_t n
         struct client *c = d->users[i].client;
         int slot = d->users[i].slot;
         if (c->tenant == best->tenant && c->wants[slot]) {
-            send_grant(c, slot, d);
+            send_grant(c, slot, d, 0);
             d->holders++;
         }
     }
@@ -282,16 +286,33 @@ static void gang_try_start(void)
         schedule(d);
 }
 
-/* The gang `best`, next on d, starts gathering its GPUs. */
+static void end_slice(struct device *d);
+static void revoke(struct device *d);
+static void holders_gone(struct device *d);
+
+/* The gang `best`, next on d, starts gathering its GPUs. A slice of its
+ * own that runs on one of them alone (granted before it used a second
+ * GPU) ends now, so that its ranks start again together. */
 static void gang_form(struct device_tenant *best)
 {
     forming_gang = best->tenant;
-    for (struct device *d = devices; d; d = d->next) {
+    uint64_t now = now_ns();
+    for (struct device *d = devices; d && forming_gang == best->tenant; d = d->next) {
         struct device_tenant *dt;
-        if (d->state == DEV_IDLE && gang_member(d, best->tenant, &dt))
+        if (!gang_member(d, best->tenant, &dt))
+            continue;
+        if (d->state == DEV_IDLE) {
             reserve(d, dt);
+        } else if (d->state == DEV_RUNNING && d->holder == dt) {
+            d->deadline = now;
+            if (d->holders == 0)
+                holders_gone(d);
+            else
+                revoke(d);
+        }
     }
-    gang_try_start();
+    if (forming_gang == best->tenant)
+        gang_try_start();
 }
 
 /* Stops gathering (the gang's processes changed): frees its reservations. */
@@ -310,29 +331,57 @@ static void gang_cancel(void)
         schedule(d);
 }
 
-static void end_slice(struct device *d);
-static void revoke(struct device *d);
-
-/* A gang's slice ended on one GPU: end it on the others. */
-static void gang_end_together(const struct tenant *t, uint64_t now)
+/* Whether e carries the same gang slice as d. */
+static bool same_gang_slice(const struct device *e, const struct device *d)
 {
-    uint64_t ended = gang_starts; /* slices of gangs started from here on stay */
-    for (struct device *e = devices; e; e = e->next) {
-        if (e->state != DEV_RUNNING || !e->holder || e->holder->tenant != t || e->gang_start > ended)
-            continue;
-        if (e->holders == 0) {
-            end_slice(e);
-        } else {
-            e->deadline = now;
-            revoke(e);
-        }
-    }
+    return (e->state == DEV_RUNNING || e->state == DEV_REVOKING) && e->holder &&
+           e->holder->tenant == d->holder->tenant && e->gang_start == d->gang_start;
 }
 
-/* Whether a tenant other than the holder may have any of the holder's GPUs. */
+/* The last holder of d's slice is gone. A plain slice ends. A gang's slice
+ * ends on all its GPUs together once no process holds it on any of them:
+ * until then the GPU stays the gang's, and a rank that comes back joins
+ * (its peers may be waiting in a collective for its next launch). */
+static void holders_gone(struct device *d)
+{
+    if (!is_gang(d->holder->tenant) || d->gang_start == 0) {
+        end_slice(d);
+        return;
+    }
+    for (const struct device *e = devices; e; e = e->next)
+        if (same_gang_slice(e, d) && e->holders > 0)
+            return;
+    uint64_t stamp = d->gang_start;
+    const struct tenant *t = d->holder->tenant;
+    for (struct device *e = devices; e; e = e->next)
+        if ((e->state == DEV_RUNNING || e->state == DEV_REVOKING) && e->holder && e->holder->tenant == t &&
+            e->gang_start == stamp)
+            end_slice(e);
+}
+
+/* A process of the holder asks for d while its slice runs: it joins. Past
+ * the deadline of a gang's slice (its ranks are draining), it gets one
+ * launch to catch up with its peers, then drains again. */
+static void join(struct client *c, int slot, struct device *d, uint64_t now)
+{
+    uint32_t flags = GS_GRANT_JOIN;
+    if (d->gang_start && now >= d->deadline) {
+        flags |= GS_GRANT_CATCHUP;
+        d->deadline = now + CATCHUP_NS;
+        d->state = DEV_RUNNING;
+        timer_at(&d->timer, d->deadline);
+    }
+    send_grant(c, slot, d, flags);
+    d->holders++;
+}
+
+/* Whether a tenant other than the holder may have any of the holder's
+ * GPUs, or a gang waits to gather its GPUs, d among them. */
 static bool has_competitor_anywhere(const struct device *d, uint64_t now)
 {
     const struct tenant *t = d->holder->tenant;
+    if (forming_gang && gang_member(d, forming_gang, NULL))
+        return true;
     if (!is_gang(t))
         return has_competitor(d, now);
     for (const struct device *e = devices; e; e = e->next)
@@ -439,8 +488,6 @@ static void end_slice(struct device *d)
     schedule(d); /* it grants first and sets the timer after: handoffs are the hot path */
     if (d->state == DEV_RUNNING && d->holder != dt)
         histogram_observe(&d->handoff_hist, d->slice_start - due);
-    if (is_gang(dt->tenant))
-        gang_end_together(dt->tenant, now);
 }
 
 static void revoke(struct device *d)
@@ -456,7 +503,31 @@ static void revoke(struct device *d)
             client_send(c, &msg);
         }
     }
-    timer_at(&d->timer, d->deadline + options.grace_ns);
+    uint64_t grace_end = d->deadline + options.grace_ns;
+    /* A gang's drain may wait for a peer's launch: look again soon. */
+    uint64_t check = d->gang_start ? now_ns() + STALL_NS : grace_end;
+    timer_at(&d->timer, check < grace_end ? check : grace_end);
+}
+
+/* d, a GPU of a gang past its deadline, is still draining: its ranks may
+ * wait in a collective for a peer that drained already and waits for the
+ * next slice. Each such peer gets one launch (a catch-up grant). */
+static void gang_catch_up(struct device *d, uint64_t now)
+{
+    for (struct device *e = devices; e; e = e->next) {
+        if (e == d || !same_gang_slice(e, d) || e->holders > 0)
+            continue;
+        for (size_t i = 0; i < e->nusers; i++) {
+            struct client *c = e->users[i].client;
+            int slot = e->users[i].slot;
+            if (c->tenant != e->holder->tenant || !c->wants[slot])
+                continue;
+            c->wants[slot] = false;
+            if (e->holder->waiting > 0)
+                e->holder->waiting--;
+            join(c, slot, e, now);
+        }
+    }
 }
 
 static void device_timer(void *arg)
@@ -477,18 +548,24 @@ static void device_timer(void *arg)
             d->deadline += d->holder->tenant->config.quantum_ns;
             for (size_t i = 0; i < d->nusers; i++)
                 if (d->users[i].client->holds[d->users[i].slot] == d->grant)
-                    send_grant(d->users[i].client, d->users[i].slot, d);
+                    send_grant(d->users[i].client, d->users[i].slot, d, 0);
             uint64_t margin = d->holder->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
             timer_at(&d->timer, d->deadline - margin);
         } else if (now < d->deadline) {
             timer_at(&d->timer, d->deadline); /* revoke at the deadline itself */
         } else if (d->holders == 0) {
-            end_slice(d); /* a gang's GPU none of its processes came to use */
+            holders_gone(d); /* a gang's GPU nobody holds now */
         } else {
             revoke(d);
         }
         break;
     case DEV_REVOKING:
+        if (d->gang_start && now < d->deadline + options.grace_ns) {
+            gang_catch_up(d, now);
+            uint64_t check = now + STALL_NS, grace_end = d->deadline + options.grace_ns;
+            timer_at(&d->timer, check < grace_end ? check : grace_end);
+            break;
+        }
         /* Grace is over: take the slice back from whoever still holds it. */
         if (d->holders > 0)
             d->slice_idle = 0;
@@ -498,7 +575,18 @@ static void device_timer(void *arg)
                 slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: did not release within %llu ms of its deadline; slice revoked",
                      c->tenant->name, c->pid, (unsigned long long)(options.grace_ns / 1000000));
         }
-        end_slice(d);
+        if (d->gang_start && is_gang(d->holder->tenant)) {
+            /* Its late holders count as gone; the gang's other GPUs may
+             * still be draining. */
+            for (size_t i = 0; i < d->nusers; i++)
+                if (d->users[i].client->holds[d->users[i].slot] == d->grant)
+                    d->users[i].client->holds[d->users[i].slot] = 0;
+            d->holders = 0;
+            d->state = DEV_RUNNING;
+            holders_gone(d);
+        } else {
+            end_slice(d);
+        }
         break;
     }
 }
@@ -514,8 +602,7 @@ void sched_acquire(struct client *c, int slot)
     c->wants[slot] = true;
     /* Join the running slice of its own tenant. */
     if (d->state == DEV_RUNNING && d->holder == dt) {
-        send_grant(c, slot, d);
-        d->holders++;
+        join(c, slot, d, now_ns());
         return;
     }
     if (dt->waiting++ == 0)
@@ -540,19 +627,32 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64
         }
     }
     if (grant == 0 || c->holds[slot] != grant) {
+        /* stale: revoked already, or never held */
         if (more && d->state == DEV_IDLE)
             schedule(d);
-        return; /* stale: revoked already, or never held */
+    } else {
+        c->holds[slot] = 0;
+        if (d->state == DEV_IDLE || grant != d->grant)
+            return;
+        if (idle_ns < d->slice_idle)
+            d->slice_idle = idle_ns;
+        if (d->holders > 0)
+            d->holders--;
+        if (d->holders == 0)
+            holders_gone(d);
     }
-    c->holds[slot] = 0;
-    if (d->state == DEV_IDLE || grant != d->grant)
-        return;
-    if (idle_ns < d->slice_idle)
-        d->slice_idle = idle_ns;
-    if (d->holders > 0)
-        d->holders--;
-    if (d->holders == 0)
-        end_slice(d);
+    /* A gang's rank that wants more while its gang holds the GPU joins
+     * (past the deadline, for one launch): its peers may be waiting in a
+     * collective for it. Once the slice is being revoked it waits: a peer
+     * whose drain stalls gets it a catch-up grant (gang_catch_up). */
+    if (more && d->gang_start && c->wants[slot] && d->state == DEV_RUNNING && d->holder &&
+        d->holder->tenant == c->tenant) {
+        struct device_tenant *dt = d->holder;
+        c->wants[slot] = false;
+        if (dt->waiting > 0)
+            dt->waiting--;
+        join(c, slot, d, now_ns());
+    }
 }
 
 void sched_slot_gone(struct client *c, int slot)
@@ -578,7 +678,7 @@ void sched_slot_gone(struct client *c, int slot)
         if (d->holders > 0)
             d->holders--;
         if (d->holders == 0)
-            end_slice(d);
+            holders_gone(d);
     }
     c->holds[slot] = 0;
 }

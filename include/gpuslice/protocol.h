@@ -130,6 +130,13 @@ struct gs_msg_grant {        /* GRANT, REVOKE, RELEASE */
 };
 
 #define GS_RELEASE_MORE 1u
+/* GRANT flags. JOIN: a slice the process released before and asked for
+ * again (a sibling still runs it), so a grant id it gave back is new to it.
+ * CATCHUP: the slice is past its deadline and held for a gang whose ranks
+ * are draining: admit one launch, then drain (a rank behind its peers
+ * launches the collective they wait for). */
+#define GS_GRANT_JOIN 2u
+#define GS_GRANT_CATCHUP 4u
 
 struct gs_msg {
     enum gs_msg_type type;

@@ -23,10 +23,12 @@ if any cell misses its target:
 Programs use the default scheduling (CU_CTX_SCHED_AUTO), as applications
 do: a synchronizing thread spins while it waits."""
 import argparse
+import os
 import sys
 import time
 
-from testlib import SPIN, Machine, Server, tenant_shares
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from testlib import SPIN, Machine, Server, tenant_shares  # noqa: E402
 
 WARMUP = 0.8
 KERNELS_US = [50, 200, 500, 1000, 5000]
