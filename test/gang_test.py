@@ -8,6 +8,9 @@ loop) at 1:1, and a third tenant busy on GPU 1 alone:
   - no slice is revoked for overstaying its grace (the server log);
   - each gang's collective rate is at least 90 % of what a gang alone
     gets, scaled by its share of GPU 1 (1/3).
+The tenants use 40 ms slices: each gang slice costs a gathering and the
+ranks' catch-up at its end, about 10 % of a 20 ms slice here and 1-3 % of
+a 40 ms one (docs/BENCHMARKS.md).
 Then the same with `gang = off`: slices granted crosswise leave collectives
 waiting for a rank that cannot run, until the grace period takes the slice
 back. That part shows what the test guards against; it must see
@@ -78,9 +81,9 @@ def split(busy, tenants, dev):
     return {t: busy[(t, dev)] / total for t in tenants}
 
 
-GANG = "share = 1\n"
+GANG = "share = 1\nquantum_ms = 40\n"
 alone, _, _ = run({"g1": GANG}, False)
-rates, busy, log = run({"g1": GANG, "g2": GANG, "c": "share = 1\n"}, True)
+rates, busy, log = run({"g1": GANG, "g2": GANG, "c": "share = 1\nquantum_ms = 40\n"}, True)
 print("lone gang: %.0f collectives/s; together: g1 %.0f/s, g2 %.0f/s" % (alone["g1"], rates["g1"], rates["g2"]))
 gpu1 = split(busy, ("g1", "g2", "c"), 1)
 gpu0 = split(busy, ("g1", "g2"), 0)

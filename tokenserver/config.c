@@ -7,8 +7,8 @@
  *   quantum_ms = 20    slice length in whole milliseconds, 1..1000 (default 20)
  *   memory = 4G        device memory cap per GPU, K/M/G/T suffixes (default none)
  *   gang = auto        auto, on or off: whether the tenant's slices on the
- *                      GPUs its processes use are granted together (default
- *                      auto: when its processes have declared two or more)
+ *                      GPUs its processes use are granted together; auto
+ *                      (the default) and on: once they use two or more
  *
  * Numbers are decimal only ("0x10", "inf", "nan" are errors), and the
  * ranges keep every later computation finite: the scheduler divides by

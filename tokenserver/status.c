@@ -135,10 +135,10 @@ static void json_device(struct text *o, const struct device *d, bool first, uint
 static void json_tenant(struct text *o, const struct tenant *t, bool first, uint64_t now)
 {
     text_printf(o, "%s{\"name\":\"%s\",\"share\":%g,\"limit\":%g,\"quantum_ms\":%llu,\"memory\":%llu,"
-                   "\"clients\":%u,\"listening\":%s,\"devices\":[",
+                   "\"gang\":\"%s\",\"clients\":%u,\"listening\":%s,\"devices\":[",
                 first ? "" : ",", t->name, t->config.share, t->config.limit,
                 (unsigned long long)(t->config.quantum_ns / 1000000), (unsigned long long)t->config.memory,
-                t->clients, t->sock.fd >= 0 ? "true" : "false");
+                config_gang_name(t->config.gang), t->clients, t->sock.fd >= 0 ? "true" : "false");
     bool first_device = true;
     for (const struct device *d = devices; d; d = d->next) {
         const struct device_tenant *dt = device_tenant_find(d, t);
