@@ -193,6 +193,7 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
                 continue;
             atomic_store(&d->budget, atomic_load(&d->admitted));
             d->state = GS_DEV_NONE;
+            d->last_released = 0; /* a new server numbers its grants afresh */
             /* Declare the device and what this process holds on it, so
              * that the count survives a server restart. */
             send_slot_msg(GS_MSG_DEVICE, d);
