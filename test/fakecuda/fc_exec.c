@@ -20,6 +20,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
 
@@ -52,6 +53,7 @@ static uint64_t kernel_default_ns = 5000;
 static uint64_t switch_ns;
 static uint64_t timeslice_ns = 1024000; /* the hardware's default slice */
 static uint64_t copy_bytes_per_s = 25ull << 30;
+static uint64_t worker_awake_ns = 200000;
 
 static void load_tunables(void)
 {
@@ -65,6 +67,8 @@ static void load_tunables(void)
         timeslice_ns = parsed;
     if ((v = getenv("FAKECUDA_COPY_BYTES_PER_S")) && fc_parse_bytes(v, &parsed) && parsed > 0)
         copy_bytes_per_s = parsed;
+    if ((v = getenv("FAKECUDA_WORKER_AWAKE_NS")) && fc_parse_bytes(v, &parsed))
+        worker_awake_ns = parsed;
 }
 
 uint64_t fc_kernel_default_ns(void)
@@ -450,6 +454,7 @@ static void *compute_worker_main(void *arg)
     struct fc_shared *s = fc_shared_state();
     struct fc_engine *e = &s->dev[ctx->device].compute;
     struct engine_hold hold = {0};
+    uint64_t awake_until = 0; /* stays awake for new work until then */
     worker_setup();
     pthread_mutex_lock(&exec_lock);
     for (;;) {
@@ -464,12 +469,28 @@ static void *compute_worker_main(void *arg)
             }
             if (ctx->stopping)
                 break;
+            /* A GPU starts a launch within microseconds of its arrival; a
+             * thread asleep on a condition variable takes tens of them to
+             * wake on an idle machine. So the worker stays awake a while
+             * after its last kernel, for the next launch of a program that
+             * synchronizes and launches again. */
+            uint64_t now = fc_now_ns();
+            if (awake_until == 0)
+                awake_until = now + worker_awake_ns;
+            if (now < awake_until) {
+                pthread_mutex_unlock(&exec_lock);
+                sched_yield();
+                pthread_mutex_lock(&exec_lock);
+                continue;
+            }
+            awake_until = 0;
             ctx->compute_idle = true;
             pthread_cond_wait(&ctx->compute_work, &exec_lock);
             ctx->compute_idle = false;
             continue;
         }
         op->running = true;
+        awake_until = 0;
         pthread_mutex_unlock(&exec_lock);
         run_kernel(ctx, &op->work, &hold);
         pthread_mutex_lock(&exec_lock);
