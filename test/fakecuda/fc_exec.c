@@ -174,6 +174,7 @@ void fc_stream_release_locked(struct fc_stream *stream)
  * (or all of them with `all`). */
 static void wake_workers_locked(struct fc_ctx *ctx, bool all)
 {
+    atomic_fetch_add(&ctx->compute_pokes, 1);
     if (ctx->compute_idle && (all || ctx->queued_kernels > 0))
         pthread_cond_signal(&ctx->compute_work);
     if (ctx->copy_idle && (all || ctx->queued_transfers > 0))
@@ -478,8 +479,10 @@ static void *compute_worker_main(void *arg)
             if (awake_until == 0)
                 awake_until = now + worker_awake_ns;
             if (now < awake_until) {
+                unsigned seen = atomic_load(&ctx->compute_pokes);
                 pthread_mutex_unlock(&exec_lock);
-                sched_yield();
+                while (atomic_load(&ctx->compute_pokes) == seen && fc_now_ns() < awake_until)
+                    sched_yield();
                 pthread_mutex_lock(&exec_lock);
                 continue;
             }

@@ -172,6 +172,10 @@ struct fc_ctx {
     unsigned flags;
     struct fc_stream *legacy;
 
+    /* Bumped (under the exec lock) whenever work may have become ready;
+     * an awake compute worker polls it without the lock (fc_exec.c). */
+    _Atomic unsigned compute_pokes;
+
     /* Everything below is guarded by the exec lock. */
     pthread_cond_t compute_work;     /* the compute worker waits for ready kernels */
     pthread_cond_t copy_work;        /* the copy worker waits for ready copies */
