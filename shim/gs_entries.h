@@ -10,9 +10,11 @@
  *       the calling thread's own default stream
  *   GS_CUSTOM(name, (parameters), (arguments))
  *       wrapped by hand: graph launches (gs_graph.c), stream capture and
- *       stream lifetimes (gs_capture.c), context lifetimes (gs_contexts.c)
+ *       stream lifetimes (gs_capture.c), context lifetimes (gs_contexts.c,
+ *       and creation, with its device memory, gs_ctxmem.c)
  *   GS_MEMORY(name, (parameters), (arguments))
  *       device memory: allocation, free and the queries that report it
+ *       (gs_memory.c; pools: gs_mempools.c)
  *   GS_LIFECYCLE(name, (parameters), (arguments))
  *       initialisation and contexts
  *   GS_INTERNAL(name, (parameters), (arguments))
@@ -126,6 +128,14 @@ GS_MEMORY(cuMemCreate,
            unsigned long long flags),
           (handle, size, prop, flags))
 GS_MEMORY(cuMemRelease, (CUmemGenericAllocationHandle handle), (handle))
+GS_MEMORY(cuMemMap,
+          (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+           unsigned long long flags),
+          (ptr, size, offset, handle, flags))
+GS_MEMORY(cuMemUnmap, (CUdeviceptr ptr, size_t size), (ptr, size))
+GS_MEMORY(cuMemPoolTrimTo, (CUmemoryPool pool, size_t keep), (pool, keep))
+GS_MEMORY(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value))
+GS_MEMORY(cuMemPoolDestroy, (CUmemoryPool pool), (pool))
 GS_MEMORY(cuMemFree_v2, (CUdeviceptr dptr), (dptr))
 GS_MEMORY(cuMemFree, (CUdeviceptr_v1 dptr), (dptr))
 GS_MEMORY(cuMemFreeAsync, (CUdeviceptr dptr, CUstream stream), (dptr, stream))
@@ -146,14 +156,14 @@ GS_MEMORY(cuDeviceTotalMem, (unsigned int *bytes, CUdevice dev), (bytes, dev))
 
 /* Initialisation and contexts. */
 GS_LIFECYCLE(cuInit, (unsigned int flags), (flags))
-GS_LIFECYCLE(cuCtxCreate, (CUcontext *pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))
-GS_LIFECYCLE(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))
-GS_LIFECYCLE(cuCtxCreate_v3,
-             (CUcontext *pctx, CUexecAffinityParam *params, int nparams, unsigned int flags, CUdevice dev),
-             (pctx, params, nparams, flags, dev))
-GS_LIFECYCLE(cuCtxCreate_v4,
-             (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
-             (pctx, params, flags, dev))
+GS_CUSTOM(cuCtxCreate, (CUcontext *pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))
+GS_CUSTOM(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))
+GS_CUSTOM(cuCtxCreate_v3,
+          (CUcontext *pctx, CUexecAffinityParam *params, int nparams, unsigned int flags, CUdevice dev),
+          (pctx, params, nparams, flags, dev))
+GS_CUSTOM(cuCtxCreate_v4,
+          (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
+          (pctx, params, flags, dev))
 GS_CUSTOM(cuCtxDestroy, (CUcontext ctx), (ctx))
 GS_CUSTOM(cuCtxDestroy_v2, (CUcontext ctx), (ctx))
 GS_LIFECYCLE(cuCtxSetCurrent, (CUcontext ctx), (ctx))
@@ -183,6 +193,8 @@ GS_INTERNAL(cuEventSynchronize, (CUevent event), (event))
 GS_INTERNAL(cuEventQuery, (CUevent event), (event))
 GS_INTERNAL(cuEventElapsedTime, (float *ms, CUevent start, CUevent end), (ms, start, end))
 GS_INTERNAL(cuEventDestroy_v2, (CUevent event), (event))
+GS_INTERNAL(cuDeviceGetMemPool, (CUmemoryPool *pool, CUdevice dev), (pool, dev))
+GS_INTERNAL(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value))
 
 /* Entry-point lookup (hand-written wrappers). */
 GS_LOOKUP(cuGetProcAddress,

@@ -45,6 +45,9 @@ class Machine:
             "FAKECUDA_STATE": self.state,
             "FAKECUDA_DEVICES": str(devices),
             "FAKECUDA_MEMORY": memory,
+            # Contexts hold no device memory unless a test says so, so that
+            # byte counts are the allocations' alone.
+            "FAKECUDA_CONTEXT_BYTES": "0",
         })
         self.env.update({k: str(v) for k, v in extra.items()})
         # Create the state before anything is measured.
@@ -154,7 +157,10 @@ class Server:
 
     def tenant_env(self, tenant, **extra):
         env = dict(self.machine.env)
-        env.update({"LD_PRELOAD": SHIM, "GPUSLICE_SOCKET": self.socket(tenant)})
+        # The shim's estimate of a context's footprint, for contexts it
+        # cannot measure: what this machine's contexts really hold.
+        env.update({"LD_PRELOAD": SHIM, "GPUSLICE_SOCKET": self.socket(tenant),
+                    "GPUSLICE_CONTEXT_BYTES": self.machine.env["FAKECUDA_CONTEXT_BYTES"]})
         env.update({k: str(v) for k, v in extra.items()})
         return env
 

@@ -159,6 +159,7 @@ bool fc_stream_blocking(const struct fc_stream *stream);
 struct fc_ctx {
     uint64_t handle;
     int device;
+    uint64_t footprint;              /* device memory the context itself holds */
     bool primary;
     unsigned flags;
     struct fc_stream *legacy;
@@ -368,6 +369,28 @@ CUresult fc_mem_alloc_async(const char *call, CUdeviceptr *dptr, size_t bytesize
                             CUstream hstream, enum fc_null_stream null_means);
 CUresult fc_mem_free_async(const char *call, CUdeviceptr dptr, CUstream hstream, enum fc_null_stream null_means);
 void fc_mem_release_ctx(struct fc_ctx *ctx);
+/* Counts bytes of the calling process on a device (OUT_OF_MEMORY past the
+ * device's memory), and gives them back. */
+CUresult fc_mem_account(int device, uint64_t bytes);
+void fc_mem_unaccount(int device, uint64_t bytes);
+/* Device memory each context holds (FAKECUDA_CONTEXT_BYTES). */
+uint64_t fc_mem_context_bytes(void);
+
+/* ---- stream-ordered pools (fc_mempool.c) ------------------------------- */
+
+struct fc_pool;
+/* The pool an allocation comes from: hpool, or the device's current pool. */
+struct fc_pool *fc_pool_of(const char *call, CUmemoryPool hpool, int device, CUresult *rc);
+int fc_pool_device(const struct fc_pool *pool);
+/* Uses bytes of the pool, growing what it reserves on the device as needed. */
+CUresult fc_pool_take(struct fc_pool *pool, uint64_t bytes);
+/* Frees bytes into the pool, which keeps up to its release threshold. */
+void fc_pool_give(struct fc_pool *pool, uint64_t bytes);
+/* A pool allocation whose stream-ordered free is queued, and its pool when
+ * the free runs (NULL for memory not from a pool). */
+bool fc_pool_note_freeing(uint64_t base, struct fc_pool *pool);
+struct fc_pool *fc_pool_take_freeing(uint64_t base);
+void fc_pool_atfork_child(void);
 void fc_mem_atfork_prepare(void);
 void fc_mem_atfork_parent(void);
 void fc_mem_atfork_child(void);
