@@ -20,6 +20,7 @@
 #include "gs_memory.h"
 #include "gs_log.h"
 
+#include <stdatomic.h>
 #include <time.h>
 
 #define MIN_CHUNK (8ull << 20)
@@ -38,6 +39,15 @@ struct lease {
 
 static pthread_mutex_t lease_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lease leases[GS_MAX_DEVICES];
+/* Whether the gate thread will tick again (cleared by the tick before it
+ * looks, set by whoever leaves headroom, who wakes it if it was clear). */
+static _Atomic int tick_armed;
+
+static void arm_tick(void)
+{
+    if (atomic_exchange(&tick_armed, 1) == 0)
+        gs_client_wake();
+}
 
 static uint64_t chunk_for(uint64_t bytes, uint64_t chunk)
 {
@@ -77,6 +87,7 @@ CUresult gs_lease_take(struct gs_dev *d, uint64_t bytes)
             pthread_mutex_lock(&lease_lock);
             l->granted += r.granted;
             pthread_mutex_unlock(&lease_lock);
+            arm_tick();
             continue;
         }
         if (r.status == GS_LEASE_RETRY && tries < RETRY_LIMIT) {
@@ -118,6 +129,7 @@ void gs_lease_give(struct gs_dev *d, uint64_t bytes)
     pthread_mutex_unlock(&lease_lock);
     if (back)
         gs_client_mem_free(d, back);
+    arm_tick();
 }
 
 uint64_t gs_lease_headroom(const struct gs_dev *d)
@@ -153,6 +165,7 @@ uint64_t gs_memory_tick(uint64_t now)
     if (now - last_tick < IDLE_TICK_NS)
         return last_tick + IDLE_TICK_NS - now;
     last_tick = now;
+    atomic_store(&tick_armed, 0);
     gs_pools_settle(false);
     bool again = false;
     for (int i = 0; i < GS_MAX_DEVICES; i++) {
@@ -172,7 +185,10 @@ uint64_t gs_memory_tick(uint64_t now)
         if (back)
             gs_client_mem_free(&gs_devs[i], back);
     }
-    return again || gs_pools_pending() ? IDLE_TICK_NS : 0;
+    if (!again && !gs_pools_pending())
+        return 0;
+    atomic_store(&tick_armed, 1);
+    return IDLE_TICK_NS;
 }
 
 void gs_lease_after_fork_child(void)
@@ -181,4 +197,5 @@ void gs_lease_after_fork_child(void)
     pthread_mutex_init(&lease_lock, NULL);
     for (int i = 0; i < GS_MAX_DEVICES; i++)
         leases[i] = (struct lease){0};
+    atomic_store(&tick_armed, 0);
 }

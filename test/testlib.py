@@ -13,6 +13,7 @@ FAKECUDA_DIR = os.path.join(BUILD, "test", "fakecuda")
 STAT = os.path.join(FAKECUDA_DIR, "fakecuda-stat")
 SPIN = os.path.join(BUILD, "examples", "spin", "spin")
 MEMHOG = os.path.join(BUILD, "test", "memhog")
+MEMSCRIPT = os.path.join(BUILD, "test", "memscript")
 
 
 class Checks:
@@ -217,3 +218,33 @@ def tenant_shares(meter, pids_by_tenant):
     """Sums the meter's per-process shares by tenant."""
     share = {p["pid"]: p["share"] for p in meter["processes"]}
     return {t: sum(share.get(pid, 0.0) for pid in pids) for t, pids in pids_by_tenant.items()}
+
+
+class MemScript:
+    """A memscript process (test/helpers/memscript.c): device memory calls
+    made one at a time, each answered with its CUresult name."""
+
+    def __init__(self, env):
+        self.proc = subprocess.Popen([MEMSCRIPT], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        self.pid = self.proc.pid
+
+    def do(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline()
+        if not reply:
+            raise RuntimeError("memscript %d died at %r" % (self.pid, line))
+        fields = dict(kv.split("=", 1) for kv in reply.split())
+        return fields
+
+    def rc(self, line):
+        return self.do(line)["rc"]
+
+    def close(self):
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.proc.wait(timeout=30)
