@@ -9,8 +9,11 @@
  * measured on the device in this process, else GPUSLICE_CONTEXT_BYTES
  * (bytes, K/M/G suffixes; 300 MiB by default). If the calling thread has a
  * context of the same device current, free memory is read before and after
- * the creation and the difference is what is counted (and remembered for
- * the next context); otherwise the estimate stays. A measured footprint
+ * the creation, and a difference larger than the reservation is what is
+ * counted (and remembered for the next context); otherwise the estimate
+ * stays. Free memory is the whole device's, so only a larger difference
+ * can be trusted not to undercount: another process freeing meanwhile
+ * makes it read low. A measured footprint
  * larger than the reservation that the cap cannot take makes the creation
  * fail with CUDA_ERROR_OUT_OF_MEMORY (the context is destroyed again).
  *
@@ -101,8 +104,12 @@ CUresult gs_ctxmem_after(struct gs_ctx_birth *b, CUresult rc, CUcontext ctx, boo
         return rc;
     }
     uint64_t footprint = b->reserved, free_after;
+    /* Free memory is the whole device's: another process freeing during
+     * the creation makes the difference read low, so a measurement only
+     * ever raises the count (one allocating makes it read high: the count
+     * errs on the safe side). */
     if (b->measurable && free_on(dev, &free_after) && free_after <= b->free_before &&
-        b->free_before - free_after <= MAX_PLAUSIBLE_FOOTPRINT) {
+        b->free_before - free_after <= MAX_PLAUSIBLE_FOOTPRINT && b->free_before - free_after > footprint) {
         footprint = b->free_before - free_after;
         measured[d->slot] = footprint;
     }
