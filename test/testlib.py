@@ -158,10 +158,11 @@ class Server:
 
     def tenant_env(self, tenant, **extra):
         env = dict(self.machine.env)
-        # The shim's estimate of a context's footprint, for contexts it
-        # cannot measure: what this machine's contexts really hold.
-        env.update({"LD_PRELOAD": SHIM, "GPUSLICE_SOCKET": self.socket(tenant),
-                    "GPUSLICE_CONTEXT_BYTES": self.machine.env["FAKECUDA_CONTEXT_BYTES"]})
+        # On fakecuda, the shim's estimate of a context's footprint, for
+        # contexts it cannot measure, is what the machine's contexts hold.
+        env.update({"LD_PRELOAD": SHIM, "GPUSLICE_SOCKET": self.socket(tenant)})
+        if "FAKECUDA_CONTEXT_BYTES" in self.machine.env:
+            env["GPUSLICE_CONTEXT_BYTES"] = self.machine.env["FAKECUDA_CONTEXT_BYTES"]
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
