@@ -136,6 +136,17 @@ GS_MEMORY(cuMemUnmap, (CUdeviceptr ptr, size_t size), (ptr, size))
 GS_MEMORY(cuMemPoolTrimTo, (CUmemoryPool pool, size_t keep), (pool, keep))
 GS_MEMORY(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value))
 GS_MEMORY(cuMemPoolDestroy, (CUmemoryPool pool), (pool))
+GS_MEMORY(cuGraphInstantiateWithFlags, (CUgraphExec *exec, CUgraph graph, unsigned long long flags),
+          (exec, graph, flags))
+GS_MEMORY(cuGraphInstantiate, (CUgraphExec *exec, CUgraph graph, CUgraphNode *err, char *log, size_t size),
+          (exec, graph, err, log, size))
+GS_MEMORY(cuGraphInstantiate_v2, (CUgraphExec *exec, CUgraph graph, CUgraphNode *err, char *log, size_t size),
+          (exec, graph, err, log, size))
+GS_MEMORY(cuGraphInstantiateWithParams, (CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params),
+          (exec, graph, params))
+GS_MEMORY(cuGraphInstantiateWithParams_ptsz,
+          (CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params), (exec, graph, params))
+GS_MEMORY(cuDeviceGraphMemTrim, (CUdevice device), (device))
 GS_MEMORY(cuMemFree_v2, (CUdeviceptr dptr), (dptr))
 GS_MEMORY(cuMemFree, (CUdeviceptr_v1 dptr), (dptr))
 GS_MEMORY(cuMemFreeAsync, (CUdeviceptr dptr, CUstream stream), (dptr, stream))
@@ -194,6 +205,15 @@ GS_INTERNAL(cuEventQuery, (CUevent event), (event))
 GS_INTERNAL(cuEventElapsedTime, (float *ms, CUevent start, CUevent end), (ms, start, end))
 GS_INTERNAL(cuEventDestroy_v2, (CUevent event), (event))
 GS_INTERNAL(cuDeviceGetMemPool, (CUmemoryPool *pool, CUdevice dev), (pool, dev))
+GS_INTERNAL(cuDeviceGetGraphMemAttribute, (CUdevice dev, CUgraphMem_attribute attr, void *value), (dev, attr, value))
+GS_INTERNAL(cuStreamGetCaptureInfo_v2,
+            (CUstream stream, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+             const CUgraphNode **deps, size_t *ndeps),
+            (stream, status, id, graph, deps, ndeps))
+GS_INTERNAL(cuStreamGetCaptureInfo_v2_ptsz,
+            (CUstream stream, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+             const CUgraphNode **deps, size_t *ndeps),
+            (stream, status, id, graph, deps, ndeps))
 GS_INTERNAL(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value))
 
 /* Entry-point lookup (hand-written wrappers). */

@@ -279,6 +279,8 @@ static CUresult async_alloc(struct async_args *a, int ptsz)
     if (!a->dptr || a->bytes == 0 || (a->variant >= 2 && !a->pool) ||
         gs_gate_resolve_stream(a->stream, ptsz, &t) != CUDA_SUCCESS)
         return real_async(a);
+    if (gs_graphmem_captured(a->stream, ptsz, a->bytes))
+        return real_async(a); /* an allocation node: taken at the graph's first launch */
     return gs_pool_alloc(t.dev, a->pool, a->bytes, a->dptr, real_async, a);
 }
 
@@ -738,4 +740,5 @@ void gs_memory_after_fork_child(void)
     gs_lease_after_fork_child();
     gs_pools_after_fork_child();
     gs_ctxmem_after_fork_child();
+    gs_graphmem_after_fork_child();
 }

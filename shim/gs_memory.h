@@ -69,6 +69,22 @@ void gs_pools_touched(void);
 bool gs_pools_pending(void);
 void gs_pools_after_fork_child(void);
 
+/* ---- gs_graphmem.c -------------------------------------------------------- */
+
+/* cuMemAllocAsync of bytes into stream: if the stream is capturing, the
+ * bytes are the graph's (taken at its first launch) and it returns true. */
+bool gs_graphmem_captured(CUstream stream, int ptsz, uint64_t bytes);
+/* Around a graph launch: the first launch of an executable graph that
+ * allocates reserves what it allocates (CUDA_ERROR_OUT_OF_MEMORY past the
+ * cap), then counts what the device's graph memory holds. */
+struct gs_graph_launch {
+    struct gs_dev *dev;      /* NULL: nothing reserved */
+    uint64_t reserved;
+};
+CUresult gs_graphmem_before_launch(CUgraphExec exec, CUstream stream, int ptsz, struct gs_graph_launch *l);
+void gs_graphmem_after_launch(CUgraphExec exec, const struct gs_graph_launch *l, CUresult rc);
+void gs_graphmem_after_fork_child(void);
+
 /* ---- gs_ctxmem.c ----------------------------------------------------------- */
 
 /* Around a context's creation: reserves its footprint first (the last one

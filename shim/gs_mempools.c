@@ -53,7 +53,7 @@ static struct pool *find_locked(CUmemoryPool handle)
 static uint64_t reserved_of(CUmemoryPool handle, uint64_t fallback)
 {
     cuuint64_t value;
-    if (GS_REAL(cuMemPoolGetAttribute)(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value) != CUDA_SUCCESS)
+    if (!GS_REAL(cuMemPoolGetAttribute) || GS_REAL(cuMemPoolGetAttribute)(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value) != CUDA_SUCCESS)
         return fallback;
     return value;
 }
@@ -72,7 +72,7 @@ static void settle_locked(struct pool *p, uint64_t reserved)
 CUresult gs_pool_alloc(struct gs_dev *d, CUmemoryPool handle, uint64_t bytes, CUdeviceptr *dptr,
                        CUresult (*real)(void *), void *args)
 {
-    if (!handle && GS_REAL(cuDeviceGetMemPool)(&handle, d->ordinal) != CUDA_SUCCESS)
+    if (!handle && (!GS_REAL(cuDeviceGetMemPool) || GS_REAL(cuDeviceGetMemPool)(&handle, d->ordinal) != CUDA_SUCCESS))
         return real(args); /* the driver answers; there is no pool to count */
     uint64_t reserve = bytes > UINT64_MAX - POOL_GRANULE ? bytes : (bytes + POOL_GRANULE - 1) & ~(POOL_GRANULE - 1);
     pthread_mutex_lock(&pools_lock);
@@ -159,7 +159,8 @@ GS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool handle)
     pthread_mutex_lock(&pools_lock);
     struct pool *p = find_locked(handle);
     cuuint64_t used = 0;
-    if (p && GS_REAL(cuMemPoolGetAttribute)(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS)
+    if (p && (!GS_REAL(cuMemPoolGetAttribute) ||
+              GS_REAL(cuMemPoolGetAttribute)(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS))
         used = p->counted;
     CUresult rc = GS_REAL(cuMemPoolDestroy)(handle);
     if (p && rc == CUDA_SUCCESS) {

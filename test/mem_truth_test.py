@@ -143,6 +143,39 @@ checks.expect(ok == ["CUDA_SUCCESS"] * 2 and rc == "CUDA_SUCCESS" and
 app.close()
 server.stop()
 
+# ---- graph allocation nodes: taken at the first launch, kept until trimmed -------
+machine = Machine(memory="4G")
+server = Server(machine, {"t": "memory = 1G\n"})
+app = MemScript(server.tenant_env("t"))
+app.rc("init")
+rc = app.rc("graph 0 %d" % (512 * MIB))
+checks.expect(rc == "CUDA_SUCCESS" and truth(machine, {app.pid}) == 0 and quiet_count(server, "t") == 0,
+              "a captured graph that allocates 512 MiB holds nothing before its launch (%s)" % rc)
+ok = [app.rc("launch 0"), app.rc("launch 0")]
+checks.expect(ok == ["CUDA_SUCCESS"] * 2 and truth(machine, {app.pid}) == 512 * MIB and
+              quiet_count(server, "t") == 512 * MIB,
+              "launched, it holds 512 MiB on the device, and the server counts them (%s, %d MiB)"
+              % (ok, count(server, "t") // MIB))
+rc = app.rc("alloc 1 %d" % (768 * MIB))
+checks.expect(rc == "CUDA_ERROR_OUT_OF_MEMORY" and truth(machine, {app.pid}) == 512 * MIB,
+              "so 768 MiB more is refused (%s)" % rc)
+ok = [app.rc("exec_destroy 0")]
+checks.expect(ok == ["CUDA_SUCCESS"] and truth(machine, {app.pid}) == 512 * MIB and
+              quiet_count(server, "t") == 512 * MIB,
+              "a destroyed graph's memory stays cached on the device until trimmed, and counted (%d MiB)"
+              % (count(server, "t") // MIB))
+ok = [app.rc("graph_trim"), app.rc("alloc 1 %d" % (768 * MIB))]
+checks.expect(ok == ["CUDA_SUCCESS"] * 2 and quiet_count(server, "t") == truth(machine, {app.pid}) == 768 * MIB,
+              "cuDeviceGraphMemTrim gives it back, and 768 MiB fits (%s)" % ok)
+ok = [app.rc("graph 2 %d" % (512 * MIB))]
+rc = app.rc("launch 2")
+checks.expect(ok == ["CUDA_SUCCESS"] and rc == "CUDA_ERROR_OUT_OF_MEMORY" and
+              truth(machine, {app.pid}) == 768 * MIB,
+              "a graph launch whose allocation nodes would pass the cap fails with CUDA_ERROR_OUT_OF_MEMORY "
+              "before the device memory is taken (%s, %d MiB held)" % (rc, truth(machine, {app.pid}) // MIB))
+app.close()
+server.stop()
+
 # ---- cuMemGetInfo never reports more free memory than the GPU has ---------------
 machine = Machine(memory="4G")
 server = Server(machine, {"a": "memory = 3G\n", "b": "memory = 3G\n"})

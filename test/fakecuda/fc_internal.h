@@ -86,6 +86,7 @@ enum fc_work_kind {
     FC_WORK_RECORD, /* an event record: done when what precedes it is */
     FC_WORK_WAIT,   /* done when the fence it waits for is */
     FC_WORK_FREE,   /* cuMemFreeAsync: frees `bytes` at dst of device `value` */
+    FC_WORK_MEMALLOC, /* a graph's allocation node: `bytes` at dst (fc_graphmem.c); never queued */
 };
 
 /* One piece of work as the application asked for it: what a queued op
@@ -298,6 +299,10 @@ struct fc_graph {
     struct fc_work *nodes;
     size_t count, cap;
     bool capturing;                  /* a capture writes into it */
+    /* An executable graph's allocation nodes (fc_graphmem.c). */
+    uint64_t mem_bytes;              /* their sizes summed */
+    bool mem_backed;                 /* launched: the memory is on mem_device */
+    int mem_device;
 };
 
 struct fc_graph *fc_graph_new_locked(void);
@@ -361,6 +366,8 @@ CUresult fc_memset(const char *call, CUdeviceptr dst, uint32_t value, unsigned e
 
 /* Whether [ptr, ptr+bytes) lies inside one live device allocation. */
 bool fc_mem_range_valid(CUdeviceptr ptr, size_t bytes);
+/* Whether ptr is a graph allocation node's address (fc_graphmem.c). */
+bool fc_mem_is_graph_alloc(CUdeviceptr ptr);
 /* Frees memory whose cuMemFreeAsync waited for the end of a capture. */
 void fc_mem_free_deferred(CUdeviceptr ptr);
 /* Unmaps and uncounts an allocation already out of the table. */
@@ -391,6 +398,15 @@ void fc_pool_give(struct fc_pool *pool, uint64_t bytes);
 bool fc_pool_note_freeing(uint64_t base, struct fc_pool *pool);
 struct fc_pool *fc_pool_take_freeing(uint64_t base);
 void fc_pool_atfork_child(void);
+
+/* ---- graph memory (fc_graphmem.c) ---------------------------------------- */
+
+/* An executable graph's first launch takes its allocation nodes' bytes
+ * from the device's graph pool (growing it); its destruction gives them
+ * back to the pool, which keeps them until cuDeviceGraphMemTrim. */
+CUresult fc_graphmem_back(int device, uint64_t bytes);
+void fc_graphmem_unback(int device, uint64_t bytes);
+void fc_graphmem_atfork_child(void);
 void fc_mem_atfork_prepare(void);
 void fc_mem_atfork_parent(void);
 void fc_mem_atfork_child(void);

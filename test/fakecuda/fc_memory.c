@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-enum alloc_kind { ALLOC_DEVICE, ALLOC_RESERVE };
+enum alloc_kind { ALLOC_DEVICE, ALLOC_RESERVE, ALLOC_GRAPH };
 
 struct fc_alloc {
     uint64_t base, size;
@@ -158,6 +158,15 @@ bool fc_mem_range_valid(CUdeviceptr ptr, size_t bytes)
     return ok;
 }
 
+bool fc_mem_is_graph_alloc(CUdeviceptr ptr)
+{
+    pthread_mutex_lock(&mem_lock);
+    size_t at = alloc_lower_bound((uint64_t)ptr);
+    bool graph = at < alloc_count && allocs[at].base == (uint64_t)ptr && allocs[at].kind == ALLOC_GRAPH;
+    pthread_mutex_unlock(&mem_lock);
+    return graph;
+}
+
 void fc_mem_release_ctx(struct fc_ctx *ctx)
 {
     pthread_mutex_lock(&mem_lock);
@@ -185,6 +194,7 @@ void fc_mem_atfork_child(void)
     nmappings = 0;
     pthread_mutex_unlock(&mem_lock);
     fc_pool_atfork_child();
+    fc_graphmem_atfork_child();
 }
 
 /* ---- allocation and free ---------------------------------------------- */
@@ -331,9 +341,45 @@ static CUresult async_stream_ctx(const char *call, CUstream hstream, enum fc_nul
     return rc;
 }
 
+/* cuMemAllocAsync into a capturing stream: an allocation node. Its address
+ * is valid from now on; its memory is taken at the graph's first launch
+ * (fc_graphmem.c). The address range is the graph's for good. */
+static CUresult graph_alloc(const char *call, CUdeviceptr *dptr, size_t bytesize, CUstream hstream,
+                            enum fc_null_stream null_means, bool *captured)
+{
+    *captured = false;
+    if (!dptr || bytesize == 0)
+        return CUDA_SUCCESS; /* the usual path answers */
+    fc_exec_lock();
+    struct fc_stream *stream;
+    CUresult rc = fc_resolve_stream_locked(call, hstream, null_means, &stream);
+    if (rc != CUDA_SUCCESS || !stream->capture) {
+        fc_exec_unlock();
+        return CUDA_SUCCESS;
+    }
+    *captured = true;
+    void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    struct fc_alloc a = {(uint64_t)(uintptr_t)p, bytesize, stream->ctx->device, ALLOC_GRAPH, NULL, NULL};
+    struct fc_work work = {.kind = FC_WORK_MEMALLOC, .dst = p, .bytes = bytesize};
+    if (p == MAP_FAILED) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (!alloc_insert(&a)) {
+        munmap(p, bytesize);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if ((rc = fc_stream_submit_locked(call, stream, &work)) == CUDA_SUCCESS) {
+        *dptr = (CUdeviceptr)(uintptr_t)p;
+    }
+    fc_exec_unlock();
+    return rc;
+}
+
 CUresult fc_mem_alloc_async(const char *call, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool hpool,
                             CUstream hstream, enum fc_null_stream null_means)
 {
+    bool captured;
+    CUresult grc = graph_alloc(call, dptr, bytesize, hstream, null_means, &captured);
+    if (captured)
+        return grc;
     struct fc_ctx *ctx;
     CUresult rc = async_stream_ctx(call, hstream, null_means, &ctx);
     if (rc != CUDA_SUCCESS)
@@ -363,6 +409,10 @@ CUresult fc_mem_free_async(const char *call, CUdeviceptr dptr, CUstream hstream,
         return rc;
     }
     struct fc_alloc a;
+    if (rc == CUDA_SUCCESS && fc_mem_is_graph_alloc(dptr)) {
+        fc_exec_unlock();
+        return CUDA_SUCCESS; /* the graph's memory: it goes with the graph */
+    }
     if (rc == CUDA_SUCCESS && !alloc_remove((uint64_t)dptr, ALLOC_DEVICE, &a))
         rc = CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS) {

@@ -19,6 +19,11 @@
  *   ctx ID                    cuCtxCreate_v2 (current afterwards)
  *   ctx_destroy ID            cuCtxDestroy_v2, then the primary context is made current
  *   reset                     cuDevicePrimaryCtxReset (then `init` again)
+ *   graph ID BYTES            capture into a stream an allocation of BYTES and its free,
+ *                             and instantiate the graph as executable graph ID
+ *   launch ID                 cuGraphLaunch of executable graph ID, then cuStreamSynchronize
+ *   exec_destroy ID           cuGraphExecDestroy   graph_trim    cuDeviceGraphMemTrim
+ *   graph_reserved            CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT of device 0
  *   info                      cuMemGetInfo_v2: free=F total=T
  *   grab ID                   cuMemAlloc_v2 of all the free memory cuMemGetInfo_v2 reports
  *   quit
@@ -41,6 +46,8 @@ static CUmemGenericAllocationHandle handles[N];
 static size_t handle_bytes[N];
 static CUdeviceptr mapped_at[N];
 static CUcontext ctxs[N];
+static CUgraphExec execs[N];
+static CUstream graph_stream;
 
 static const char *name_of(CUresult rc)
 {
@@ -157,6 +164,34 @@ int main(void)
                 rc = cuCtxSetCurrent(primary);
         } else if (strcmp(cmd, "reset") == 0) {
             rc = cuDevicePrimaryCtxReset_v2(dev);
+        } else if (strcmp(cmd, "graph") == 0) {
+            CUdeviceptr p;
+            CUgraph graph = NULL;
+            if (!graph_stream)
+                rc = cuStreamCreate(&graph_stream, CU_STREAM_NON_BLOCKING);
+            if (rc == CUDA_SUCCESS)
+                rc = cuStreamBeginCapture_v2(graph_stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+            if (rc == CUDA_SUCCESS) {
+                CUresult alloc = cuMemAllocAsync(&p, (size_t)bytes_arg(a2), graph_stream);
+                if (alloc == CUDA_SUCCESS)
+                    alloc = cuMemFreeAsync(p, graph_stream);
+                rc = cuStreamEndCapture(graph_stream, &graph);
+                if (alloc != CUDA_SUCCESS)
+                    rc = alloc;
+            }
+            if (rc == CUDA_SUCCESS)
+                rc = cuGraphInstantiateWithFlags(&execs[id], graph, 0);
+        } else if (strcmp(cmd, "launch") == 0) {
+            if ((rc = cuGraphLaunch(execs[id], graph_stream)) == CUDA_SUCCESS)
+                rc = cuStreamSynchronize(graph_stream);
+        } else if (strcmp(cmd, "exec_destroy") == 0) {
+            rc = cuGraphExecDestroy(execs[id]);
+        } else if (strcmp(cmd, "graph_trim") == 0) {
+            rc = cuDeviceGraphMemTrim(dev);
+        } else if (strcmp(cmd, "graph_reserved") == 0) {
+            cuuint64_t value = 0;
+            rc = cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &value);
+            snprintf(extra, sizeof extra, " reserved=%" PRIu64, (uint64_t)value);
         } else if (strcmp(cmd, "info") == 0 || strcmp(cmd, "grab") == 0) {
             size_t free_b = 0, total_b = 0;
             rc = cuMemGetInfo_v2(&free_b, &total_b);
