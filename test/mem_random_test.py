@@ -166,7 +166,7 @@ for rnd in range(ROUNDS):
 
 errors = [e for a in actors for e in a.errors]
 checks.expect(not errors, "every call returns success or CUDA_ERROR_OUT_OF_MEMORY (%s)" % errors[:5])
-checks.expect(samples > 50 and not over, "the tenant's true device memory never exceeded 1 GiB in %d samples "
+checks.expect(samples >= 2 * ROUNDS and not over, "the tenant's true device memory never exceeded 1 GiB in %d samples "
               "(over: %s)" % (samples, [o // MIB for o in over[:5]]))
 checks.expect(sum(a.ooms for a in actors) > 0, "allocations past the cap were refused (%d)" % sum(a.ooms for a in actors))
 checks.expect(not mismatches, "at every quiet point the server's count equals the truth within one context "
