@@ -115,11 +115,12 @@ static void send_slot_msg(enum gs_msg_type type, struct gs_dev *d)
     send_msg(&msg);
 }
 
-static void send_release(struct gs_dev *d, bool more)
+static void send_release(struct gs_dev *d, bool more, uint64_t now)
 {
     struct gs_msg msg = {.type = GS_MSG_RELEASE};
     msg.u.grant.slot = (uint32_t)d->slot;
     msg.u.grant.grant = d->grant;
+    msg.u.grant.idle_ns = gs_idle_take_locked(d, now);
     msg.u.grant.flags = more ? GS_RELEASE_MORE : 0;
     send_msg(&msg);
 }
@@ -195,6 +196,7 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
                 continue;
             atomic_store(&d->budget, atomic_load(&d->admitted));
             d->state = GS_DEV_NONE;
+            d->last_released = 0; /* a new server numbers its grants afresh */
             /* Declare the device and what this process holds on it, so
              * that the count survives a server restart. */
             send_slot_msg(GS_MSG_DEVICE, d);
@@ -237,12 +239,14 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
     }
     case GS_MSG_GRANT: {
         struct gs_dev *d = &gs_devs[msg->u.grant.slot];
-        if (!d->used || msg->u.grant.grant == d->last_released)
+        bool join = (msg->u.grant.flags & GS_GRANT_JOIN) && d->state == GS_DEV_WANT;
+        if (!d->used || (msg->u.grant.grant == d->last_released && !join))
             break; /* an extension of a slice already given back */
         bool extension = msg->u.grant.grant == d->grant && (d->state == GS_DEV_HOLD || d->state == GS_DEV_DRAIN);
         if (!extension && d->state != GS_DEV_WANT)
             break;
         if (!extension) {
+            gs_idle_slice_begin_locked(d, now);
             d->slice_start_ns = now;
             d->admitted_at_grant = atomic_load(&d->admitted);
             d->seen_admitted = atomic_load(&d->admitted);
@@ -250,6 +254,7 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
         }
         d->grant = msg->u.grant.grant;
         d->deadline_ns = msg->u.grant.deadline_ns;
+        d->catch_up = !extension && (msg->u.grant.flags & GS_GRANT_CATCHUP);
         if (d->state == GS_DEV_DRAIN && d->drain_requested) {
             /* extended while draining: keep draining, then hold again */
             d->state = GS_DEV_HOLD;
@@ -262,6 +267,7 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
         struct gs_dev *d = &gs_devs[msg->u.grant.slot];
         if (d->used && d->state == GS_DEV_HOLD && msg->u.grant.grant == d->grant) {
             d->deadline_ns = now;
+            d->drain_for_idle = false;
             gs_gate_begin_drain_locked(d);
         }
         break;
@@ -339,18 +345,31 @@ static void service_devices_locked(uint64_t now)
             bool nothing_fits = queue_empty && admitted > d->admitted_at_grant &&
                                 ((d->kernel_ns > 0 && now + (uint64_t)d->kernel_ns >= d->deadline_ns) ||
                                  (d->waiting_graph_ns && now + d->waiting_graph_ns > d->deadline_ns));
-            if (now >= d->deadline_ns || nothing_fits ||
-                (queue_empty && d->waiters == 0 && now - d->quiet_since_ns >= IDLE_RELEASE_NS))
+            /* Idle: nothing launched, and nothing running, for the whole
+             * spell. Work that ran until the drainer saw it finish counts
+             * as activity: a program that waits for a long kernel and
+             * then launches the next is busy, not idle. */
+            uint64_t active_at = d->quiet_since_ns > d->last_sync_end_ns ? d->quiet_since_ns : d->last_sync_end_ns;
+            bool idle = queue_empty && d->waiters == 0 && now - active_at >= IDLE_RELEASE_NS;
+            if (now >= d->deadline_ns || nothing_fits || idle) {
+                d->drain_for_idle = idle && now < d->deadline_ns && !nothing_fits;
                 gs_gate_begin_drain_locked(d);
-            else
+            } else
                 gs_gate_update_budget_locked(d, now);
             break;
         }
         case GS_DEV_DRAIN:
             if (gs_gate_drained_locked(d)) {
-                bool more = d->waiters > 0;
+                /* More: threads wait to launch, or the slice ended while
+                 * the process was busy (not for idleness), so it is only
+                 * between a synchronization and its next launch. Staying
+                 * queued keeps its place: a tenant that synchronizes must
+                 * not count as newly arrived after each slice (see
+                 * docs/DESIGN.md, "Synchronizing tenants"). If it does not
+                 * launch after all, it gives the next grant back once idle. */
+                bool more = d->waiters > 0 || !d->drain_for_idle;
                 if (connected)
-                    send_release(d, more);
+                    send_release(d, more, now);
                 d->last_released = d->grant;
                 d->state = connected && more ? GS_DEV_WANT : GS_DEV_NONE;
             }
@@ -416,6 +435,8 @@ static void *gate_main(void *arg)
                     at = d->deadline_ns;
                 if (last_fit > now && last_fit < at)
                     at = last_fit;
+                if (d->last_sync_end_ns > d->quiet_since_ns)
+                    idle_end = d->last_sync_end_ns + IDLE_RELEASE_NS;
                 if (gs_gate_queue_empty_locked(d) && d->waiters == 0 && idle_end > now && idle_end < at)
                     at = idle_end;
             }

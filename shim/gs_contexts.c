@@ -84,7 +84,8 @@ CUevent gs_ctx_event_take(struct gs_ctx *c, bool timed)
     pthread_mutex_unlock(&gs_gate_lock);
     if (event)
         return event;
-    unsigned flags = timed ? CU_EVENT_DEFAULT : CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING;
+    /* Both kinds block: the drainer waits on timed ones too (gs_drain.c). */
+    unsigned flags = timed ? CU_EVENT_BLOCKING_SYNC : CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING;
     CUresult rc = GS_REAL(cuEventCreate)(&event, flags);
     if (rc != CUDA_SUCCESS) {
         gs_log(GS_LOG_WARN, "cuEventCreate for the drainer failed (%d)", (int)rc);

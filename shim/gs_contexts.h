@@ -13,7 +13,7 @@
  *
  * Each context also keeps a small pool of the shim's own events: blocking
  * ones without timing, for the drainer's marks, and timed ones, for
- * measuring graph launches.
+ * measuring graph launches and the idle tail of a drain.
  */
 #ifndef GPUSLICE_CONTEXTS_H
 #define GPUSLICE_CONTEXTS_H

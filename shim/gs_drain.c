@@ -140,6 +140,14 @@ void gs_drain_record_thread_mark(struct gs_thread_mark *mark)
         atomic_store_explicit(&mark->recorded, 1, memory_order_release);
 }
 
+bool gs_drain_has_thread_marks_locked(const struct gs_dev *d)
+{
+    for (const struct gs_thread_mark *m = thread_marks; m; m = m->next)
+        if (m->dev == d)
+            return true;
+    return false;
+}
+
 /* ---- flushes (application threads) -------------------------------------------- */
 
 static bool tracked_locked(const struct gs_dev *d, CUstream stream, const struct gs_ctx *ctx)
@@ -283,8 +291,25 @@ static int collect_locked(struct gs_dev *d, struct round_item *items)
     return n;
 }
 
-static void run_round(struct gs_dev *d, struct round_item *items, int n)
+/* The drain's last round on a single stream: how long ago the stream's
+ * work ended, from the round's timed event and one recorded now on the
+ * idle stream (ctx pushed). The GPU sat idle that long before the release
+ * (the drainer noticing and waking): it is reported as idle. */
+static uint64_t drain_tail_ns(struct gs_ctx *ctx, CUstream stream, CUevent ended)
 {
+    CUevent probe = gs_ctx_event_take(ctx, true);
+    float ms = 0;
+    bool ok = probe && GS_REAL(cuEventRecord)(probe, stream) == CUDA_SUCCESS &&
+              GS_REAL(cuEventSynchronize)(probe) == CUDA_SUCCESS &&
+              GS_REAL(cuEventElapsedTime)(&ms, ended, probe) == CUDA_SUCCESS && ms > 0 && ms < 1000;
+    gs_ctx_event_give(ctx, probe, true);
+    return ok ? (uint64_t)((double)ms * 1e6) : 0;
+}
+
+/* timed: a drain's round on one stream; returns the drain's tail (above). */
+static uint64_t run_round(struct gs_dev *d, struct round_item *items, int n, bool timed)
+{
+    uint64_t tail = 0;
     for (int i = 0; i < n; i++) {
         struct round_item *it = &items[i];
         if (!it->has_stream || !gs_ctx_push(it->ctx))
@@ -296,13 +321,16 @@ static void run_round(struct gs_dev *d, struct round_item *items, int n)
         /* A stream that captures now had its admitted work flushed before
          * it began; one that was destroyed, before it went. */
         if (listed && !gs_capture_unrecordable(it->stream)) {
-            CUevent event = gs_ctx_event_take(it->ctx, false);
+            CUevent event = gs_ctx_event_take(it->ctx, timed);
             if (event && GS_REAL(cuEventRecord)(event, it->stream) == CUDA_SUCCESS) {
                 it->event = event;
                 it->owned = true;
             } else {
-                gs_ctx_event_give(it->ctx, event, false);
+                gs_ctx_event_give(it->ctx, event, timed);
+                timed = false;
             }
+        } else {
+            timed = false;
         }
         pthread_mutex_unlock(&gs_capture_lock);
         gs_ctx_pop();
@@ -314,12 +342,20 @@ static void run_round(struct gs_dev *d, struct round_item *items, int n)
         CUresult rc = GS_REAL(cuEventSynchronize)(it->event);
         if (rc != CUDA_SUCCESS)
             GS_DEBUG("drainer: cuEventSynchronize returned %d", (int)rc);
+        bool stream_timed = timed && it->has_stream && it->owned;
+        if (stream_timed && rc == CUDA_SUCCESS) {
+            pthread_mutex_lock(&gs_capture_lock);
+            if (!gs_capture_unrecordable(it->stream))
+                tail = drain_tail_ns(it->ctx, it->stream, it->event);
+            pthread_mutex_unlock(&gs_capture_lock);
+        }
         if (it->retire)
             GS_REAL(cuEventDestroy_v2)(it->event);
         else if (it->owned)
-            gs_ctx_event_give(it->ctx, it->event, false);
+            gs_ctx_event_give(it->ctx, it->event, stream_timed);
         gs_ctx_pop();
     }
+    return tail;
 }
 
 #define MEASURE_INTERVAL_NS 1000000ull
@@ -370,7 +406,9 @@ static void *drainer_main(void *arg)
         int n = collect_locked(d, items);
         pthread_mutex_unlock(&gs_gate_lock);
 
-        run_round(d, items, n);
+        /* A drain of one stream times its round, to report the idle tail. */
+        bool timed = draining && n == 1 && items[0].has_stream;
+        uint64_t tail = run_round(d, items, n, timed);
         gs_graph_measure(d);
         uint64_t end = gs_now_ns();
 
@@ -401,6 +439,8 @@ static void *drainer_main(void *arg)
         d->last_sync_end_ns = end;
         gs_gate_note_round_locked(d);
         if (draining && atomic_load(&d->submitted) == target) {
+            if (tail && d->state == GS_DEV_DRAIN && atomic_load(&d->idle_since) == 0)
+                atomic_fetch_add(&d->idle_ns, tail);
             d->drain_requested = false;
             gs_client_wake_launchers_locked(); /* a waiting launcher asks again */
             /* All done: the next slice lists its streams afresh. */

@@ -11,7 +11,8 @@
  *   GS_CUSTOM(name, (parameters), (arguments))
  *       wrapped by hand: graph launches (gs_graph.c), stream capture and
  *       stream lifetimes (gs_capture.c), context lifetimes (gs_contexts.c,
- *       and creation, with its device memory, gs_ctxmem.c)
+ *       and creation, with its device memory, gs_ctxmem.c), synchronization
+ *       (gs_idle.c)
  *   GS_MEMORY(name, (parameters), (arguments))
  *       device memory: allocation, free and the queries that report it
  *       (gs_memory.c; pools: gs_mempools.c)
@@ -103,6 +104,11 @@ GS_CUSTOM(cuStreamWaitEvent, (CUstream stream, CUevent event, unsigned int flags
 GS_CUSTOM(cuStreamWaitEvent_ptsz, (CUstream stream, CUevent event, unsigned int flags), (stream, event, flags))
 GS_CUSTOM(cuStreamDestroy, (CUstream stream), (stream))
 GS_CUSTOM(cuStreamDestroy_v2, (CUstream stream), (stream))
+/* Synchronization: whether the GPU is left idle after it (gs_idle.c). */
+GS_CUSTOM(cuCtxSynchronize, (void), ())
+GS_CUSTOM(cuStreamSynchronize, (CUstream stream), (stream))
+GS_CUSTOM(cuStreamSynchronize_ptsz, (CUstream stream), (stream))
+GS_CUSTOM(cuEventSynchronize, (CUevent event), (event))
 
 /* Device memory. */
 GS_MEMORY(cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytes), (dptr, bytes))
@@ -200,7 +206,7 @@ GS_INTERNAL(cuStreamIsCapturing_ptsz, (CUstream stream, CUstreamCaptureStatus *s
 GS_INTERNAL(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *mode), (mode))
 GS_INTERNAL(cuEventCreate, (CUevent *event, unsigned int flags), (event, flags))
 GS_INTERNAL(cuEventRecord, (CUevent event, CUstream stream), (event, stream))
-GS_INTERNAL(cuEventSynchronize, (CUevent event), (event))
+GS_INTERNAL(cuStreamQuery, (CUstream stream), (stream))
 GS_INTERNAL(cuEventQuery, (CUevent event), (event))
 GS_INTERNAL(cuEventElapsedTime, (float *ms, CUevent start, CUevent end), (ms, start, end))
 GS_INTERNAL(cuEventDestroy_v2, (CUevent event), (event))

@@ -83,6 +83,8 @@ void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now)
     uint64_t allowance;
     if (now >= d->deadline_ns) {
         allowance = 0;
+    } else if (d->catch_up) {
+        allowance = admitted > d->admitted_at_grant ? 0 : 1;
     } else if (d->kernel_ns <= 0) {
         allowance = FIRST_SLICE_ALLOWANCE;
         if (admitted - d->completed >= FIRST_SLICE_ALLOWANCE)
@@ -288,6 +290,8 @@ void gs_gate_wait_admission_locked(struct gs_dev *d, bool (*fits)(struct gs_dev 
         if (atomic_load(&d->open) && atomic_load(&d->admitted) < atomic_load(&d->budget) &&
             (!fits || fits(d, arg))) {
             atomic_fetch_add(&d->admitted, 1);
+            if (atomic_load(&d->idle_since) != 0)
+                gs_idle_end(d);
             return;
         }
         d->waiters++;

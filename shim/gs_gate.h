@@ -62,7 +62,12 @@ struct gs_dev {
     _Atomic uint64_t budget;     /* admitted may reach this */
     _Atomic uint64_t submitted;  /* launches back from the driver */
     _Atomic uint32_t stream_set_gen; /* bumped when `streams` is emptied */
+    /* Since when the process has had nothing on the device (set after a
+     * synchronization found every admitted stream finished, ended by the
+     * next launch); 0 = not idle. See gs_idle.c. */
+    _Atomic uint64_t idle_since;
     char pad[64];
+    _Atomic uint64_t idle_ns;    /* idle spells that ended in this slice */
     /* Graph launches handed to the driver and their estimated device time
      * (written by launching threads, read by the drainer). */
     _Atomic uint64_t graphs_submitted;
@@ -85,6 +90,8 @@ struct gs_dev {
     int nflushes;
     /* idle detection (gate thread) */
     uint64_t seen_admitted, quiet_since_ns;
+    bool drain_for_idle;         /* the drain under way began because the process went quiet */
+    bool catch_up;               /* the slice admits one launch (GS_GRANT_CATCHUP) */
     /* the drainer thread */
     pthread_t drainer;
     bool drainer_started;
@@ -195,6 +202,9 @@ void gs_drain_start_locked(struct gs_dev *d);
 void gs_drain_wake_locked(void);
 /* The calling thread's mark for its per-thread default stream in ctx. */
 struct gs_thread_mark *gs_drain_thread_mark(struct gs_ctx *ctx, struct gs_dev *d);
+/* Whether any thread launched into a per-thread default stream on d (its
+ * work cannot be queried from another thread); gs_gate_lock held. */
+bool gs_drain_has_thread_marks_locked(const struct gs_dev *d);
 /* After a launch into the per-thread default stream: records the mark. */
 void gs_drain_record_thread_mark(struct gs_thread_mark *mark);
 /* Records events on the tracked streams a capture or a stream destruction
@@ -206,6 +216,14 @@ void gs_drain_flush(const struct gs_launch_target *t, bool with_legacy);
 void gs_drain_forget_ctx_locked(struct gs_ctx *ctx);
 void gs_drain_forget_stream_locked(CUstream stream, struct gs_ctx *ctx);
 void gs_drain_after_fork_child(void);
+
+/* gs_idle.c: the idle spells of a held slice. */
+/* A launch was admitted while d->idle_since was set: ends the spell. */
+void gs_idle_end(struct gs_dev *d);
+/* A slice begins (gs_gate_lock held). */
+void gs_idle_slice_begin_locked(struct gs_dev *d, uint64_t now);
+/* The slice is released: the idle time to report, and a fresh count. */
+uint64_t gs_idle_take_locked(struct gs_dev *d, uint64_t now);
 
 /* gs_client.c: the gate thread. */
 void gs_client_start_locked(void);

@@ -6,7 +6,9 @@
  * stream before in this slice, while its device holds a slice with budget
  * left and no graph capture is under way in the process, is a few relaxed
  * loads and one atomic add; no lock, no system call, no clock read, no
- * driver call. Everything else is gs_gate_slow.
+ * driver call. (The first launch after a synchronization that left the
+ * GPU idle also reads the clock, in gs_idle_end.) Everything else is
+ * gs_gate_slow.
  */
 #ifndef GPUSLICE_HOOKS_H
 #define GPUSLICE_HOOKS_H
@@ -39,7 +41,12 @@ static inline CUresult gs_hook_launch_enter(CUstream stream, int ptsz, struct gs
             __builtin_expect(c->stream_set_gen == GS_RELAXED(d->stream_set_gen), 1) &&
             __builtin_expect(GS_RELAXED(d->open), 1) &&
             __builtin_expect(GS_RELAXED(d->admitted) < GS_RELAXED(d->budget), 1)) {
-            atomic_fetch_add_explicit(&d->admitted, 1, memory_order_relaxed);
+            /* Sequentially consistent, with the load after it: a thread
+             * that marks the device idle either sees this launch or is
+             * seen by it (gs_idle.c). On x86 the add costs the same. */
+            atomic_fetch_add(&d->admitted, 1);
+            if (__builtin_expect(atomic_load(&d->idle_since) != 0, 0))
+                gs_idle_end(d);
             a->dev = d;
             a->mark = c->mark;
             return CUDA_SUCCESS;

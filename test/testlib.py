@@ -132,7 +132,7 @@ class Server:
                 resource.setrlimit(resource.RLIMIT_NOFILE, limit if isinstance(limit, tuple) else (limit, limit))
 
         self.proc = subprocess.Popen([SERVER, "--config-dir", self.conf, "--run-dir", self.run_dir,
-                                      "--grace-ms", str(self.grace_ms), "--log-level", "info",
+                                      "--grace-ms", str(self.grace_ms), "--log-level", os.environ.get("GS_TEST_LOG_LEVEL", "info"),
                                       "--cdi-dir", self.cdi_dir, "--shim", SHIM] + self.args,
                                      stdout=log, stderr=log, preexec_fn=set_limit)
         log.close()

@@ -42,6 +42,12 @@ checks.expect(set(tenants()) == {"a", "b"} and not os.path.exists(server.socket(
 server.write_tenant("a", "share = 2\nbogus = 1\n")
 checks.expect(wait_for(lambda: "a.conf:2: unknown key 'bogus'" in server.log()), "an unknown key is reported")
 checks.expect(tenants()["a"]["share"] == 2, "a tenant with a broken file keeps its last good settings")
+checks.expect(tenants()["a"]["gang"] == "auto", "gang is auto by default")
+server.write_tenant("a", "share = 2\ngang = sometimes\n")
+checks.expect(wait_for(lambda: "a.conf:2: gang must be auto, on or off, got 'sometimes'" in server.log()),
+              "a bad gang value is reported with its line")
+server.write_tenant("a", "share = 2\ngang = off\n")
+checks.expect(wait_for(lambda: tenants()["a"]["gang"] == "off"), "gang = off applies without a restart")
 
 # A new tenant gets its socket.
 server.write_tenant("c", "share = 1\n")

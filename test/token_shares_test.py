@@ -65,9 +65,11 @@ checks.expect(near(shares["a"], 0.5, 3) and near(shares["b"], 0.5, 3),
               % (100 * shares["a"], 100 * shares["b"]))
 server.stop()
 
-# 5. Tokens are per GPU: tenant a busy on both GPUs, b only on GPU 0.
+# 5. Tokens are per GPU: tenant a busy on both GPUs, b only on GPU 0. a runs
+# independent work on each GPU, so it says it is no gang (by default a tenant
+# on two GPUs is one, and gets its slices on both at once: gang_test.py).
 machine = Machine(devices=2)
-server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
+server = Server(machine, {"a": "share = 1\ngang = off\n", "b": "share = 1\n"})
 procs = [(t, dev, machine.spawn([SPIN, "--seconds", str(WARMUP + 4.5), "--device", str(dev)],
                                 env=server.tenant_env(t))) for t, dev in (("a", 0), ("a", 1), ("b", 0))]
 time.sleep(WARMUP)

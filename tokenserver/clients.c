@@ -164,7 +164,8 @@ static void handle(struct client *c, const struct gs_msg *msg)
             client_drop(c, "RELEASE for an undeclared device");
             return;
         }
-        sched_release(c, (int)msg->u.grant.slot, msg->u.grant.grant, msg->u.grant.flags & GS_RELEASE_MORE);
+        sched_release(c, (int)msg->u.grant.slot, msg->u.grant.grant, msg->u.grant.flags & GS_RELEASE_MORE,
+                      msg->u.grant.idle_ns);
         break;
     case GS_MSG_MEM_RESERVE:
     case GS_MSG_MEM_FREE:

@@ -6,6 +6,9 @@
  *   limit = 0.5        largest fraction of a GPU, 0.001 <= limit <= 1 (default 1)
  *   quantum_ms = 20    slice length in whole milliseconds, 1..1000 (default 20)
  *   memory = 4G        device memory cap per GPU, K/M/G/T suffixes (default none)
+ *   gang = auto        auto, on or off: whether the tenant's slices on the
+ *                      GPUs its processes use are granted together; auto
+ *                      (the default) and on: once they use two or more
  *
  * Numbers are decimal only ("0x10", "inf", "nan" are errors), and the
  * ranges keep every later computation finite: the scheduler divides by
@@ -22,6 +25,11 @@
 #include <string.h>
 
 #define LINE_MAX_CHARS 1022
+
+const char *config_gang_name(enum gang_mode g)
+{
+    return g == GANG_ON ? "on" : g == GANG_OFF ? "off" : "auto";
+}
 
 bool config_valid_name(const char *name)
 {
@@ -140,8 +148,8 @@ static bool parse_bytes(const char *text, uint64_t *out)
     return true;
 }
 
-static const char *const keys[] = {"share", "limit", "quantum_ms", "memory"};
-enum { KEY_SHARE, KEY_LIMIT, KEY_QUANTUM, KEY_MEMORY, NKEYS };
+static const char *const keys[] = {"share", "limit", "quantum_ms", "memory", "gang"};
+enum { KEY_SHARE, KEY_LIMIT, KEY_QUANTUM, KEY_MEMORY, KEY_GANG, NKEYS };
 
 /* Applies one "key = value" line to c; false with a message in err. */
 static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], struct tenant_config *c,
@@ -160,7 +168,7 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
         if (strcmp(key, keys[i]) == 0)
             k = i;
     if (k < 0) {
-        snprintf(err, errlen, "%s:%d: unknown key '%s' (expected share, limit, quantum_ms or memory)", path, lineno,
+        snprintf(err, errlen, "%s:%d: unknown key '%s' (expected share, limit, quantum_ms, memory or gang)", path, lineno,
                  shown(key, a));
         return false;
     }
@@ -196,6 +204,14 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
         snprintf(err, errlen, "%s:%d: quantum_ms must be a whole number of milliseconds from 1 to %d, got '%s'",
                  path, lineno, QUANTUM_MS_MAX, shown(value, b));
         return false;
+    case KEY_GANG:
+        for (int g = GANG_AUTO; g <= GANG_OFF; g++)
+            if (strcmp(value, config_gang_name((enum gang_mode)g)) == 0) {
+                c->gang = (enum gang_mode)g;
+                return true;
+            }
+        snprintf(err, errlen, "%s:%d: gang must be auto, on or off, got '%s'", path, lineno, shown(value, b));
+        return false;
     default:
         if (parse_bytes(value, &c->memory))
             return true;
@@ -208,7 +224,7 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
 int config_parse_text(const char *text, size_t len, const char *path, struct tenant_config *out, char *err,
                       size_t errlen)
 {
-    struct tenant_config c = {.share = 1, .limit = 1, .quantum_ns = 20000000ull, .memory = 0};
+    struct tenant_config c = {.share = 1, .limit = 1, .quantum_ns = 20000000ull, .memory = 0, .gang = GANG_AUTO};
     bool seen[NKEYS] = {false};
     char line[LINE_MAX_CHARS + 2];
     int lineno = 0;

@@ -72,7 +72,7 @@ static void remove_entry(struct device *d, size_t i)
     struct device_tenant *holder = d->holder;
     if (holder == &d->tenants[i]) {
         /* its clients are already closed; this ends the slice */
-        if (d->state != DEV_IDLE)
+        if (d->state == DEV_RUNNING || d->state == DEV_REVOKING)
             d->held_ns += now_ns() - d->charged_until;
         d->state = DEV_IDLE;
         holder = d->holder = NULL;

@@ -8,19 +8,37 @@
  * the device time it used divided by its share; the waiting tenant with the
  * smallest virtual time goes next. So busy tenants split the device in
  * proportion to their shares.
- *   - The time charged is from grant to the last release: overrun past the
- *     deadline is charged to the tenant that caused it.
+ *   - The time charged is from grant to the last release, less the time
+ *     every holder reports it left the GPU idle (it had synchronized and
+ *     not launched again): overrun past the deadline is charged to the
+ *     tenant that caused it, and a tenant that synchronizes often is
+ *     charged the device time it used, not its own pauses. The report
+ *     comes from the tenant's shim, which the tenant could replace; a
+ *     tenant that does that escapes the gate anyway (docs/SECURITY.md).
  *   - No banking: a tenant that becomes active again starts no lower than
  *     the smallest virtual time among the active tenants, so idling earns
- *     no catch-up burst, and a newcomer gets its share at once.
+ *     no catch-up burst, and a newcomer gets its share at once. A release
+ *     with GS_RELEASE_MORE keeps the tenant active.
  *   - Work-conserving: with nobody else waiting, the holder's slice is
  *     extended shortly before its deadline instead of being drained.
- *   - Limits: after a slice that used u ns, a tenant with limit L is not
- *     granted again before u * (1/L - 1) ns have passed, alone or not; so it
- *     never exceeds L over any window longer than a slice or two.
+ *   - Limits: after a slice that began at s and used b ns of device time, a
+ *     tenant with limit L is not granted again before s + b / L, alone or
+ *     not; so it never exceeds L over any window longer than a slice or
+ *     two.
  *
  * A holder that does not release by deadline + grace (stopped, hung) loses
  * the slice and is charged for all of it; its late release is ignored.
+ *
+ * Gangs: a tenant whose processes use several GPUs (gang = auto, on) gets
+ * its slices on all of them at once, so that ranks of a collective run
+ * together instead of each spinning at a GPU the other rank has not been
+ * granted. When a gang is next on one of its GPUs, that GPU is reserved
+ * (kept idle) for it, and so is each of its other GPUs as soon as the
+ * slice running there ends; once all are reserved, the gang is granted
+ * them together, with one deadline. When its slice ends on one GPU it is
+ * ended on the others too. Only one gang gathers its GPUs at a time
+ * (forming_gang), so two gangs never each hold a part of what the other
+ * needs; GPUs outside the forming gang run other tenants meanwhile.
  */
 #include "server.h"
 
@@ -28,10 +46,37 @@
 #include <string.h>
 
 #define EXTEND_MARGIN_NS 1000000ull /* decide on extension 1 ms before the deadline */
+#define CATCHUP_NS 1000000ull       /* a catch-up grant: one launch, then drain */
+#define STALL_NS 2000000ull         /* a gang's rank draining this long may wait for a peer */
 /* Virtual times saturate here: never inf or nan, whatever the history. */
 #define VTIME_MAX 1e300
 
 static void device_timer(void *arg);
+static void schedule(struct device *d);
+
+/* The gang gathering its GPUs, if any (see above). Owned by the loop's
+ * thread, like everything in the server. */
+static struct tenant *forming_gang;
+/* Gangs started so far; a gang's slices carry the count at their start
+ * (device.gang_start), so that ending an old slice never ends a new one. */
+static uint64_t gang_starts;
+
+/* Whether the tenant's slices are granted together on all its GPUs. */
+static bool is_gang(const struct tenant *t)
+{
+    return t->config.gang != GANG_OFF && t->devices >= 2;
+}
+
+/* Whether d is one of t's GPUs (some client of t declared it); its entry. */
+static bool gang_member(const struct device *d, const struct tenant *t, struct device_tenant **entry)
+{
+    struct device_tenant *dt = device_tenant_find(d, t);
+    if (!dt || dt->refs == 0)
+        return false;
+    if (entry)
+        *entry = dt;
+    return true;
+}
 
 int sched_device_init(struct device *d)
 {
@@ -71,8 +116,12 @@ static void activate(struct device *d, struct device_tenant *dt)
     if (dt->active)
         return;
     double floor = min_active_vtime(d, dt);
-    if (floor > dt->vtime)
+    if (floor > dt->vtime) {
+        if (log_level >= LOG_DEBUG)
+            slog(LOG_DEBUG, "tenant %s: active again; virtual time raised by %.0f ns", dt->tenant->name,
+                 floor - dt->vtime);
         dt->vtime = floor;
+    }
     dt->active = true;
 }
 
@@ -155,12 +204,13 @@ double device_tenant_recent_share(const struct device *d, const struct device_te
     return share > 1.0 ? 1.0 : share;
 }
 
-static void send_grant(struct client *c, int slot, const struct device *d)
+static void send_grant(struct client *c, int slot, const struct device *d, uint32_t flags)
 {
     struct gs_msg msg = {.type = GS_MSG_GRANT};
     msg.u.grant.slot = (uint32_t)slot;
     msg.u.grant.grant = d->grant;
     msg.u.grant.deadline_ns = d->deadline;
+    msg.u.grant.flags = flags;
     c->wants[slot] = false;
     c->holds[slot] = d->grant;
     client_send(c, &msg);
@@ -176,17 +226,190 @@ static bool has_competitor(const struct device *d, uint64_t now)
     return false;
 }
 
+/* Starts a slice of `best` on d at `now`: grants it to each of the
+ * tenant's clients waiting for d. */
+static void start_slice(struct device *d, struct device_tenant *best, uint64_t now)
+{
+    d->state = DEV_RUNNING;
+    d->holder = best;
+    d->grant++;
+    d->slices++;
+    d->slice_start = d->charged_until = now;
+    d->deadline = now + best->tenant->config.quantum_ns;
+    d->holders = 0;
+    d->slice_idle = UINT64_MAX;
+    d->gang_start = 0; /* gang_try_start stamps a gang's slices */
+    best->slices++;
+    if (best->waiting > 0)
+        best->wait_ns += now - best->waiting_since;
+    for (size_t i = 0; i < d->nusers; i++) {
+        struct client *c = d->users[i].client;
+        int slot = d->users[i].slot;
+        if (c->tenant == best->tenant && c->wants[slot]) {
+            send_grant(c, slot, d, 0);
+            d->holders++;
+        }
+    }
+    best->waiting = 0;
+    uint64_t margin = best->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
+    timer_at(&d->timer, d->deadline - margin);
+}
+
+/* ---- gangs ------------------------------------------------------------------ */
+
+static void reserve(struct device *d, struct device_tenant *dt)
+{
+    d->state = DEV_RESERVED;
+    d->holder = dt;
+    d->holders = 0;
+    d->charged_until = now_ns();
+    timer_at(&d->timer, 0);
+}
+
+/* Grants the forming gang all its GPUs if every one is reserved for it. */
+static void gang_try_start(void)
+{
+    struct tenant *t = forming_gang;
+    for (struct device *d = devices; d; d = d->next)
+        if (gang_member(d, t, NULL) && !(d->state == DEV_RESERVED && d->holder->tenant == t))
+            return;
+    forming_gang = NULL;
+    uint64_t now = now_ns();
+    gang_starts++;
+    for (struct device *d = devices; d; d = d->next)
+        if (d->state == DEV_RESERVED && d->holder->tenant == t) {
+            start_slice(d, d->holder, now);
+            d->gang_start = gang_starts;
+        }
+    /* GPUs that passed over gangs while this one formed may start one now. */
+    for (struct device *d = devices; d; d = d->next)
+        schedule(d);
+}
+
+static void end_slice(struct device *d);
+static void revoke(struct device *d);
+static void holders_gone(struct device *d);
+
+/* The gang `best`, next on d, starts gathering its GPUs. A slice of its
+ * own that runs on one of them alone (granted before it used a second
+ * GPU) ends now, so that its ranks start again together. */
+static void gang_form(struct device_tenant *best)
+{
+    forming_gang = best->tenant;
+    uint64_t now = now_ns();
+    for (struct device *d = devices; d && forming_gang == best->tenant; d = d->next) {
+        struct device_tenant *dt;
+        if (!gang_member(d, best->tenant, &dt))
+            continue;
+        if (d->state == DEV_IDLE) {
+            reserve(d, dt);
+        } else if (d->state == DEV_RUNNING && d->holder == dt) {
+            d->deadline = now;
+            if (d->holders == 0)
+                holders_gone(d);
+            else
+                revoke(d);
+        }
+    }
+    if (forming_gang == best->tenant)
+        gang_try_start();
+}
+
+/* Stops gathering (the gang's processes changed): frees its reservations. */
+static void gang_cancel(void)
+{
+    struct tenant *t = forming_gang;
+    if (!t)
+        return;
+    forming_gang = NULL;
+    for (struct device *d = devices; d; d = d->next)
+        if (d->state == DEV_RESERVED && d->holder && d->holder->tenant == t) {
+            d->state = DEV_IDLE;
+            d->holder = NULL;
+        }
+    for (struct device *d = devices; d; d = d->next)
+        schedule(d);
+}
+
+/* Whether e carries the same gang slice as d. */
+static bool same_gang_slice(const struct device *e, const struct device *d)
+{
+    return (e->state == DEV_RUNNING || e->state == DEV_REVOKING) && e->holder &&
+           e->holder->tenant == d->holder->tenant && e->gang_start == d->gang_start;
+}
+
+/* The last holder of d's slice is gone. A plain slice ends. A gang's slice
+ * ends on all its GPUs together once no process holds it on any of them:
+ * until then the GPU stays the gang's, and a rank that comes back joins
+ * (its peers may be waiting in a collective for its next launch). */
+static void holders_gone(struct device *d)
+{
+    if (!is_gang(d->holder->tenant) || d->gang_start == 0) {
+        end_slice(d);
+        return;
+    }
+    for (const struct device *e = devices; e; e = e->next)
+        if (same_gang_slice(e, d) && e->holders > 0)
+            return;
+    uint64_t stamp = d->gang_start;
+    const struct tenant *t = d->holder->tenant;
+    for (struct device *e = devices; e; e = e->next)
+        if ((e->state == DEV_RUNNING || e->state == DEV_REVOKING) && e->holder && e->holder->tenant == t &&
+            e->gang_start == stamp)
+            end_slice(e);
+}
+
+/* A process of the holder asks for d while its slice runs: it joins. Past
+ * the deadline of a gang's slice (its ranks are draining), it gets one
+ * launch to catch up with its peers, then drains again. */
+static void join(struct client *c, int slot, struct device *d, uint64_t now)
+{
+    uint32_t flags = GS_GRANT_JOIN;
+    if (d->gang_start && now >= d->deadline) {
+        flags |= GS_GRANT_CATCHUP;
+        d->deadline = now + CATCHUP_NS;
+        d->state = DEV_RUNNING;
+        timer_at(&d->timer, d->deadline);
+    }
+    send_grant(c, slot, d, flags);
+    d->holders++;
+}
+
+/* Whether a tenant other than the holder may have any of the holder's
+ * GPUs, or a gang waits to gather its GPUs, d among them. */
+static bool has_competitor_anywhere(const struct device *d, uint64_t now)
+{
+    const struct tenant *t = d->holder->tenant;
+    if (forming_gang && gang_member(d, forming_gang, NULL))
+        return true;
+    if (!is_gang(t))
+        return has_competitor(d, now);
+    for (const struct device *e = devices; e; e = e->next)
+        if (e->state == DEV_RUNNING && e->holder && e->holder->tenant == t && has_competitor(e, now))
+            return true;
+    return false;
+}
+
+/* ---- granting ------------------------------------------------------------------ */
+
 /* Grants the device to the best waiting tenant, or arms the timer for the
- * first one a limit holds back. */
+ * first one a limit holds back. A gang that is next starts gathering its
+ * GPUs instead; while one gathers, other gangs are passed over. */
 static void schedule(struct device *d)
 {
     if (d->state != DEV_IDLE)
         return;
+    struct device_tenant *mine;
+    if (forming_gang && gang_member(d, forming_gang, &mine)) {
+        reserve(d, mine);
+        gang_try_start();
+        return;
+    }
     uint64_t now = now_ns(), next_eligible = 0;
     struct device_tenant *best = NULL;
     for (size_t i = 0; i < d->ntenants; i++) {
         struct device_tenant *dt = &d->tenants[i];
-        if (dt->waiting == 0)
+        if (dt->waiting == 0 || (forming_gang && is_gang(dt->tenant)))
             continue;
         if (dt->eligible_at > now) {
             if (!next_eligible || dt->eligible_at < next_eligible)
@@ -200,26 +423,11 @@ static void schedule(struct device *d)
         timer_at(&d->timer, next_eligible);
         return;
     }
-    d->state = DEV_RUNNING;
-    d->holder = best;
-    d->grant++;
-    d->slices++;
-    d->slice_start = d->charged_until = now;
-    d->deadline = now + best->tenant->config.quantum_ns;
-    d->holders = 0;
-    best->slices++;
-    best->wait_ns += now - best->waiting_since;
-    for (size_t i = 0; i < d->nusers; i++) {
-        struct client *c = d->users[i].client;
-        int slot = d->users[i].slot;
-        if (c->tenant == best->tenant && c->wants[slot]) {
-            send_grant(c, slot, d);
-            d->holders++;
-        }
+    if (is_gang(best->tenant)) {
+        gang_form(best);
+        return;
     }
-    best->waiting = 0;
-    uint64_t margin = best->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
-    timer_at(&d->timer, d->deadline - margin);
+    start_slice(d, best, now);
 }
 
 /* Charges the holder for the device time since it was last charged. */
@@ -233,6 +441,18 @@ static void charge(struct device *d, uint64_t now)
     d->charged_until = now;
 }
 
+/* Gives back the part of a slice its processes all left idle: charged as
+ * it went, it was not device time used. */
+static void uncharge_idle(struct device *d, struct device_tenant *dt, uint64_t idle, uint64_t now)
+{
+    dt->vtime -= (double)idle / dt->tenant->config.share;
+    dt->used_ns -= idle < dt->used_ns ? idle : dt->used_ns;
+    size_t b = (now / 1000000000ull) % 10;
+    if (dt->window_start[b] == now / 1000000000ull)
+        dt->window_used[b] -= idle < dt->window_used[b] ? idle : dt->window_used[b];
+    d->held_ns -= idle < d->held_ns ? idle : d->held_ns;
+}
+
 static void end_slice(struct device *d)
 {
     uint64_t now = now_ns();
@@ -240,10 +460,22 @@ static void end_slice(struct device *d)
     uint64_t used = now - d->slice_start;
     uint64_t due = now < d->deadline ? now : d->deadline; /* when it ended, or should have */
     charge(d, now);
+    /* Device time used: the slice less what every one of its holders left
+     * idle (the least any reported: their idle spells may not overlap). */
+    uint64_t idle = d->slice_idle == UINT64_MAX ? 0 : d->slice_idle;
+    if (idle > used)
+        idle = used;
+    if (idle)
+        uncharge_idle(d, dt, idle, now);
+    uint64_t busy = used - idle;
     record_overrun(dt, now > d->deadline ? now - d->deadline : 0);
+    /* A limit L: no grant until the device time used is at most L of the
+     * time since the slice began. */
     double limit = dt->tenant->config.limit;
-    if (limit < 1.0)
-        dt->eligible_at = now + saturate_ns((double)used * (1.0 / limit - 1.0));
+    if (limit < 1.0) {
+        uint64_t until = d->slice_start + saturate_ns((double)busy / limit);
+        dt->eligible_at = until > now ? until : now;
+    }
     /* Forget grants still held (a holder revoked after its grace). */
     for (size_t i = 0; i < d->nusers; i++)
         if (d->users[i].client->holds[d->users[i].slot] == d->grant)
@@ -271,7 +503,31 @@ static void revoke(struct device *d)
             client_send(c, &msg);
         }
     }
-    timer_at(&d->timer, d->deadline + options.grace_ns);
+    uint64_t grace_end = d->deadline + options.grace_ns;
+    /* A gang's drain may wait for a peer's launch: look again soon. */
+    uint64_t check = d->gang_start ? now_ns() + STALL_NS : grace_end;
+    timer_at(&d->timer, check < grace_end ? check : grace_end);
+}
+
+/* d, a GPU of a gang past its deadline, is still draining: its ranks may
+ * wait in a collective for a peer that drained already and waits for the
+ * next slice. Each such peer gets one launch (a catch-up grant). */
+static void gang_catch_up(struct device *d, uint64_t now)
+{
+    for (struct device *e = devices; e; e = e->next) {
+        if (e == d || !same_gang_slice(e, d) || e->holders > 0)
+            continue;
+        for (size_t i = 0; i < e->nusers; i++) {
+            struct client *c = e->users[i].client;
+            int slot = e->users[i].slot;
+            if (c->tenant != e->holder->tenant || !c->wants[slot])
+                continue;
+            c->wants[slot] = false;
+            if (e->holder->waiting > 0)
+                e->holder->waiting--;
+            join(c, slot, e, now);
+        }
+    }
 }
 
 static void device_timer(void *arg)
@@ -282,32 +538,55 @@ static void device_timer(void *arg)
     case DEV_IDLE:
         schedule(d);
         break;
+    case DEV_RESERVED:
+        break;
     case DEV_RUNNING:
-        if (d->holder->tenant->config.limit >= 1.0 && !has_competitor(d, now)) {
+        if (d->holder->tenant->config.limit >= 1.0 && !has_competitor_anywhere(d, now)) {
             /* Nobody else may have it: extend rather than drain. Charge
              * as it goes, so that a long run is never billed at once. */
             charge(d, now);
             d->deadline += d->holder->tenant->config.quantum_ns;
             for (size_t i = 0; i < d->nusers; i++)
                 if (d->users[i].client->holds[d->users[i].slot] == d->grant)
-                    send_grant(d->users[i].client, d->users[i].slot, d);
+                    send_grant(d->users[i].client, d->users[i].slot, d, 0);
             uint64_t margin = d->holder->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
             timer_at(&d->timer, d->deadline - margin);
         } else if (now < d->deadline) {
             timer_at(&d->timer, d->deadline); /* revoke at the deadline itself */
+        } else if (d->holders == 0) {
+            holders_gone(d); /* a gang's GPU nobody holds now */
         } else {
             revoke(d);
         }
         break;
     case DEV_REVOKING:
+        if (d->gang_start && now < d->deadline + options.grace_ns) {
+            gang_catch_up(d, now);
+            uint64_t check = now + STALL_NS, grace_end = d->deadline + options.grace_ns;
+            timer_at(&d->timer, check < grace_end ? check : grace_end);
+            break;
+        }
         /* Grace is over: take the slice back from whoever still holds it. */
+        if (d->holders > 0)
+            d->slice_idle = 0;
         for (size_t i = 0; i < d->nusers; i++) {
             struct client *c = d->users[i].client;
             if (c->holds[d->users[i].slot] == d->grant)
                 slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: did not release within %llu ms of its deadline; slice revoked",
                      c->tenant->name, c->pid, (unsigned long long)(options.grace_ns / 1000000));
         }
-        end_slice(d);
+        if (d->gang_start && is_gang(d->holder->tenant)) {
+            /* Its late holders count as gone; the gang's other GPUs may
+             * still be draining. */
+            for (size_t i = 0; i < d->nusers; i++)
+                if (d->users[i].client->holds[d->users[i].slot] == d->grant)
+                    d->users[i].client->holds[d->users[i].slot] = 0;
+            d->holders = 0;
+            d->state = DEV_RUNNING;
+            holders_gone(d);
+        } else {
+            end_slice(d);
+        }
         break;
     }
 }
@@ -323,8 +602,7 @@ void sched_acquire(struct client *c, int slot)
     c->wants[slot] = true;
     /* Join the running slice of its own tenant. */
     if (d->state == DEV_RUNNING && d->holder == dt) {
-        send_grant(c, slot, d);
-        d->holders++;
+        join(c, slot, d, now_ns());
         return;
     }
     if (dt->waiting++ == 0)
@@ -334,7 +612,7 @@ void sched_acquire(struct client *c, int slot)
         schedule(d);
 }
 
-void sched_release(struct client *c, int slot, uint64_t grant, bool more)
+void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64_t idle_ns)
 {
     struct device *d = c->devices[slot];
     if (more && !c->wants[slot]) {
@@ -349,17 +627,32 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more)
         }
     }
     if (grant == 0 || c->holds[slot] != grant) {
+        /* stale: revoked already, or never held */
         if (more && d->state == DEV_IDLE)
             schedule(d);
-        return; /* stale: revoked already, or never held */
+    } else {
+        c->holds[slot] = 0;
+        if (d->state == DEV_IDLE || grant != d->grant)
+            return;
+        if (idle_ns < d->slice_idle)
+            d->slice_idle = idle_ns;
+        if (d->holders > 0)
+            d->holders--;
+        if (d->holders == 0)
+            holders_gone(d);
     }
-    c->holds[slot] = 0;
-    if (d->state == DEV_IDLE || grant != d->grant)
-        return;
-    if (d->holders > 0)
-        d->holders--;
-    if (d->holders == 0)
-        end_slice(d);
+    /* A gang's rank that wants more while its gang holds the GPU joins
+     * (past the deadline, for one launch): its peers may be waiting in a
+     * collective for it. Once the slice is being revoked it waits: a peer
+     * whose drain stalls gets it a catch-up grant (gang_catch_up). */
+    if (more && d->gang_start && c->wants[slot] && d->state == DEV_RUNNING && d->holder &&
+        d->holder->tenant == c->tenant) {
+        struct device_tenant *dt = d->holder;
+        c->wants[slot] = false;
+        if (dt->waiting > 0)
+            dt->waiting--;
+        join(c, slot, d, now_ns());
+    }
 }
 
 void sched_slot_gone(struct client *c, int slot)
@@ -367,6 +660,9 @@ void sched_slot_gone(struct client *c, int slot)
     struct device *d = c->devices[slot];
     if (!d)
         return;
+    /* The gang's set of GPUs may change: gather it afresh. */
+    if (forming_gang == c->tenant)
+        gang_cancel();
     if (c->wants[slot]) {
         c->wants[slot] = false;
         struct device_tenant *dt = device_tenant_find(d, c->tenant);
@@ -378,16 +674,19 @@ void sched_slot_gone(struct client *c, int slot)
     }
     if (c->holds[slot] && c->holds[slot] == d->grant && d->state != DEV_IDLE) {
         c->holds[slot] = 0;
+        d->slice_idle = 0; /* it said nothing of its idle time: none */
         if (d->holders > 0)
             d->holders--;
         if (d->holders == 0)
-            end_slice(d);
+            holders_gone(d);
     }
     c->holds[slot] = 0;
 }
 
 void sched_tenant_gone(struct tenant *t)
 {
+    if (forming_gang == t)
+        gang_cancel();
     devices_forget_tenant(t);
     for (struct device *d = devices; d; d = d->next)
         schedule(d);

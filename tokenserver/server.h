@@ -107,12 +107,17 @@ extern struct server_options options; /* set by main before the loop starts */
 #define QUANTUM_MS_MAX 1000
 #define CONFIG_MAX_BYTES 65536
 
+/* Whether a tenant's slices on several GPUs are granted together. */
+enum gang_mode { GANG_AUTO, GANG_ON, GANG_OFF };
+
 struct tenant_config {
     double share;            /* SHARE_MIN .. SHARE_MAX */
     double limit;            /* LIMIT_MIN .. 1 */
     uint64_t quantum_ns;     /* 1 .. QUANTUM_MS_MAX ms */
     uint64_t memory;         /* bytes, 0 = no cap */
+    enum gang_mode gang;     /* GANG_AUTO: a gang once it uses two GPUs or more */
 };
+const char *config_gang_name(enum gang_mode g);
 
 /* Parses the text of one tenant file (len bytes, not NUL-terminated). On
  * failure returns -1 and puts "PATH:LINE: reason" in err. */
@@ -290,7 +295,9 @@ struct device_tenant {
     struct histogram overrun_hist; /* every slice's overrun, for /metrics */
 };
 
-enum device_state { DEV_IDLE, DEV_RUNNING, DEV_REVOKING };
+/* DEV_RESERVED: kept free for a gang whose other GPUs are not free yet
+ * (sched.c); holder is the gang's entry, and nothing runs. */
+enum device_state { DEV_IDLE, DEV_RUNNING, DEV_REVOKING, DEV_RESERVED };
 
 /* A client slot that declared a device. */
 struct device_user {
@@ -311,6 +318,9 @@ struct device {
     uint64_t slice_start, deadline;
     uint64_t charged_until;    /* the holder is charged up to here */
     unsigned holders;          /* clients holding the current grant */
+    uint64_t gang_start;       /* which gang start began the slice (sched.c) */
+    uint64_t slice_idle;       /* the least idle time a holder of the slice
+                                  reported; UINT64_MAX: none yet */
     struct device_tenant *tenants;
     size_t ntenants;
     uint32_t *entry_of;        /* by tenant index: 1 + its entry's position
@@ -347,7 +357,8 @@ void devices_free_all(void);
 
 int sched_device_init(struct device *d); /* its timer; -1 on failure */
 void sched_acquire(struct client *c, int slot);
-void sched_release(struct client *c, int slot, uint64_t grant, bool more);
+/* idle_ns: what the client says it left unused of the slice (RELEASE). */
+void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64_t idle_ns);
 /* A client's slot goes away: drop its wait and hold there. */
 void sched_slot_gone(struct client *c, int slot);
 /* A tenant was removed: its entries go from every device. */

@@ -80,7 +80,7 @@ static void uuid_str(const uint8_t uuid[16], char str[37])
 
 static const char *state_name(enum device_state s)
 {
-    return s == DEV_IDLE ? "idle" : s == DEV_RUNNING ? "running" : "revoking";
+    return s == DEV_IDLE ? "idle" : s == DEV_RUNNING ? "running" : s == DEV_RESERVED ? "reserved" : "revoking";
 }
 
 /* Tenants and devices freed so far (server.h); bumped by tenants.c and
@@ -116,7 +116,7 @@ static void json_device(struct text *o, const struct device *d, bool first, uint
     text_printf(o, "%s{\"uuid\":\"GPU-%s\",\"state\":\"%s\",\"holder\":", first ? "" : ",", uuid, state_name(d->state));
     if (d->holder)
         text_printf(o, "\"%s\",\"slice_remaining_ms\":%.3f", d->holder->tenant->name,
-                    d->deadline > now ? (double)(d->deadline - now) / 1e6 : 0.0);
+                    d->state != DEV_RESERVED && d->deadline > now ? (double)(d->deadline - now) / 1e6 : 0.0);
     else
         text_printf(o, "null");
     text_printf(o, ",\"slices\":%llu,\"processes\":%zu,\"queue\":[", (unsigned long long)d->slices, d->nusers);
@@ -135,10 +135,10 @@ static void json_device(struct text *o, const struct device *d, bool first, uint
 static void json_tenant(struct text *o, const struct tenant *t, bool first, uint64_t now)
 {
     text_printf(o, "%s{\"name\":\"%s\",\"share\":%g,\"limit\":%g,\"quantum_ms\":%llu,\"memory\":%llu,"
-                   "\"clients\":%u,\"listening\":%s,\"devices\":[",
+                   "\"gang\":\"%s\",\"clients\":%u,\"listening\":%s,\"devices\":[",
                 first ? "" : ",", t->name, t->config.share, t->config.limit,
                 (unsigned long long)(t->config.quantum_ns / 1000000), (unsigned long long)t->config.memory,
-                t->clients, t->sock.fd >= 0 ? "true" : "false");
+                config_gang_name(t->config.gang), t->clients, t->sock.fd >= 0 ? "true" : "false");
     bool first_device = true;
     for (const struct device *d = devices; d; d = d->next) {
         const struct device_tenant *dt = device_tenant_find(d, t);

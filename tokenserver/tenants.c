@@ -148,9 +148,10 @@ static void tenant_remove(struct tenant *t, const char *why)
 
 static void log_settings(const struct tenant *t, const char *what)
 {
-    slog(LOG_INFO, "tenant %s: %sshare %g limit %g quantum %llu ms memory %llu%s", t->name, what, t->config.share,
-         t->config.limit, (unsigned long long)(t->config.quantum_ns / 1000000),
-         (unsigned long long)t->config.memory, t->sock.fd >= 0 ? "" : " (no socket yet)");
+    slog(LOG_INFO, "tenant %s: %sshare %g limit %g quantum %llu ms memory %llu gang %s%s", t->name, what,
+         t->config.share, t->config.limit, (unsigned long long)(t->config.quantum_ns / 1000000),
+         (unsigned long long)t->config.memory, config_gang_name(t->config.gang),
+         t->sock.fd >= 0 ? "" : " (no socket yet)");
 }
 
 /* Reads NAME.conf in conf_fd and creates, updates or (if the file is gone)

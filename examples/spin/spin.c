@@ -5,7 +5,9 @@
  * The kernel spins on %globaltimer for the nanoseconds in its first
  * parameter. It is PTX, JIT-compiled by the driver, so no nvcc is needed;
  * the same binary runs on a real GPU and on fakecuda (whose "spin*" kernels
- * take exactly that long by definition).
+ * take exactly that long by definition). With --collective it launches
+ * "collective" kernels instead, one rank of a multi-GPU job: on fakecuda
+ * each waits for its peer ranks as an NCCL collective does.
  */
 #include <cuda.h>
 
@@ -23,17 +25,21 @@
 
 
 #define MAX_DEPTH 1024
+#define MAX_RANKS 64
 
 static void usage(FILE *out)
 {
     fprintf(out,
 "Usage: spin [--kernel-us US] [--seconds S | --count N] [--depth D] [--device I]\n"
-"            [--copy-mb MB] [--blocking-sync]\n"
+"            [--sync-every N] [--copy-mb MB] [--blocking-sync]\n"
+"            [--collective GROUP:RANK:NRANKS --count N]\n"
 "\n"
 "Launches kernels that each keep the GPU busy for US microseconds, one\n"
 "stream, at most D in flight, until S seconds have passed or N kernels ran.\n"
 "Then prints one line:\n"
 "  spin: pid=P device=I kernel_us=US kernels=K wall_s=W kernels_per_s=R\n"
+"(with --copy-mb followed by copies=C, with --collective by\n"
+"collective=GROUP:RANK:NRANKS).\n"
 "\n"
 "Options:\n"
 "  --kernel-us US   length of each kernel in microseconds (default 1000)\n"
@@ -41,15 +47,33 @@ static void usage(FILE *out)
 "  --count N        run exactly N kernels instead of a time\n"
 "  --depth D        kernels in flight at most, 1..%d (default 16)\n"
 "  --device I       device ordinal (default 0)\n"
+"  --sync-every N   after every N launches, wait for the stream to finish\n"
+"                   (cuStreamSynchronize), as a training step's loss.item()\n"
+"                   or a server's per-batch wait does; 1 = after every\n"
+"                   launch. Default: never, keeping D kernels in flight\n"
 "  --blocking-sync  wait for kernels by sleeping, not spinning a CPU core\n"
 "                   (CU_CTX_SCHED_BLOCKING_SYNC on the primary context)\n"
 "  --copy-mb MB     meanwhile, keep one host-to-device copy of MB MiB in flight\n"
 "                   on a second stream (a weight load beside the kernels); the\n"
 "                   line then ends with copies=C, the copies that finished\n"
+"  --collective GROUP:RANK:NRANKS\n"
+"                   be rank RANK (0..NRANKS-1) of an NRANKS-rank job whose\n"
+"                   communicator is the positive integer GROUP: launch kernel\n"
+"                   \"collective\" instead of \"spin\", passing (US in ns, GROUP,\n"
+"                   the launch's index from 0 as its sequence number, RANK,\n"
+"                   NRANKS). Start one spin per rank, each on its own device,\n"
+"                   with the same GROUP, NRANKS and --count. On fakecuda each\n"
+"                   collective, once on its device, keeps the device busy until\n"
+"                   every rank has started the collective of the same index, as\n"
+"                   an NCCL all-reduce does, then for US microseconds; one rank\n"
+"                   missing ends it after FAKECUDA_COLLECTIVE_TIMEOUT_NS. On a\n"
+"                   real GPU it only spins for US: nothing is exchanged.\n"
+"                   NRANKS is 1..%d. Needs --count, since every rank must\n"
+"                   launch the same collectives\n"
 "  -h, --help       show this help\n"
 "\n"
 "Exit status: 0 on success, 1 on a usage error, 2 on a CUDA error.\n",
-            MAX_DEPTH);
+            MAX_DEPTH, MAX_RANKS);
 }
 
 static double now_s(void)
@@ -81,17 +105,52 @@ static int parse_positive(const char *text, double *out)
     return 0;
 }
 
+/* GROUP:RANK:NRANKS, each a decimal number: GROUP >= 1, RANK < NRANKS <=
+ * MAX_RANKS. Returns 0 on success. */
+static int parse_collective(const char *text, uint64_t *group, uint32_t *rank, uint32_t *nranks)
+{
+    unsigned long long v[3];
+    const char *p = text;
+    for (int i = 0; i < 3; i++) {
+        char *end;
+        if (*p < '0' || *p > '9')
+            return 1;
+        errno = 0;
+        v[i] = strtoull(p, &end, 10);
+        if (errno || *end != (i < 2 ? ':' : '\0'))
+            return 1;
+        p = end + (i < 2);
+    }
+    if (v[0] == 0 || v[2] == 0 || v[2] > MAX_RANKS || v[1] >= v[2])
+        return 1;
+    *group = v[0];
+    *rank = (uint32_t)v[1];
+    *nranks = (uint32_t)v[2];
+    return 0;
+}
+
+static const char *option_name(const struct option *options, int opt)
+{
+    for (; options->name; options++)
+        if (options->val == opt)
+            return options->name;
+    return "?";
+}
+
 int main(int argc, char **argv)
 {
     static const struct option options[] = {
         {"kernel-us", required_argument, NULL, 'k'}, {"seconds", required_argument, NULL, 's'},
         {"count", required_argument, NULL, 'n'},     {"depth", required_argument, NULL, 'd'},
         {"device", required_argument, NULL, 'D'},    {"copy-mb", required_argument, NULL, 'c'},
-        {"blocking-sync", no_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
+        {"blocking-sync", no_argument, NULL, 'b'}, {"sync-every", required_argument, NULL, 'S'},
+        {"collective", required_argument, NULL, 'C'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    double kernel_us = 1000, seconds = 5, count = 0, depth = 16, device = 0, copy_mb = 0;
-    bool blocking_sync = false;
+    double kernel_us = 1000, seconds = 5, count = 0, depth = 16, device = 0, copy_mb = 0, sync_every = 0;
+    bool blocking_sync = false, collective = false;
+    uint64_t group = 0;
+    uint32_t rank = 0, nranks = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         double *target = NULL;
@@ -101,6 +160,7 @@ int main(int argc, char **argv)
         case 'n': target = &count; break;
         case 'd': target = &depth; break;
         case 'c': target = &copy_mb; break;
+        case 'S': target = &sync_every; break;
         case 'D':
             device = atoi(optarg);
             if (device < 0 || strspn(optarg, "0123456789") != strlen(optarg)) {
@@ -109,14 +169,30 @@ int main(int argc, char **argv)
             }
             continue;
         case 'b': blocking_sync = true; continue;
+        case 'C':
+            if (parse_collective(optarg, &group, &rank, &nranks)) {
+                fprintf(stderr, "spin: --collective needs GROUP:RANK:NRANKS with GROUP >= 1 and "
+                        "RANK < NRANKS <= %d, got '%s'\n", MAX_RANKS, optarg);
+                return 1;
+            }
+            collective = true;
+            continue;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 1;
         }
         if (parse_positive(optarg, target)) {
             fprintf(stderr, "spin: --%s needs a positive number, got '%s'\n",
-                    options[opt == 'k' ? 0 : opt == 's' ? 1 : opt == 'n' ? 2 : opt == 'd' ? 3 : 5].name, optarg);
+                    option_name(options, opt), optarg);
             return 1;
         }
+    }
+    if (sync_every != (double)(uint64_t)sync_every || depth != (double)(uint64_t)depth) {
+        fprintf(stderr, "spin: --%s needs a whole number\n", sync_every != (double)(uint64_t)sync_every ? "sync-every" : "depth");
+        return 1;
+    }
+    if (collective && count == 0) {
+        fprintf(stderr, "spin: --collective needs --count N: every rank must launch the same collectives\n");
+        return 1;
     }
     if (optind != argc || depth > MAX_DEPTH) {
         usage(stderr);
@@ -136,7 +212,7 @@ int main(int argc, char **argv)
         check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
         check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent") ||
         check(cuModuleLoadData(&module, spin_kernels_ptx), "cuModuleLoadData") ||
-        check(cuModuleGetFunction(&fn, module, "spin"), "cuModuleGetFunction") ||
+        check(cuModuleGetFunction(&fn, module, collective ? "collective" : "spin"), "cuModuleGetFunction") ||
         check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
         return 2;
     for (unsigned i = 0; i < in_flight; i++)
@@ -162,7 +238,10 @@ int main(int argc, char **argv)
     }
 
     uint64_t spin_ns = (uint64_t)(kernel_us * 1000.0);
-    void *params[] = {&spin_ns};
+    uint64_t seq = 0;
+    void *spin_params[] = {&spin_ns};
+    void *collective_params[] = {&spin_ns, &group, &seq, &rank, &nranks};
+    void **params = collective ? collective_params : spin_params;
     uint64_t limit = count > 0 ? (uint64_t)count : UINT64_MAX;
     double start = now_s(), stop = start + seconds;
     uint64_t launched = 0;
@@ -180,8 +259,12 @@ int main(int argc, char **argv)
             }
         }
         CUevent ev = done[launched % in_flight];
+        if (sync_every > 0 && launched > 0 && launched % (uint64_t)sync_every == 0 &&
+            check(cuStreamSynchronize(stream), "cuStreamSynchronize"))
+            return 2;
         if (launched >= in_flight && check(cuEventSynchronize(ev), "cuEventSynchronize"))
             return 2;
+        seq = launched; /* the collective's sequence number: the same on every rank */
         if (check(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL), "cuLaunchKernel") ||
             check(cuEventRecord(ev, stream), "cuEventRecord"))
             return 2;
@@ -194,6 +277,8 @@ int main(int argc, char **argv)
            (int)getpid(), (int)device, kernel_us, launched, wall, (double)launched / wall);
     if (copy_bytes > 0)
         printf(" copies=%" PRIu64, copies);
+    if (collective)
+        printf(" collective=%" PRIu64 ":%u:%u", group, rank, nranks);
     printf("\n");
     fflush(stdout);
     for (unsigned i = 0; i < in_flight; i++)

@@ -226,7 +226,8 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
         msg->u.grant.grant = get_u64(b + 4);
         msg->u.grant.deadline_ns = get_u64(b + 12);
         msg->u.grant.flags = get_u32(b + 20);
-        if (msg->u.grant.slot >= GS_MAX_DEVICES || (msg->u.grant.flags & ~GS_RELEASE_MORE))
+        if (msg->u.grant.slot >= GS_MAX_DEVICES ||
+            (msg->u.grant.flags & ~(msg->type == GS_MSG_GRANT ? GS_GRANT_JOIN | GS_GRANT_CATCHUP : GS_RELEASE_MORE)))
             return GS_DECODE_BAD_FIELD;
         break;
     case GS_MSG_STATUS_REQUEST:

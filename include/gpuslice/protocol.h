@@ -24,10 +24,13 @@
  *   server GRANT(slot, grant, deadline)   holds it until deadline; a GRANT
  *                                    with the same grant id extends it
  *   server REVOKE(slot, grant)       stop now: drain and release
- *   client RELEASE(slot, grant, flags) drained; the GPU is free. With
- *                                    GS_RELEASE_MORE it also asks for the
- *                                    next slice (one message, so that the
- *                                    tenant keeps its place in line)
+ *   client RELEASE(slot, grant, flags, idle) drained; the GPU is free.
+ *                                    With GS_RELEASE_MORE it also asks for
+ *                                    the next slice (one message, so that
+ *                                    the tenant keeps its place in line).
+ *                                    idle: ns of the slice in which the
+ *                                    process had nothing on the GPU (it
+ *                                    had synchronized and not launched)
  *   server ERROR(reason) and close   e.g. the tenant was removed
  * Device memory (per GPU, summed over the tenant's processes):
  *   client MEM_RESERVE(slot, id, bytes) -> server MEM_RESULT(id, ok, ...)
@@ -150,11 +153,21 @@ struct gs_msg_status_request {
 struct gs_msg_grant {        /* GRANT, REVOKE, RELEASE */
     uint32_t slot;
     uint64_t grant;          /* server-chosen, never 0 */
-    uint64_t deadline_ns;    /* CLOCK_MONOTONIC; GRANT only */
+    union {                  /* one field on the wire */
+        uint64_t deadline_ns;/* GRANT: CLOCK_MONOTONIC */
+        uint64_t idle_ns;    /* RELEASE: time the process left the GPU idle */
+    };
     uint32_t flags;          /* RELEASE: GS_RELEASE_MORE */
 };
 
 #define GS_RELEASE_MORE 1u
+/* GRANT flags. JOIN: a slice the process released before and asked for
+ * again (a sibling still runs it), so a grant id it gave back is new to it.
+ * CATCHUP: the slice is past its deadline and held for a gang whose ranks
+ * are draining: admit one launch, then drain (a rank behind its peers
+ * launches the collective they wait for). */
+#define GS_GRANT_JOIN 2u
+#define GS_GRANT_CATCHUP 4u
 
 struct gs_msg {
     enum gs_msg_type type;

@@ -4,7 +4,8 @@
  * context's two executors, as on a GPU with a compute engine and a copy
  * engine that run side by side:
  *   - the compute worker runs kernels, one at a time per device across
- *     processes behind the device's compute engine (time-sliced, metered);
+ *     processes behind the device's compute engine (time-sliced, metered;
+ *     a collective holds it until its peer ranks have started);
  *   - the copy worker runs copies and memsets behind the device's copy
  *     engine, each taking bytes / FAKECUDA_COPY_BYTES_PER_S.
  * An op runs once the op before it in its stream and everything it depends
@@ -19,6 +20,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
 
@@ -51,6 +53,7 @@ static uint64_t kernel_default_ns = 5000;
 static uint64_t switch_ns;
 static uint64_t timeslice_ns = 1024000; /* the hardware's default slice */
 static uint64_t copy_bytes_per_s = 25ull << 30;
+static uint64_t worker_awake_ns = 200000;
 
 static void load_tunables(void)
 {
@@ -64,6 +67,8 @@ static void load_tunables(void)
         timeslice_ns = parsed;
     if ((v = getenv("FAKECUDA_COPY_BYTES_PER_S")) && fc_parse_bytes(v, &parsed) && parsed > 0)
         copy_bytes_per_s = parsed;
+    if ((v = getenv("FAKECUDA_WORKER_AWAKE_NS")) && fc_parse_bytes(v, &parsed))
+        worker_awake_ns = parsed;
 }
 
 uint64_t fc_kernel_default_ns(void)
@@ -322,16 +327,26 @@ static void engine_drop(struct fc_ctx *ctx, struct engine_hold *h)
     h->holding = false;
 }
 
+/* How long a waiting collective sleeps between looks at the engine's
+ * line when nobody waits for the engine: a context that starts waiting
+ * meanwhile is noticed this late at most. */
+#define COLLECTIVE_STEP_NS 250000ull
+
 /* Runs one kernel. Like a GPU with compute preemption, a kernel longer than
  * what is left of the time slice is preempted when another context waits,
- * and resumes when the engine comes back round. */
-static void run_kernel(struct fc_ctx *ctx, uint64_t ns, struct engine_hold *h)
+ * and resumes when the engine comes back round. A collective first marks
+ * its rank started, then holds the engine until every rank has started
+ * (metered as device time, as a spinning NCCL kernel is), preempted like
+ * any kernel; then it runs its ns. */
+static void run_kernel(struct fc_ctx *ctx, const struct fc_work *w, struct engine_hold *h)
 {
     struct fc_shared *s = fc_shared_state();
     struct fc_engine *e = &s->dev[ctx->device].compute;
     int slot = fc_self_slot();
-    uint64_t remaining = ns;
-    do {
+    uint64_t remaining = w->ns;
+    bool waiting = w->collective, begun = false;
+    struct fc_collective_wait coll;
+    for (;;) {
         /* Skipped while stopped (SIGSTOP): the engine moved on without us. */
         if (h->holding && atomic_load(&e->serving) != h->ticket)
             h->holding = false;
@@ -339,19 +354,42 @@ static void run_kernel(struct fc_ctx *ctx, uint64_t ns, struct engine_hold *h)
             engine_take(ctx, h);
         uint64_t start = fc_now_ns();
         uint64_t slice_left = h->since + timeslice_ns > start ? h->since + timeslice_ns - start : 0;
-        uint64_t chunk = remaining;
-        if (chunk > slice_left && fc_engine_contended(e, h->ticket))
-            chunk = slice_left;
-        fc_engine_busy_until(e, start + chunk);
-        occupy(chunk);
+        bool contended = fc_engine_contended(e, h->ticket);
+        bool preempted;
+        if (waiting) {
+            if (!begun) {
+                fc_collective_begin(&w->coll, &coll);
+                begun = true;
+            }
+            uint64_t step = contended ? slice_left : COLLECTIVE_STEP_NS;
+            fc_engine_busy_until(e, start + step);
+            enum fc_collective_state state = fc_collective_wait(&coll, start + step);
+            if (state != FC_COLL_WAITING) {
+                waiting = false;
+                fc_collective_end(&coll, state);
+                if (state == FC_COLL_TIMED_OUT)
+                    remaining = 0;
+            }
+            preempted = waiting && fc_engine_contended(e, h->ticket) &&
+                        fc_now_ns() - h->since >= timeslice_ns;
+        } else {
+            uint64_t chunk = remaining;
+            if (chunk > slice_left && contended)
+                chunk = slice_left;
+            fc_engine_busy_until(e, start + chunk);
+            occupy(chunk);
+            remaining -= chunk;
+            preempted = remaining > 0;
+        }
         uint64_t busy = fc_now_ns() - start;
-        remaining -= chunk;
         atomic_fetch_add(&s->dev[ctx->device].busy_ns, busy);
         if (slot >= 0)
             atomic_fetch_add(&s->procs[slot].busy_ns[ctx->device], busy);
-        if (remaining > 0)
-            engine_drop(ctx, h); /* preempted: back of the line */
-    } while (remaining > 0);
+        if (!waiting && remaining == 0)
+            break;
+        if (preempted)
+            engine_drop(ctx, h); /* back of the line */
+    }
     atomic_fetch_add(&s->dev[ctx->device].kernels, 1);
     if (slot >= 0)
         atomic_fetch_add(&s->procs[slot].kernels[ctx->device], 1);
@@ -416,6 +454,7 @@ static void *compute_worker_main(void *arg)
     struct fc_shared *s = fc_shared_state();
     struct fc_engine *e = &s->dev[ctx->device].compute;
     struct engine_hold hold = {0};
+    uint64_t awake_until = 0; /* stays awake for new work until then */
     worker_setup();
     pthread_mutex_lock(&exec_lock);
     for (;;) {
@@ -430,14 +469,30 @@ static void *compute_worker_main(void *arg)
             }
             if (ctx->stopping)
                 break;
+            /* A GPU starts a launch within microseconds of its arrival; a
+             * thread asleep on a condition variable takes tens of them to
+             * wake on an idle machine. So the worker stays awake a while
+             * after its last kernel, for the next launch of a program that
+             * synchronizes and launches again. */
+            uint64_t now = fc_now_ns();
+            if (awake_until == 0)
+                awake_until = now + worker_awake_ns;
+            if (now < awake_until) {
+                pthread_mutex_unlock(&exec_lock);
+                sched_yield();
+                pthread_mutex_lock(&exec_lock);
+                continue;
+            }
+            awake_until = 0;
             ctx->compute_idle = true;
             pthread_cond_wait(&ctx->compute_work, &exec_lock);
             ctx->compute_idle = false;
             continue;
         }
         op->running = true;
+        awake_until = 0;
         pthread_mutex_unlock(&exec_lock);
-        run_kernel(ctx, op->work.ns, &hold);
+        run_kernel(ctx, &op->work, &hold);
         pthread_mutex_lock(&exec_lock);
         complete_locked(op);
         /* Keep the engine while more kernels are ready, up to a

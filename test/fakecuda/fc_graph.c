@@ -83,7 +83,10 @@ FC_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph hgraph, const
     const struct fc_function *f = fc_handle_use(__func__, FC_H_FUNCTION, (uint64_t)(uintptr_t)fn);
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
-    struct fc_work work = {.kind = FC_WORK_KERNEL, .ns = fc_kernel_ns(f, params->kernelParams, params->extra)};
+    struct fc_work work = {.kind = FC_WORK_KERNEL};
+    rc = fc_kernel_work(f, params->kernelParams, params->extra, &work);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     fc_exec_lock();
     struct fc_graph *g = fc_handle_use(__func__, FC_H_GRAPH, (uint64_t)(uintptr_t)hgraph);
     size_t index = 0;

@@ -89,11 +89,20 @@ enum fc_work_kind {
     FC_WORK_MEMALLOC, /* a graph's allocation node: `bytes` at dst (fc_graphmem.c); never queued */
 };
 
+/* A collective kernel's identity (fc_collective.c): rank `rank` of
+ * `nranks` in the collective number `seq` of communicator `group`. */
+struct fc_collective_args {
+    uint64_t group, seq;
+    uint32_t rank, nranks;
+};
+
 /* One piece of work as the application asked for it: what a queued op
  * does, and what a node of a graph holds. */
 struct fc_work {
     enum fc_work_kind kind;
     uint64_t ns;
+    bool collective;                 /* FC_WORK_KERNEL: first waits for its peers (coll) */
+    struct fc_collective_args coll;
     void *dst;
     const void *src;
     size_t bytes;
@@ -413,14 +422,52 @@ void fc_mem_atfork_child(void);
 
 /* ---- launches (fc_launch.c) ------------------------------------------- */
 
+/* What a kernel's name makes of it (see fc_launch.c). */
+enum fc_function_kind {
+    FC_FN_DEFAULT,    /* FAKECUDA_KERNEL_NS */
+    FC_FN_SPIN,       /* "spin*": its first parameter's nanoseconds */
+    FC_FN_COLLECTIVE, /* "collective*": waits for its peers, then its ns */
+};
+
 struct fc_function {
     uint64_t handle;
-    bool is_spin;
+    enum fc_function_kind kind;
     char name[128];
 };
 
-/* Device time of one launch of f with these arguments. */
-uint64_t fc_kernel_ns(const struct fc_function *f, void **params, void **extra);
+/* The kernel work of one launch of f with these arguments (*work's kind,
+ * ns and collective fields). CUDA_ERROR_INVALID_VALUE, with a line on
+ * stderr, for a collective whose parameters make no sense. */
+CUresult fc_kernel_work(const struct fc_function *f, void **params, void **extra, struct fc_work *work);
+
+/* ---- collectives (fc_collective.c) ------------------------------------- */
+
+/* Reads a collective kernel's parameters, from kernelParams or from an
+ * `extra` buffer; false with the reason in *why if they are missing or
+ * out of range. */
+bool fc_collective_parse(void **params, void **extra, uint64_t *ns, struct fc_collective_args *out,
+                         const char **why);
+
+/* One rank's wait for its peers, from its start on the device. */
+struct fc_collective_wait {
+    struct fc_collective_args args;
+    struct fc_collective_entry *entry;
+    uint32_t generation;
+    uint32_t nranks;                 /* as the entry has it */
+    uint64_t begun_ns, deadline_ns;
+};
+
+enum fc_collective_state { FC_COLL_WAITING, FC_COLL_COMPLETE, FC_COLL_TIMED_OUT };
+
+/* Marks the rank started in the state file and wakes its waiting peers.
+ * Called by the compute worker once it holds the engine. */
+void fc_collective_begin(const struct fc_collective_args *args, struct fc_collective_wait *w);
+/* Sleeps until every rank has started (COMPLETE), the collective timeout
+ * has passed since begin (TIMED_OUT), or until_ns (WAITING). */
+enum fc_collective_state fc_collective_wait(struct fc_collective_wait *w, uint64_t until_ns);
+/* The rank is done waiting: the entry is freed once every rank is. A
+ * timeout is reported on stderr. */
+void fc_collective_end(struct fc_collective_wait *w, enum fc_collective_state how);
 CUresult fc_launch_kernel(const char *call, enum fc_null_stream null_means, CUfunction f, unsigned int gx,
                           unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
                           CUstream s, void **params, void **extra);

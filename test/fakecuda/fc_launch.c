@@ -3,6 +3,9 @@
  * function, and a launch queues a kernel whose device time is known:
  *   - a kernel whose name starts with "spin" runs for the nanoseconds in
  *     its first parameter (a uint64_t);
+ *   - a kernel whose name starts with "collective" waits on its device for
+ *     its peer ranks, then runs for its first parameter's nanoseconds
+ *     (parameters and behaviour: fc_collective.c);
  *   - any other runs for FAKECUDA_KERNEL_NS (default 5000).
  * A library's kernel (cuLibraryGetKernel) is context-independent: launched
  * into a created stream it runs in that stream's context, current context
@@ -115,7 +118,12 @@ static CUresult function_new(const char *name, uint64_t *out)
     if (!f)
         return CUDA_ERROR_OUT_OF_MEMORY;
     snprintf(f->name, sizeof f->name, "%s", name);
-    f->is_spin = strncmp(name, "spin", 4) == 0;
+    if (strncmp(name, "spin", 4) == 0)
+        f->kind = FC_FN_SPIN;
+    else if (strncmp(name, "collective", 10) == 0)
+        f->kind = FC_FN_COLLECTIVE;
+    else
+        f->kind = FC_FN_DEFAULT;
     f->handle = fc_handle_new(FC_H_FUNCTION, f);
     if (!f->handle) {
         free(f);
@@ -161,10 +169,8 @@ FC_API CUresult cuKernelGetFunction(CUfunction *pfunc, CUkernel kernel)
 
 /* ---- launches ----------------------------------------------------------- */
 
-uint64_t fc_kernel_ns(const struct fc_function *f, void **params, void **extra)
+static uint64_t spin_ns(void **params, void **extra)
 {
-    if (!f->is_spin)
-        return fc_kernel_default_ns();
     uint64_t ns = 0;
     if (params && params[0]) {
         memcpy(&ns, params[0], sizeof ns);
@@ -174,6 +180,25 @@ uint64_t fc_kernel_ns(const struct fc_function *f, void **params, void **extra)
                 memcpy(&ns, extra[i + 1], sizeof ns);
     }
     return ns;
+}
+
+CUresult fc_kernel_work(const struct fc_function *f, void **params, void **extra, struct fc_work *work)
+{
+    work->kind = FC_WORK_KERNEL;
+    work->collective = false;
+    if (f->kind == FC_FN_DEFAULT) {
+        work->ns = fc_kernel_default_ns();
+    } else if (f->kind == FC_FN_SPIN) {
+        work->ns = spin_ns(params, extra);
+    } else {
+        const char *why = "";
+        if (!fc_collective_parse(params, extra, &work->ns, &work->coll, &why)) {
+            fc_log("launch of collective kernel %s refused: %s", f->name, why);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        work->collective = true;
+    }
+    return CUDA_SUCCESS;
 }
 
 static CUresult launch(const char *call, enum fc_null_stream null_means, CUfunction hfunc, unsigned gx,
@@ -192,10 +217,11 @@ static CUresult launch(const char *call, enum fc_null_stream null_means, CUfunct
     else if (rc == CUDA_SUCCESS && (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
                                     (uint64_t)bx * by * bz > 1024 || (params && extra)))
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS) {
-        struct fc_work work = {.kind = FC_WORK_KERNEL, .ns = fc_kernel_ns(f, params, extra)};
+    struct fc_work work = {.kind = FC_WORK_KERNEL};
+    if (rc == CUDA_SUCCESS)
+        rc = fc_kernel_work(f, params, extra, &work);
+    if (rc == CUDA_SUCCESS)
         rc = fc_stream_submit_locked(call, stream, &work);
-    }
     fc_exec_unlock();
     return rc;
 }

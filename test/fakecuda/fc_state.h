@@ -8,7 +8,10 @@
  *     copy (the copy engine) run on a device at a time across processes;
  *   - one slot per process: a random 128-bit id, its pid (for display: the
  *     pid in the process's own PID namespace), device memory held and the
- *     meter (busy ns and counts of kernels and copies per device).
+ *     meter (busy ns and counts of kernels and copies per device);
+ *   - the collective table: one entry per collective (group key, sequence
+ *     number) in progress, with the ranks that have started on their
+ *     devices (fc_collective.c).
  *
  * Process identity: a pid means nothing across PID namespaces (two
  * containers both have a pid 1), so a process proves that it is alive by an
@@ -17,7 +20,8 @@
  * process dies, in whatever namespace it ran; a reaper finds the byte free.
  *
  * Locking: `lock` is a robust, process-shared mutex guarding device memory
- * counters and slot ownership. The engines use atomics and futexes on the
+ * counters, slot ownership and the collective table (but for its futex
+ * words). The engines use atomics and futexes on the
  * ticket words; the meter counters are atomics written only by an engine
  * holder. A process that dies holding `lock` is recovered through
  * EOWNERDEAD; one that dies holding an engine is skipped by the waiters.
@@ -32,10 +36,12 @@
 #include <sys/types.h>
 
 #define FC_STATE_MAGIC 0x66616b6563756461ULL /* "fakecuda" */
-#define FC_STATE_VERSION 2
+#define FC_STATE_VERSION 3
 #define FC_MAX_DEVICES 16
 #define FC_MAX_PROCS 256
 #define FC_TICKET_RING 256
+#define FC_MAX_COLLECTIVES 256
+#define FC_COLLECTIVE_MAX_RANKS 64
 /* Offset of slot 0's liveness byte in the state file (past its end: a lock
  * needs no data there). */
 #define FC_LIVENESS_BASE (1ll << 30)
@@ -78,6 +84,23 @@ struct fc_proc_slot {
     _Atomic uint64_t copies[FC_MAX_DEVICES];
 };
 
+/* One collective in progress: the ranks of (group, seq) that have started
+ * on their devices. A waiting rank sleeps on `started` (a futex word) until
+ * it reaches nranks. Every field but the two atomics is guarded by lock. */
+struct fc_collective_entry {
+    _Atomic uint32_t started;              /* ranks started: popcount of mask */
+    _Atomic uint32_t generation;           /* bumped each time the entry is claimed */
+    uint32_t nranks;
+    uint32_t reserved;
+    uint64_t group;                        /* 0 = free */
+    uint64_t seq;
+    uint64_t mask;                         /* bit r: rank r has started */
+    uint64_t departed;                     /* bit r: rank r is done waiting */
+    uint64_t touched_ns;                   /* CLOCK_MONOTONIC of the last change */
+    int16_t owner_slot[FC_COLLECTIVE_MAX_RANKS]; /* the process slot that started rank r */
+    uint64_t owner_tag[FC_COLLECTIVE_MAX_RANKS]; /* its id's first 8 bytes (slots are reused) */
+};
+
 struct fc_shared {
     uint64_t magic;
     uint32_t version;
@@ -88,6 +111,7 @@ struct fc_shared {
     pthread_mutex_t lock;
     struct fc_device_state dev[FC_MAX_DEVICES];
     struct fc_proc_slot procs[FC_MAX_PROCS];
+    struct fc_collective_entry coll[FC_MAX_COLLECTIVES];
 };
 
 /* Maps (creating and sizing if needed) the state file. With path NULL the

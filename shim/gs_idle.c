@@ -1,0 +1,254 @@
+/*
+ * Idle spells: the parts of a held slice in which the process had nothing
+ * on the GPU, so that the server charges the device time it used rather
+ * than its own pauses.
+ *
+ * A program that synchronizes (a training step's loss.item(), a server's
+ * wait for each batch) leaves the GPU idle from the moment its work
+ * finishes until its next launch reaches the device. Slices are exclusive,
+ * so nobody else can use that time; charged as used, it would cost the
+ * tenant its share (a tenant of 50 us kernels that synchronizes after each
+ * one uses the device perhaps half the time it holds it) and a `limit`
+ * would be a limit on holding, not on use.
+ *
+ * How a spell is seen:
+ *   - The synchronization wrappers below (cuCtxSynchronize,
+ *     cuStreamSynchronize and its _ptsz variant, cuEventSynchronize) ask,
+ *     once the real call returns, whether every stream the gate admitted
+ *     work to in this slice has finished (cuStreamQuery on each). If so,
+ *     the device is idle: idle_since is set.
+ *   - From when? A stream or context synchronization with a single
+ *     admitted stream first records a timed event on it (struct
+ *     sync_mark), which completes when the work ends; afterwards an event
+ *     recorded on the idle stream completes at once, and the time between
+ *     the two is how long ago the work ended (the driver noticing, the
+ *     thread waking). Otherwise, from when the synchronization returned.
+ *   - The next launch admitted on the device, from any thread, ends the
+ *     spell (gs_idle_end, called from the launch path only when
+ *     idle_since is set) and adds it to idle_ns.
+ *   - A new slice starts idle: from the grant to its first launch.
+ *   - RELEASE reports idle_ns, plus the spell still open.
+ * Only spells that are certain are counted: while a capture is under way,
+ * while per-thread default streams or flush marks hold admitted work (they
+ * cannot be queried from here), or when the admitted streams belong to
+ * another context than the caller's current one, nothing is counted, and
+ * the slice is charged whole, as before.
+ *
+ * The race with a launch on another thread: the launcher adds to admitted
+ * and then reads idle_since; this code sets idle_since and then reads
+ * admitted, all sequentially consistent. So either the launcher sees the
+ * spell and ends it, or this code sees the launch and takes the spell
+ * back; never a spell that outlives a launch.
+ *
+ * State: idle_since and idle_ns in struct gs_dev (atomics); the stream
+ * list it checks is gs_dev.streams, under gs_gate_lock.
+ */
+#include "gs_contexts.h"
+#include "gs_gate.h"
+#include "gs_hooks.h"
+
+#include <string.h>
+
+#define IDLE_STREAMS_MAX 8 /* more admitted streams than this: not checked */
+
+void gs_idle_end(struct gs_dev *d)
+{
+    uint64_t since = atomic_exchange(&d->idle_since, 0);
+    if (since == 0)
+        return;
+    uint64_t now = gs_now_ns();
+    if (now > since)
+        atomic_fetch_add(&d->idle_ns, now - since);
+}
+
+void gs_idle_slice_begin_locked(struct gs_dev *d, uint64_t now)
+{
+    atomic_store(&d->idle_ns, 0);
+    /* Nothing is queued between slices unless the process ran unthrottled
+     * (server down, open policy); then do not claim a spell. */
+    atomic_store(&d->idle_since, gs_gate_queue_empty_locked(d) ? now : 0);
+}
+
+uint64_t gs_idle_take_locked(struct gs_dev *d, uint64_t now)
+{
+    uint64_t idle = atomic_exchange(&d->idle_ns, 0);
+    uint64_t since = atomic_exchange(&d->idle_since, 0);
+    if (since && now > since)
+        idle += now - since;
+    return idle;
+}
+
+/* The device a synchronization on `stream` concerns: the gate the calling
+ * thread last launched into that stream through, or its latest one. */
+static struct gs_dev *sync_device(bool any_stream, CUstream stream, int ptsz)
+{
+    for (int i = 0; i < GS_LAUNCH_CACHE; i++)
+        if (gs_tls_launches[i].dev && (any_stream || (gs_tls_launches[i].stream == stream &&
+                                                      gs_tls_launches[i].ptsz == ptsz)))
+            return gs_tls_launches[i].dev;
+    return any_stream ? gs_tls_dev : NULL;
+}
+
+/* A timed event recorded on the only stream with admitted work as a
+ * synchronization begins. It completes when the work before it ends, so
+ * that once the synchronization returns, the time since then (the driver
+ * noticing and waking the thread) is known, and counts in the spell. */
+struct sync_mark {
+    struct gs_ctx *ctx;      /* a use of it is held while event is set */
+    CUstream stream;
+    CUevent event;
+    uint64_t host_ns;        /* when it was recorded */
+};
+
+/* Whether d may turn idle (held, admission open, no capture anywhere). */
+static bool may_turn_idle(const struct gs_dev *d)
+{
+    return d && atomic_load_explicit(&d->open, memory_order_relaxed) && atomic_load(&d->idle_since) == 0 &&
+           atomic_load_explicit(&gs_captures_active, memory_order_relaxed) == 0;
+}
+
+static void before_sync(struct gs_dev *d, struct sync_mark *m)
+{
+    m->event = NULL;
+    CUcontext current = NULL;
+    if (!may_turn_idle(d) || GS_REAL(cuCtxGetCurrent)(&current) != CUDA_SUCCESS || !current)
+        return;
+    pthread_mutex_lock(&gs_capture_lock);
+    pthread_mutex_lock(&gs_gate_lock);
+    bool single = d->state == GS_DEV_HOLD && d->nstreams == 1 && d->nflushes == 0 &&
+                  !gs_drain_has_thread_marks_locked(d) && d->streams[0].ctx->handle == current &&
+                  gs_ctx_use_locked(d->streams[0].ctx);
+    if (single) {
+        m->ctx = d->streams[0].ctx;
+        m->stream = d->streams[0].stream;
+    }
+    pthread_mutex_unlock(&gs_gate_lock);
+    if (single) {
+        m->event = gs_ctx_event_take(m->ctx, true);
+        m->host_ns = gs_now_ns();
+        if (m->event && GS_REAL(cuEventRecord)(m->event, m->stream) != CUDA_SUCCESS) {
+            gs_ctx_event_give(m->ctx, m->event, true);
+            m->event = NULL;
+        }
+        if (!m->event) {
+            pthread_mutex_lock(&gs_gate_lock);
+            gs_ctx_unuse_locked(m->ctx);
+            pthread_mutex_unlock(&gs_gate_lock);
+        }
+    }
+    pthread_mutex_unlock(&gs_capture_lock);
+}
+
+/* How long ago the work before the mark ended (0 if unknown). The stream
+ * is idle now, so an event recorded on it completes at once. */
+static uint64_t mark_age(const struct sync_mark *m, uint64_t now)
+{
+    CUevent probe = gs_ctx_event_take(m->ctx, true);
+    float ms = 0;
+    bool ok = probe && GS_REAL(cuEventRecord)(probe, m->stream) == CUDA_SUCCESS &&
+              GS_REAL(cuEventSynchronize)(probe) == CUDA_SUCCESS &&
+              GS_REAL(cuEventElapsedTime)(&ms, m->event, probe) == CUDA_SUCCESS && ms > 0;
+    gs_ctx_event_give(m->ctx, probe, true);
+    if (!ok)
+        return 0;
+    uint64_t age = (uint64_t)((double)ms * 1e6);
+    uint64_t bound = now > m->host_ns ? now - m->host_ns : 0; /* it ended after it was recorded */
+    return age < bound ? age : bound;
+}
+
+/* After a successful synchronization: if everything admitted on d in this
+ * slice has finished, d is idle since the work ended (the mark's age) or
+ * at least since now. */
+static void after_sync(struct gs_dev *d, struct sync_mark *m)
+{
+    uint64_t admitted = d ? atomic_load(&d->admitted) : 0;
+    CUcontext current = NULL;
+    struct gs_tracked_stream streams[IDLE_STREAMS_MAX];
+    struct gs_ctx *ctx = NULL;
+    int n = 0;
+    bool checkable = may_turn_idle(d) && atomic_load(&d->submitted) == admitted && /* none on its way in */
+                     GS_REAL(cuCtxGetCurrent)(&current) == CUDA_SUCCESS && current;
+    /* The capture lock keeps the streams alive while they are queried
+     * (stream_destroy holds it), and keeps captures from starting. */
+    pthread_mutex_lock(&gs_capture_lock);
+    if (checkable) {
+        pthread_mutex_lock(&gs_gate_lock);
+        checkable = d->state == GS_DEV_HOLD && d->nstreams <= IDLE_STREAMS_MAX && d->nflushes == 0 &&
+                    !gs_drain_has_thread_marks_locked(d);
+        if (checkable) {
+            n = d->nstreams;
+            memcpy(streams, d->streams, (size_t)n * sizeof streams[0]);
+            for (int i = 0; i < n && checkable; i++)
+                checkable = streams[i].ctx == streams[0].ctx && streams[i].ctx->handle == current;
+            if (n > 0 && checkable) {
+                ctx = streams[0].ctx;
+                checkable = gs_ctx_use_locked(ctx);
+            }
+        }
+        pthread_mutex_unlock(&gs_gate_lock);
+    }
+    for (int i = 0; i < n && checkable; i++)
+        checkable = GS_REAL(cuStreamQuery)(streams[i].stream) == CUDA_SUCCESS;
+    if (checkable && atomic_load_explicit(&gs_captures_active, memory_order_relaxed) == 0) {
+        uint64_t now = gs_now_ns();
+        uint64_t since = now - (m->event && n == 1 && m->stream == streams[0].stream ? mark_age(m, now) : 0);
+        uint64_t none = 0;
+        if (atomic_compare_exchange_strong(&d->idle_since, &none, since) && atomic_load(&d->admitted) != admitted) {
+            /* A launch came in meanwhile and may not have seen the spell. */
+            uint64_t mine = since;
+            atomic_compare_exchange_strong(&d->idle_since, &mine, 0);
+        }
+    }
+    pthread_mutex_lock(&gs_gate_lock);
+    if (ctx)
+        gs_ctx_unuse_locked(ctx);
+    pthread_mutex_unlock(&gs_gate_lock);
+    if (m->event) {
+        gs_ctx_event_give(m->ctx, m->event, true);
+        pthread_mutex_lock(&gs_gate_lock);
+        gs_ctx_unuse_locked(m->ctx);
+        pthread_mutex_unlock(&gs_gate_lock);
+    }
+    pthread_mutex_unlock(&gs_capture_lock);
+}
+
+/* Each wrapper: the mark (for a wait on everything queued), the real
+ * call, and whether it left d idle. */
+#define SYNC_AROUND(device_expr, call, with_mark)                        \
+    struct gs_dev *d = (device_expr);                                    \
+    struct sync_mark mark = {0};                                         \
+    if (with_mark)                                                       \
+        before_sync(d, &mark);                                           \
+    CUresult rc = (call);                                                \
+    if (rc == CUDA_SUCCESS || mark.event) {                              \
+        if (rc != CUDA_SUCCESS)                                          \
+            d = NULL; /* only gives the mark back */                     \
+        after_sync(d, &mark);                                            \
+    }                                                                    \
+    return rc
+
+GS_EXPORT CUresult cuCtxSynchronize(void)
+{
+    GS_PROLOGUE(cuCtxSynchronize);
+    SYNC_AROUND(sync_device(true, NULL, 0), GS_REAL(cuCtxSynchronize)(), true);
+}
+
+GS_EXPORT CUresult cuStreamSynchronize(CUstream stream)
+{
+    GS_PROLOGUE(cuStreamSynchronize);
+    SYNC_AROUND(sync_device(false, stream, 0), GS_REAL(cuStreamSynchronize)(stream), true);
+}
+
+GS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream)
+{
+    GS_PROLOGUE(cuStreamSynchronize_ptsz);
+    SYNC_AROUND(sync_device(false, stream, 1), GS_REAL(cuStreamSynchronize_ptsz)(stream), true);
+}
+
+GS_EXPORT CUresult cuEventSynchronize(CUevent event)
+{
+    GS_PROLOGUE(cuEventSynchronize);
+    /* An event may be followed by more work: no mark, which would cost a
+     * record on every wait of a program that keeps its queue full. */
+    SYNC_AROUND(sync_device(true, NULL, 0), GS_REAL(cuEventSynchronize)(event), false);
+}
