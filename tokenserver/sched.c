@@ -399,12 +399,8 @@ static void schedule(struct device *d)
 {
     if (d->state != DEV_IDLE)
         return;
-    struct device_tenant *mine;
-    if (forming_gang && gang_member(d, forming_gang, &mine)) {
-        reserve(d, mine);
-        gang_try_start();
-        return;
-    }
+    struct device_tenant *mine = NULL;
+    bool needed = forming_gang && gang_member(d, forming_gang, &mine);
     uint64_t now = now_ns(), next_eligible = 0;
     struct device_tenant *best = NULL;
     for (size_t i = 0; i < d->ntenants; i++) {
@@ -418,6 +414,13 @@ static void schedule(struct device *d)
         }
         if (!best || dt->vtime < best->vtime)
             best = dt;
+    }
+    /* A GPU the gathering gang needs is kept for it once it is the gang's
+     * turn there; a tenant ahead of it on this GPU goes first. */
+    if (needed && (!best || mine->vtime <= best->vtime)) {
+        reserve(d, mine);
+        gang_try_start();
+        return;
     }
     if (!best) {
         timer_at(&d->timer, next_eligible);
