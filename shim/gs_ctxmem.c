@@ -17,7 +17,7 @@
  * larger than the reservation that the cap cannot take makes the creation
  * fail with CUDA_ERROR_OUT_OF_MEMORY (the context is destroyed again).
  *
- * This file owns `measured` and `primary_handles`, guarded by birth_lock,
+ * This file owns `measured` and `primaries`, guarded by birth_lock,
  * which is held across a creation (context creations in a process are
  * serialised: two first retains of a primary context count it once).
  */
@@ -33,7 +33,19 @@
 
 static pthread_mutex_t birth_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t measured[GS_MAX_DEVICES];      /* by gs_devs slot; 0: none yet */
-static CUcontext primary_handles[GS_MAX_DEVICES]; /* by gs_devs slot */
+/* Each device's primary context, by ordinal, once retained. */
+static struct primary { bool known; CUdevice dev; CUcontext ctx; } primaries[GS_MAX_DEVICES];
+
+static struct primary *primary_of(CUdevice dev, bool add)
+{
+    for (int i = 0; i < GS_MAX_DEVICES; i++)
+        if (primaries[i].known && primaries[i].dev == dev)
+            return &primaries[i];
+    for (int i = 0; add && i < GS_MAX_DEVICES; i++)
+        if (!primaries[i].known)
+            return &primaries[i];
+    return NULL;
+}
 
 static uint64_t estimate(void)
 {
@@ -73,13 +85,17 @@ CUresult gs_ctxmem_before(CUdevice dev, bool primary, struct gs_ctx_birth *b)
     unsigned flags;
     int active = 0;
     struct gs_dev *d;
-    if ((primary && GS_REAL(cuDevicePrimaryCtxGetState) &&
-         GS_REAL(cuDevicePrimaryCtxGetState)(dev, &flags, &active) == CUDA_SUCCESS && active) ||
-        gs_gate_device_by_ordinal(dev, &d) != CUDA_SUCCESS)
-        return CUDA_SUCCESS; /* nothing new to count, or the driver will refuse */
-    b->dev = d;
+    if (primary && GS_REAL(cuDevicePrimaryCtxGetState) &&
+        GS_REAL(cuDevicePrimaryCtxGetState)(dev, &flags, &active) == CUDA_SUCCESS && active)
+        return CUDA_SUCCESS; /* nothing new to count */
     b->measurable = free_on(dev, &b->free_before);
-    b->reserved = measured[d->slot] ? measured[d->slot] : estimate();
+    uint64_t guess = estimate();
+    /* Nothing to count and nothing to measure: leave the device alone (the
+     * gate learns of it at its first launch, as without a footprint). */
+    if ((!guess && !b->measurable) || gs_gate_device_by_ordinal(dev, &d) != CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    b->dev = d;
+    b->reserved = measured[d->slot] ? measured[d->slot] : guess;
     CUresult rc = gs_lease_take(d, b->reserved);
     if (rc != CUDA_SUCCESS) {
         pthread_mutex_unlock(&birth_lock);
@@ -92,8 +108,9 @@ CUresult gs_ctxmem_before(CUdevice dev, bool primary, struct gs_ctx_birth *b)
 CUresult gs_ctxmem_after(struct gs_ctx_birth *b, CUresult rc, CUcontext ctx, bool primary, CUdevice dev)
 {
     struct gs_dev *d = b->dev;
-    if (rc == CUDA_SUCCESS && primary && d)
-        primary_handles[d->slot] = ctx;
+    struct primary *p = rc == CUDA_SUCCESS && primary ? primary_of(dev, true) : NULL;
+    if (p)
+        *p = (struct primary){true, dev, ctx};
     if (!b->counted) {
         pthread_mutex_unlock(&birth_lock);
         return rc;
@@ -135,12 +152,11 @@ CUresult gs_ctxmem_after(struct gs_ctx_birth *b, CUresult rc, CUcontext ctx, boo
 
 void gs_ctxmem_primary_died(CUdevice dev)
 {
-    struct gs_dev *d;
-    if (gs_gate_device_by_ordinal(dev, &d) != CUDA_SUCCESS)
-        return;
     pthread_mutex_lock(&birth_lock);
-    CUcontext ctx = primary_handles[d->slot];
-    primary_handles[d->slot] = NULL;
+    struct primary *p = primary_of(dev, false);
+    CUcontext ctx = p ? p->ctx : NULL;
+    if (p)
+        p->known = false;
     pthread_mutex_unlock(&birth_lock);
     if (ctx)
         gs_mem_context_died(ctx);
@@ -177,5 +193,5 @@ void gs_ctxmem_after_fork_child(void)
     /* The child has no contexts; what was measured still holds. */
     pthread_mutex_init(&birth_lock, NULL);
     for (int i = 0; i < GS_MAX_DEVICES; i++)
-        primary_handles[i] = NULL;
+        primaries[i].known = false;
 }

@@ -160,10 +160,12 @@ uint64_t gs_lease_recall_locked(const struct gs_dev *d)
 
 uint64_t gs_memory_tick(uint64_t now)
 {
-    /* Rate of the tick; owned by the gate thread, the only caller. */
+    /* Rate of the tick, and whether the last one wanted another; owned by
+     * the gate thread, the only caller. */
     static uint64_t last_tick;
+    static bool wanted;
     if (now - last_tick < IDLE_TICK_NS)
-        return last_tick + IDLE_TICK_NS - now;
+        return wanted || atomic_load(&tick_armed) ? last_tick + IDLE_TICK_NS - now : 0;
     last_tick = now;
     atomic_store(&tick_armed, 0);
     gs_pools_settle(false);
@@ -185,7 +187,8 @@ uint64_t gs_memory_tick(uint64_t now)
         if (back)
             gs_client_mem_free(&gs_devs[i], back);
     }
-    if (!again && !gs_pools_pending())
+    wanted = again || gs_pools_pending();
+    if (!wanted)
         return 0;
     atomic_store(&tick_armed, 1);
     return IDLE_TICK_NS;
