@@ -16,6 +16,7 @@
  */
 #include "gs_gate.h"
 #include "gs_glibc_compat.h"
+#include "gs_memory.h"
 #include "gs_log.h"
 
 #include <errno.h>
@@ -46,12 +47,14 @@ static bool policy_open;        /* GPUSLICE_ON_SERVER_DOWN=open */
 static bool policy_read;
 static bool connect_tried;      /* the gate thread has tried to connect at least once */
 static char socket_path[108];
-/* Memory requests waiting for their MEM_RESULT; guarded by gs_gate_lock. */
+/* Memory requests waiting for their MEM_RESULT or MEM_LEASED; guarded by
+ * gs_gate_lock. */
 #define MAX_PENDING 64
 static struct pending {
     uint64_t id;
     bool done;
     struct gs_msg_mem_result result;
+    struct gs_msg_mem_leased leased;
 } pending[MAX_PENDING];
 static uint64_t next_request_id;
 
@@ -198,10 +201,11 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
              * that the count survives a server restart. */
             send_slot_msg(GS_MSG_DEVICE, d);
             d->declared = true;
-            if (d->mem_held) {
+            uint64_t count = gs_lease_count_locked(d);
+            if (count) {
                 struct gs_msg m = {.type = GS_MSG_MEM_DECLARE};
                 m.u.mem.slot = (uint32_t)d->slot;
-                m.u.mem.bytes = d->mem_held;
+                m.u.mem.bytes = count;
                 send_msg(&m);
             }
         }
@@ -215,6 +219,24 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
                 pthread_cond_broadcast(&gs_gate_cv);
             }
         break;
+    case GS_MSG_MEM_LEASED:
+        for (int i = 0; i < MAX_PENDING; i++)
+            if (pending[i].id == msg->u.leased.id && !pending[i].done) {
+                pending[i].leased = msg->u.leased;
+                pending[i].done = true;
+                pthread_cond_broadcast(&gs_gate_cv);
+            }
+        break;
+    case GS_MSG_MEM_RECALL: {
+        /* A sibling needs room: give back all headroom, and answer even
+         * with nothing to give. */
+        struct gs_dev *d = &gs_devs[msg->u.recall.slot];
+        struct gs_msg m = {.type = GS_MSG_MEM_FREE};
+        m.u.mem.slot = msg->u.recall.slot;
+        m.u.mem.bytes = d->used ? gs_lease_recall_locked(d) : 0;
+        send_msg(&m);
+        break;
+    }
     case GS_MSG_GRANT: {
         struct gs_dev *d = &gs_devs[msg->u.grant.slot];
         bool join = (msg->u.grant.flags & GS_GRANT_JOIN) && d->state == GS_DEV_WANT;
@@ -438,6 +460,13 @@ static void *gate_main(void *arg)
         pthread_mutex_unlock(&gs_gate_lock);
         if (wake_launchers)
             wake_blocked_launchers();
+        /* Idle headroom goes back to the server, pools are read again. */
+        uint64_t memory_in = gs_memory_tick(gs_now_ns());
+        if (memory_in && (!timeout_p || (uint64_t)timeout.tv_sec * 1000000000ull + (uint64_t)timeout.tv_nsec > memory_in)) {
+            timeout.tv_sec = (time_t)(memory_in / 1000000000ull);
+            timeout.tv_nsec = (long)(memory_in % 1000000000ull);
+            timeout_p = &timeout;
+        }
         int n = ppoll(fds, sock_fd >= 0 ? 2 : 1, timeout_p, NULL);
         pthread_mutex_lock(&gs_gate_lock);
         if (n > 0 && (fds[0].revents & POLLIN)) {
@@ -470,6 +499,33 @@ static void wait_gate_cv_locked(long ms)
     pthread_cond_timedwait(&gs_gate_cv, &gs_gate_lock, &until);
 }
 
+/* A free entry of `pending` (waiting on gs_gate_cv while all are taken). */
+static struct pending *take_pending_locked(void)
+{
+    for (;;) {
+        for (int i = 0; i < MAX_PENDING; i++)
+            if (pending[i].id == 0)
+                return &pending[i];
+        pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
+    }
+}
+
+/* Waits for the answer to request `id` (gs_gate_lock held, released while
+ * waiting): the gate thread, or a launcher waiting for a grant, reads it
+ * and broadcasts gs_gate_cv. The allocating thread never reads the socket
+ * under the lock, so launches on other threads go on meanwhile. False
+ * when the connection went down first. */
+static bool await_answer_locked(struct pending *p, uint64_t id, bool sent)
+{
+    if (!sent) { /* the gate thread notices the broken connection and wakes us */
+        pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
+        return false;
+    }
+    while (connected && !(p->done && p->id == id))
+        wait_gate_cv_locked(100);
+    return p->done && p->id == id;
+}
+
 int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t bytes,
                               struct gs_msg_mem_result *result)
 {
@@ -500,37 +556,75 @@ int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t 
             send_msg(&m);
             return 0;
         }
-        struct pending *p = NULL;
-        while (!p) {
-            for (int i = 0; i < MAX_PENDING && !p; i++)
-                if (pending[i].id == 0)
-                    p = &pending[i];
-            if (!p)
-                pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
-        }
+        struct pending *p = take_pending_locked();
         p->id = m.u.mem.id = ++next_request_id;
         p->done = false;
         uint64_t id = p->id;
         bool sent = send_msg(&m) == 0;
-        if (!sent) /* the gate thread notices the broken connection and wakes us */
-            pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
-        /* Read the answer on this thread rather than wait for the gate
-         * thread to relay it: one thread hop less per allocation. Whatever
-         * else arrives meanwhile is handled here just as the gate thread
-         * would (under the same lock). */
-        while (sent && connected && !p->done) {
-            struct pollfd pfd = {.fd = sock, .events = POLLIN};
-            if (poll(&pfd, 1, 100) > 0)
-                read_socket_locked(gs_now_ns());
-        }
-        bool done = p->done && p->id == id;
-        if (done)
+        if (await_answer_locked(p, id, sent)) {
             *result = p->result;
-        p->id = 0;
-        if (done)
+            p->id = 0;
             return 0;
+        }
+        p->id = 0;
         /* the connection went down before the answer: ask again */
     }
+}
+
+int gs_client_lease_call(struct gs_dev *d, uint64_t need, uint64_t want, struct gs_msg_mem_leased *out)
+{
+    pthread_mutex_lock(&gs_gate_lock);
+    gs_client_start_locked();
+    uint64_t first_try = gs_now_ns();
+    for (;;) {
+        if (!connected) {
+            bool server_maybe_up = !connect_tried || sock >= 0;
+            if (policy_open && (!server_maybe_up || gs_now_ns() - first_try >= OPEN_WELCOME_WAIT_NS)) {
+                pthread_mutex_unlock(&gs_gate_lock);
+                return -1;
+            }
+            gs_client_wake();
+            wait_gate_cv_locked(50);
+            continue;
+        }
+        if (!d->declared) {
+            send_slot_msg(GS_MSG_DEVICE, d);
+            d->declared = true;
+        }
+        struct pending *p = take_pending_locked();
+        struct gs_msg m = {.type = GS_MSG_MEM_LEASE};
+        m.u.lease.slot = (uint32_t)d->slot;
+        m.u.lease.need = need;
+        m.u.lease.want = want;
+        p->id = m.u.lease.id = ++next_request_id;
+        p->done = false;
+        uint64_t id = p->id;
+        bool sent = send_msg(&m) == 0;
+        if (await_answer_locked(p, id, sent)) {
+            *out = p->leased;
+            p->id = 0;
+            d->mem_cap = out->cap;
+            pthread_mutex_unlock(&gs_gate_lock);
+            return 0;
+        }
+        p->id = 0;
+    }
+}
+
+void gs_client_mem_free(struct gs_dev *d, uint64_t bytes)
+{
+    pthread_mutex_lock(&gs_gate_lock);
+    if (connected) {
+        if (!d->declared) {
+            send_slot_msg(GS_MSG_DEVICE, d);
+            d->declared = true;
+        }
+        struct gs_msg m = {.type = GS_MSG_MEM_FREE};
+        m.u.mem.slot = (uint32_t)d->slot;
+        m.u.mem.bytes = bytes;
+        send_msg(&m);
+    }
+    pthread_mutex_unlock(&gs_gate_lock);
 }
 
 void gs_client_wait_locked(bool for_grant)

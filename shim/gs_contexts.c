@@ -9,6 +9,7 @@
  * gate's cold state; ctx_cv wakes a closer waiting for the last use.
  */
 #include "gs_contexts.h"
+#include "gs_memory.h"
 #include "gs_gate.h"
 #include "gs_hooks.h"
 #include "gs_log.h"
@@ -182,6 +183,8 @@ static CUresult ctx_destroy(CUcontext handle, CUresult (*real)(CUcontext))
     struct gs_ctx *c = begin_close(handle, false, 0);
     CUresult rc = real(handle);
     end_close(c, rc == CUDA_SUCCESS);
+    if (rc == CUDA_SUCCESS)
+        gs_mem_context_died(handle); /* its allocations and footprint */
     return rc;
 }
 
@@ -200,7 +203,13 @@ GS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     GS_PROLOGUE(cuDevicePrimaryCtxRetain);
-    CUresult rc = GS_REAL(cuDevicePrimaryCtxRetain)(pctx, dev);
+    struct gs_ctx_birth birth;
+    CUresult rc = pctx ? gs_ctxmem_before(dev, true, &birth) : CUDA_SUCCESS;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = GS_REAL(cuDevicePrimaryCtxRetain)(pctx, dev);
+    if (pctx)
+        rc = gs_ctxmem_after(&birth, rc, rc == CUDA_SUCCESS ? *pctx : NULL, true, dev);
     if (rc == CUDA_SUCCESS && pctx && *pctx) {
         pthread_mutex_lock(&gs_gate_lock);
         struct gs_ctx *c = gs_ctx_get_locked(*pctx);
@@ -228,6 +237,8 @@ static CUresult primary_release(CUdevice dev, bool reset, CUresult (*real)(CUdev
                          GS_REAL(cuDevicePrimaryCtxGetState)(dev, &flags, &active) == CUDA_SUCCESS && !active);
     }
     end_close(c, died);
+    if (died)
+        gs_ctxmem_primary_died(dev); /* its allocations and footprint */
     return rc;
 }
 

@@ -10,10 +10,12 @@
  *       the calling thread's own default stream
  *   GS_CUSTOM(name, (parameters), (arguments))
  *       wrapped by hand: graph launches (gs_graph.c), stream capture and
- *       stream lifetimes (gs_capture.c), context lifetimes (gs_contexts.c),
- *       synchronization (gs_idle.c)
+ *       stream lifetimes (gs_capture.c), context lifetimes (gs_contexts.c,
+ *       and creation, with its device memory, gs_ctxmem.c), synchronization
+ *       (gs_idle.c)
  *   GS_MEMORY(name, (parameters), (arguments))
  *       device memory: allocation, free and the queries that report it
+ *       (gs_memory.c; pools: gs_mempools.c)
  *   GS_LIFECYCLE(name, (parameters), (arguments))
  *       initialisation and contexts
  *   GS_INTERNAL(name, (parameters), (arguments))
@@ -132,6 +134,25 @@ GS_MEMORY(cuMemCreate,
            unsigned long long flags),
           (handle, size, prop, flags))
 GS_MEMORY(cuMemRelease, (CUmemGenericAllocationHandle handle), (handle))
+GS_MEMORY(cuMemMap,
+          (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+           unsigned long long flags),
+          (ptr, size, offset, handle, flags))
+GS_MEMORY(cuMemUnmap, (CUdeviceptr ptr, size_t size), (ptr, size))
+GS_MEMORY(cuMemPoolTrimTo, (CUmemoryPool pool, size_t keep), (pool, keep))
+GS_MEMORY(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value))
+GS_MEMORY(cuMemPoolDestroy, (CUmemoryPool pool), (pool))
+GS_MEMORY(cuGraphInstantiateWithFlags, (CUgraphExec *exec, CUgraph graph, unsigned long long flags),
+          (exec, graph, flags))
+GS_MEMORY(cuGraphInstantiate, (CUgraphExec *exec, CUgraph graph, CUgraphNode *err, char *log, size_t size),
+          (exec, graph, err, log, size))
+GS_MEMORY(cuGraphInstantiate_v2, (CUgraphExec *exec, CUgraph graph, CUgraphNode *err, char *log, size_t size),
+          (exec, graph, err, log, size))
+GS_MEMORY(cuGraphInstantiateWithParams, (CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params),
+          (exec, graph, params))
+GS_MEMORY(cuGraphInstantiateWithParams_ptsz,
+          (CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params), (exec, graph, params))
+GS_MEMORY(cuDeviceGraphMemTrim, (CUdevice device), (device))
 GS_MEMORY(cuMemFree_v2, (CUdeviceptr dptr), (dptr))
 GS_MEMORY(cuMemFree, (CUdeviceptr_v1 dptr), (dptr))
 GS_MEMORY(cuMemFreeAsync, (CUdeviceptr dptr, CUstream stream), (dptr, stream))
@@ -152,14 +173,14 @@ GS_MEMORY(cuDeviceTotalMem, (unsigned int *bytes, CUdevice dev), (bytes, dev))
 
 /* Initialisation and contexts. */
 GS_LIFECYCLE(cuInit, (unsigned int flags), (flags))
-GS_LIFECYCLE(cuCtxCreate, (CUcontext *pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))
-GS_LIFECYCLE(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))
-GS_LIFECYCLE(cuCtxCreate_v3,
-             (CUcontext *pctx, CUexecAffinityParam *params, int nparams, unsigned int flags, CUdevice dev),
-             (pctx, params, nparams, flags, dev))
-GS_LIFECYCLE(cuCtxCreate_v4,
-             (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
-             (pctx, params, flags, dev))
+GS_CUSTOM(cuCtxCreate, (CUcontext *pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))
+GS_CUSTOM(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev))
+GS_CUSTOM(cuCtxCreate_v3,
+          (CUcontext *pctx, CUexecAffinityParam *params, int nparams, unsigned int flags, CUdevice dev),
+          (pctx, params, nparams, flags, dev))
+GS_CUSTOM(cuCtxCreate_v4,
+          (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
+          (pctx, params, flags, dev))
 GS_CUSTOM(cuCtxDestroy, (CUcontext ctx), (ctx))
 GS_CUSTOM(cuCtxDestroy_v2, (CUcontext ctx), (ctx))
 GS_LIFECYCLE(cuCtxSetCurrent, (CUcontext ctx), (ctx))
@@ -189,6 +210,17 @@ GS_INTERNAL(cuStreamQuery, (CUstream stream), (stream))
 GS_INTERNAL(cuEventQuery, (CUevent event), (event))
 GS_INTERNAL(cuEventElapsedTime, (float *ms, CUevent start, CUevent end), (ms, start, end))
 GS_INTERNAL(cuEventDestroy_v2, (CUevent event), (event))
+GS_INTERNAL(cuDeviceGetMemPool, (CUmemoryPool *pool, CUdevice dev), (pool, dev))
+GS_INTERNAL(cuDeviceGetGraphMemAttribute, (CUdevice dev, CUgraphMem_attribute attr, void *value), (dev, attr, value))
+GS_INTERNAL(cuStreamGetCaptureInfo_v2,
+            (CUstream stream, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+             const CUgraphNode **deps, size_t *ndeps),
+            (stream, status, id, graph, deps, ndeps))
+GS_INTERNAL(cuStreamGetCaptureInfo_v2_ptsz,
+            (CUstream stream, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+             const CUgraphNode **deps, size_t *ndeps),
+            (stream, status, id, graph, deps, ndeps))
+GS_INTERNAL(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value))
 
 /* Entry-point lookup (hand-written wrappers). */
 GS_LOOKUP(cuGetProcAddress,

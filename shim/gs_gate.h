@@ -248,6 +248,13 @@ void gs_client_wait_locked(bool for_grant);
 int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t bytes,
                               struct gs_msg_mem_result *result);
 
+/* MEM_LEASE for d: takes gs_gate_lock, sends, and waits for the answer
+ * without holding it (the gate thread reads it). Returns 0 with *out
+ * filled, or -1 when the server is unreachable and the policy is open. */
+int gs_client_lease_call(struct gs_dev *d, uint64_t need, uint64_t want, struct gs_msg_mem_leased *out);
+/* MEM_FREE for d when connected (takes gs_gate_lock; no answer). */
+void gs_client_mem_free(struct gs_dev *d, uint64_t bytes);
+
 uint64_t gs_now_ns(void);
 
 #endif

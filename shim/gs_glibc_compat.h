@@ -27,6 +27,7 @@ __asm__(".symver pthread_join,pthread_join@" GS_GLIBC_BASE);
 __asm__(".symver pthread_once,pthread_once@" GS_GLIBC_BASE);
 __asm__(".symver pthread_key_create,pthread_key_create@" GS_GLIBC_BASE);
 __asm__(".symver pthread_setspecific,pthread_setspecific@" GS_GLIBC_BASE);
+__asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@" GS_GLIBC_BASE);
 __asm__(".symver pthread_condattr_setclock,pthread_condattr_setclock@" GS_GLIBC_CONDATTR_SETCLOCK);
 #endif
 

@@ -17,6 +17,7 @@
  * The table and the pending measurements are guarded by gs_gate_lock.
  */
 #include "gs_graph.h"
+#include "gs_memory.h"
 #include "gs_capture.h"
 #include "gs_contexts.h"
 #include "gs_gate.h"
@@ -154,13 +155,23 @@ static CUresult graph_launch(CUgraphExec exec, CUstream stream, int ptsz, CUresu
 GS_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream)
 {
     GS_PROLOGUE(cuGraphLaunch);
-    return graph_launch(exec, stream, 0, GS_REAL(cuGraphLaunch));
+    struct gs_graph_launch mem; /* its allocation nodes' memory (gs_graphmem.c) */
+    if ((gs_rc = gs_graphmem_before_launch(exec, stream, 0, &mem)) != CUDA_SUCCESS)
+        return gs_rc;
+    gs_rc = graph_launch(exec, stream, 0, GS_REAL(cuGraphLaunch));
+    gs_graphmem_after_launch(exec, &mem, gs_rc);
+    return gs_rc;
 }
 
 GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream)
 {
     GS_PROLOGUE(cuGraphLaunch_ptsz);
-    return graph_launch(exec, stream, 1, GS_REAL(cuGraphLaunch_ptsz));
+    struct gs_graph_launch mem; /* its allocation nodes' memory (gs_graphmem.c) */
+    if ((gs_rc = gs_graphmem_before_launch(exec, stream, 1, &mem)) != CUDA_SUCCESS)
+        return gs_rc;
+    gs_rc = graph_launch(exec, stream, 1, GS_REAL(cuGraphLaunch_ptsz));
+    gs_graphmem_after_launch(exec, &mem, gs_rc);
+    return gs_rc;
 }
 
 GS_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)

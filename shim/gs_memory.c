@@ -1,41 +1,54 @@
 /*
- * Device memory caps: every allocation path is reserved with
- * gpuslice-server before the real allocation is made, against the tenant's
- * cap summed over all of its processes, and every free gives back exactly
- * what was counted. cuMemGetInfo and cuDeviceTotalMem report the cap.
+ * Device memory caps: every allocation path is counted against the
+ * tenant's cap, summed over all of its processes, before the real
+ * allocation is made, and every free gives back exactly what was counted.
+ * cuMemGetInfo and cuDeviceTotalMem report the cap and the physical truth.
  *
  * - Over the cap: CUDA_ERROR_OUT_OF_MEMORY and nothing is allocated.
  * - A reservation whose real allocation fails is given back.
  * - A double or unknown free changes nothing and returns the driver's answer.
- * - An allocation costs one round trip to the server; a free costs none.
+ * - Counting spends the process's lease of headroom (gs_lease.c): no round
+ *   trip to the server while it lasts.
+ * - cuMemCreate memory is held until its handle is released and its last
+ *   mapping is gone; a context's allocations die with it.
  * - Process exit, SIGKILL included, returns everything: the server sees the
  *   socket close. After a reconnection the process declares what it holds.
  *
- * This file owns the table of counted allocations (alloc_table, guarded by
- * table_lock) and the per-device totals (gs_dev.mem_held, under
- * gs_gate_lock).
+ * This file owns the table of counted allocations (alloc_table) and of VMM
+ * mappings (mappings), both guarded by table_lock.
  */
-#include "gs_gate.h"
 #include "gs_hooks.h"
 #include "gs_log.h"
+#include "gs_memory.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum alloc_kind { K_PTR = 1, K_VMM, K_ARRAY, K_MIPMAP };
+#define K_PTR GS_K_PTR
+#define K_VMM GS_K_VMM
+#define K_ARRAY GS_K_ARRAY
+#define K_MIPMAP GS_K_MIPMAP
+#define K_CTX GS_K_CTX
+typedef enum gs_alloc_kind alloc_kind_t;
 
 struct counted {
-    uint64_t key;      /* device pointer, VMM handle or array handle */
-    uint8_t kind;      /* enum alloc_kind; 0 = empty, 0xff = deleted */
+    uint64_t key;      /* device pointer, VMM handle, array handle or context */
+    uint8_t kind;      /* enum gs_alloc_kind; 0 = empty, 0xff = deleted */
     uint8_t slot;      /* gs_devs index */
+    bool released;     /* VMM: cuMemRelease'd, freed at its last unmap */
+    uint32_t maps;     /* VMM: live mappings */
     uint64_t bytes;
+    CUcontext ctx;     /* the context it dies with; NULL: none */
 };
 
 /* Open-addressing table of live counted allocations; guarded by table_lock. */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct counted *alloc_table;
 static size_t table_cap, table_used;
+/* VMM mappings: the handle behind [base, base+size); guarded by table_lock. */
+static struct mapping { uint64_t base, size, handle; } *mappings;
+static size_t nmappings, mappings_cap;
 
 static size_t hash(uint64_t key, uint8_t kind)
 {
@@ -64,7 +77,19 @@ static bool table_grow_locked(void)
     return true;
 }
 
-static bool track(enum alloc_kind kind, uint64_t key, const struct gs_dev *d, uint64_t bytes)
+/* The live entry of (kind, key), or NULL; table_lock held. */
+static struct counted *find_locked(alloc_kind_t kind, uint64_t key)
+{
+    if (!table_cap)
+        return NULL;
+    size_t j = hash(key, (uint8_t)kind) & (table_cap - 1);
+    for (size_t n = 0; n < table_cap && alloc_table[j].kind; n++, j = (j + 1) & (table_cap - 1))
+        if (alloc_table[j].kind == kind && alloc_table[j].key == key)
+            return &alloc_table[j];
+    return NULL;
+}
+
+bool gs_mem_track(alloc_kind_t kind, uint64_t key, const struct gs_dev *d, uint64_t bytes, CUcontext ctx)
 {
     pthread_mutex_lock(&table_lock);
     bool ok = (table_used + 1) * 2 <= table_cap || table_grow_locked();
@@ -72,61 +97,62 @@ static bool track(enum alloc_kind kind, uint64_t key, const struct gs_dev *d, ui
         size_t j = hash(key, (uint8_t)kind) & (table_cap - 1);
         while (alloc_table[j].kind && alloc_table[j].kind != 0xff)
             j = (j + 1) & (table_cap - 1);
-        alloc_table[j] = (struct counted){key, (uint8_t)kind, (uint8_t)d->slot, bytes};
+        alloc_table[j] = (struct counted){key, (uint8_t)kind, (uint8_t)d->slot, false, 0, bytes, ctx};
         table_used++;
     }
     pthread_mutex_unlock(&table_lock);
     return ok;
 }
 
-static bool untrack(enum alloc_kind kind, uint64_t key, struct counted *out)
+static bool track(alloc_kind_t kind, uint64_t key, const struct gs_dev *d, uint64_t bytes, CUcontext ctx)
 {
-    bool found = false;
+    return gs_mem_track(kind, key, d, bytes, ctx);
+}
+
+static bool untrack(alloc_kind_t kind, uint64_t key, struct counted *out)
+{
     pthread_mutex_lock(&table_lock);
-    if (table_cap) {
-        size_t j = hash(key, (uint8_t)kind) & (table_cap - 1);
-        for (size_t n = 0; n < table_cap && alloc_table[j].kind; n++, j = (j + 1) & (table_cap - 1))
-            if (alloc_table[j].kind == kind && alloc_table[j].key == key) {
-                *out = alloc_table[j];
-                alloc_table[j].kind = 0xff;
-                table_used--;
-                found = true;
-                break;
-            }
+    struct counted *e = find_locked(kind, key);
+    if (e) {
+        *out = *e;
+        e->kind = 0xff;
+        table_used--;
     }
     pthread_mutex_unlock(&table_lock);
-    return found;
+    return e != NULL;
+}
+
+void gs_mem_context_died(CUcontext ctx)
+{
+    uint64_t back[GS_MAX_DEVICES] = {0};
+    pthread_mutex_lock(&table_lock);
+    for (size_t i = 0; i < table_cap; i++) {
+        struct counted *e = &alloc_table[i];
+        if (e->kind == 0 || e->kind == 0xff || e->ctx != ctx || !ctx)
+            continue;
+        back[e->slot] += e->bytes;
+        e->kind = 0xff;
+        table_used--;
+    }
+    pthread_mutex_unlock(&table_lock);
+    for (int i = 0; i < GS_MAX_DEVICES; i++)
+        if (back[i])
+            gs_lease_give(&gs_devs[i], back[i]);
 }
 
 /* ---- reservations ------------------------------------------------------- */
 
 static CUresult reserve(struct gs_dev *d, uint64_t bytes)
 {
-    struct gs_msg_mem_result result;
-    pthread_mutex_lock(&gs_gate_lock);
-    int rc = gs_client_mem_call_locked(d, GS_MSG_MEM_RESERVE, bytes, &result);
-    bool ok = rc != 0 || result.ok; /* rc != 0: server down, policy open */
-    if (ok)
-        d->mem_held += bytes;
-    if (rc == 0)
-        d->mem_cap = result.cap;
-    pthread_mutex_unlock(&gs_gate_lock);
-    if (!ok)
-        GS_DEBUG("allocation of %llu bytes refused: the tenant's cap is %llu, %llu in use",
-                 (unsigned long long)bytes, (unsigned long long)result.cap, (unsigned long long)result.used);
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return gs_lease_take(d, bytes);
 }
 
 static void give_back(struct gs_dev *d, uint64_t bytes)
 {
-    pthread_mutex_lock(&gs_gate_lock);
-    d->mem_held -= bytes > d->mem_held ? d->mem_held : bytes;
-    if (gs_client_connected_locked())
-        gs_client_mem_call_locked(d, GS_MSG_MEM_FREE, bytes, NULL);
-    pthread_mutex_unlock(&gs_gate_lock);
+    gs_lease_give(d, bytes);
 }
 
-/* The tenant's cap and usage on d; false when there is no cap (or no
+/* The tenant's cap and count on d; false when there is no cap (or no
  * server, under the open policy). */
 static bool query_cap(struct gs_dev *d, uint64_t *cap, uint64_t *used)
 {
@@ -143,9 +169,18 @@ static bool query_cap(struct gs_dev *d, uint64_t *cap, uint64_t *used)
     return true;
 }
 
-/* Reserve, allocate, and count the result under `key`; or give the
- * reservation back if the driver fails. */
-#define COUNTED_ALLOC(dev, bytes, kind, call, key_expr)                     \
+/* The calling thread's current context: what a plain allocation dies with. */
+static CUcontext current_ctx(void)
+{
+    CUcontext ctx = NULL;
+    if (GS_REAL(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS)
+        return NULL;
+    return ctx;
+}
+
+/* Reserve, allocate, and count the result under `key` (dying with
+ * context `ctx`); or give the reservation back if the driver fails. */
+#define COUNTED_ALLOC(dev, bytes, kind, call, key_expr, ctx)                \
     do {                                                                    \
         CUresult r_ = reserve(dev, bytes);                                  \
         if (r_ != CUDA_SUCCESS)                                             \
@@ -155,7 +190,7 @@ static bool query_cap(struct gs_dev *d, uint64_t *cap, uint64_t *used)
             give_back(dev, bytes);                                          \
             return r_;                                                      \
         }                                                                   \
-        if (!track(kind, (uint64_t)(key_expr), dev, bytes))                 \
+        if (!track(kind, (uint64_t)(key_expr), dev, bytes, ctx))            \
             gs_log(GS_LOG_ERROR, "out of memory for the allocation table: " \
                    "%llu bytes will stay counted until exit",               \
                    (unsigned long long)(bytes));                            \
@@ -165,7 +200,7 @@ static bool query_cap(struct gs_dev *d, uint64_t *cap, uint64_t *used)
 /* Frees: forget the entry first (so that a new allocation at the same
  * address is not confused with it), free, then give the bytes back; put
  * the entry back if the driver refuses. */
-static CUresult counted_free(enum alloc_kind kind, uint64_t key, CUresult (*do_free)(uint64_t))
+static CUresult counted_free(alloc_kind_t kind, uint64_t key, CUresult (*do_free)(uint64_t))
 {
     struct counted e;
     bool known = untrack(kind, key, &e);
@@ -175,7 +210,7 @@ static CUresult counted_free(enum alloc_kind kind, uint64_t key, CUresult (*do_f
     if (rc == CUDA_SUCCESS)
         give_back(&gs_devs[e.slot], e.bytes);
     else
-        track(kind, key, &gs_devs[e.slot], e.bytes);
+        track(kind, key, &gs_devs[e.slot], e.bytes, e.ctx);
     return rc;
 }
 
@@ -195,7 +230,7 @@ GS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     if (!dptr || bytes == 0)
         return GS_REAL(cuMemAlloc_v2)(dptr, bytes);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMemAlloc_v2)(dptr, bytes));
-    COUNTED_ALLOC(d, bytes, K_PTR, GS_REAL(cuMemAlloc_v2)(dptr, bytes), *dptr);
+    COUNTED_ALLOC(d, bytes, K_PTR, GS_REAL(cuMemAlloc_v2)(dptr, bytes), *dptr, current_ctx());
 }
 
 GS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytes)
@@ -204,7 +239,7 @@ GS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytes)
     if (!dptr || bytes == 0)
         return GS_REAL(cuMemAlloc)(dptr, bytes);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMemAlloc)(dptr, bytes));
-    COUNTED_ALLOC(d, bytes, K_PTR, GS_REAL(cuMemAlloc)(dptr, bytes), *dptr);
+    COUNTED_ALLOC(d, bytes, K_PTR, GS_REAL(cuMemAlloc)(dptr, bytes), *dptr, current_ctx());
 }
 
 GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
@@ -213,26 +248,69 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned i
     if (!dptr || bytes == 0)
         return GS_REAL(cuMemAllocManaged)(dptr, bytes, flags);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMemAllocManaged)(dptr, bytes, flags));
-    COUNTED_ALLOC(d, bytes, K_PTR, GS_REAL(cuMemAllocManaged)(dptr, bytes, flags), *dptr);
+    COUNTED_ALLOC(d, bytes, K_PTR, GS_REAL(cuMemAllocManaged)(dptr, bytes, flags), *dptr, current_ctx());
 }
 
-/* Stream-ordered allocations come from the stream's device, whatever the
- * current context is. */
-#define ASYNC_ALLOC(name, ptsz, extra_params, extra_args)                        \
-    GS_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytes extra_params)        \
-    {                                                                            \
-        GS_PROLOGUE(name);                                                       \
-        struct gs_launch_target t;                                               \
-        if (!dptr || bytes == 0 || gs_gate_resolve_stream(s, ptsz, &t) != CUDA_SUCCESS) \
-            return GS_REAL(name)(dptr, bytes extra_args);                        \
-        COUNTED_ALLOC(t.dev, bytes, K_PTR, GS_REAL(name)(dptr, bytes extra_args), *dptr); \
-    }
+/* Stream-ordered allocations come from a pool of the stream's device,
+ * whatever the current context is: the pool's growth is what is counted
+ * (gs_mempools.c). */
+struct async_args {
+    CUdeviceptr *dptr;
+    size_t bytes;
+    CUmemoryPool pool;
+    CUstream stream;
+    int variant;             /* 0 cuMemAllocAsync, 1 _ptsz, 2 FromPool, 3 FromPool_ptsz */
+};
 
-#define COMMA ,
-ASYNC_ALLOC(cuMemAllocAsync, 0, COMMA CUstream s, COMMA s)
-ASYNC_ALLOC(cuMemAllocAsync_ptsz, 1, COMMA CUstream s, COMMA s)
-ASYNC_ALLOC(cuMemAllocFromPoolAsync, 0, COMMA CUmemoryPool p COMMA CUstream s, COMMA p COMMA s)
-ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, 1, COMMA CUmemoryPool p COMMA CUstream s, COMMA p COMMA s)
+static CUresult real_async(void *p)
+{
+    struct async_args *a = p;
+    switch (a->variant) {
+    case 0: return GS_REAL(cuMemAllocAsync)(a->dptr, a->bytes, a->stream);
+    case 1: return GS_REAL(cuMemAllocAsync_ptsz)(a->dptr, a->bytes, a->stream);
+    case 2: return GS_REAL(cuMemAllocFromPoolAsync)(a->dptr, a->bytes, a->pool, a->stream);
+    default: return GS_REAL(cuMemAllocFromPoolAsync_ptsz)(a->dptr, a->bytes, a->pool, a->stream);
+    }
+}
+
+static CUresult async_alloc(struct async_args *a, int ptsz)
+{
+    struct gs_launch_target t;
+    if (!a->dptr || a->bytes == 0 || (a->variant >= 2 && !a->pool) ||
+        gs_gate_resolve_stream(a->stream, ptsz, &t) != CUDA_SUCCESS)
+        return real_async(a);
+    if (gs_graphmem_captured(a->stream, ptsz, a->bytes))
+        return real_async(a); /* an allocation node: taken at the graph's first launch */
+    return gs_pool_alloc(t.dev, a->pool, a->bytes, a->dptr, real_async, a);
+}
+
+GS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s)
+{
+    GS_PROLOGUE(cuMemAllocAsync);
+    struct async_args a = {dptr, bytes, NULL, s, 0};
+    return async_alloc(&a, 0);
+}
+
+GS_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream s)
+{
+    GS_PROLOGUE(cuMemAllocAsync_ptsz);
+    struct async_args a = {dptr, bytes, NULL, s, 1};
+    return async_alloc(&a, 1);
+}
+
+GS_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool p, CUstream s)
+{
+    GS_PROLOGUE(cuMemAllocFromPoolAsync);
+    struct async_args a = {dptr, bytes, p, s, 2};
+    return async_alloc(&a, 0);
+}
+
+GS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUmemoryPool p, CUstream s)
+{
+    GS_PROLOGUE(cuMemAllocFromPoolAsync_ptsz);
+    struct async_args a = {dptr, bytes, p, s, 3};
+    return async_alloc(&a, 1);
+}
 
 /* Pitched: the driver picks the pitch. Reserve a 512-byte-aligned
  * estimate, make the allocation, then settle on pitch x height. `real`
@@ -259,7 +337,7 @@ static CUresult pitched_alloc(struct gs_dev *d, uint64_t width, uint64_t height,
     }
     if (actual < estimate)
         give_back(d, estimate - actual);
-    track(K_PTR, ptr, d, actual);
+    track(K_PTR, ptr, d, actual, current_ctx());
     return CUDA_SUCCESS;
 }
 
@@ -329,7 +407,9 @@ static CUresult real_free_async(uint64_t key)
 GS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     GS_PROLOGUE(cuMemFree_v2);
-    return counted_free(K_PTR, dptr, real_free_v2);
+    CUresult rc = counted_free(K_PTR, dptr, real_free_v2);
+    gs_pools_touched(); /* it may be stream-ordered memory */
+    return rc;
 }
 
 GS_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
@@ -343,7 +423,9 @@ GS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
     GS_PROLOGUE(cuMemFreeAsync);
     free_stream = stream;
     free_ptsz = false;
-    return counted_free(K_PTR, dptr, real_free_async);
+    CUresult rc = counted_free(K_PTR, dptr, real_free_async);
+    gs_pools_touched();
+    return rc;
 }
 
 GS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
@@ -351,7 +433,9 @@ GS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
     GS_PROLOGUE(cuMemFreeAsync_ptsz);
     free_stream = stream;
     free_ptsz = true;
-    return counted_free(K_PTR, dptr, real_free_async);
+    CUresult rc = counted_free(K_PTR, dptr, real_free_async);
+    gs_pools_touched();
+    return rc;
 }
 
 /* ---- virtual memory management ------------------------------------------- */
@@ -364,15 +448,98 @@ GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     if (!handle || !prop || size == 0 || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         gs_gate_device_by_ordinal(prop->location.id, &d) != CUDA_SUCCESS)
         return GS_REAL(cuMemCreate)(handle, size, prop, flags); /* host memory, or invalid */
-    COUNTED_ALLOC(d, size, K_VMM, GS_REAL(cuMemCreate)(handle, size, prop, flags), *handle);
+    COUNTED_ALLOC(d, size, K_VMM, GS_REAL(cuMemCreate)(handle, size, prop, flags), *handle, NULL);
 }
 
-static CUresult real_release(uint64_t key) { return GS_REAL(cuMemRelease)((CUmemGenericAllocationHandle)key); }
-
+/* "cuMemRelease": memory still mapped is freed when its last mapping goes,
+ * so it stays counted until then. */
 GS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     GS_PROLOGUE(cuMemRelease);
-    return counted_free(K_VMM, handle, real_release);
+    /* Forget or mark the entry first, so that a new handle with the same
+     * value is not confused with it; undo if the driver refuses. */
+    struct counted freed = {0};
+    bool marked = false;
+    pthread_mutex_lock(&table_lock);
+    struct counted *e = find_locked(K_VMM, handle);
+    if (e && e->maps == 0) {
+        freed = *e;
+        e->kind = 0xff;
+        table_used--;
+    } else if (e && !e->released) {
+        e->released = marked = true;
+    }
+    pthread_mutex_unlock(&table_lock);
+    CUresult rc = GS_REAL(cuMemRelease)(handle);
+    if (rc == CUDA_SUCCESS) {
+        if (freed.kind)
+            give_back(&gs_devs[freed.slot], freed.bytes);
+    } else if (freed.kind) {
+        track(K_VMM, handle, &gs_devs[freed.slot], freed.bytes, NULL);
+    } else if (marked) {
+        pthread_mutex_lock(&table_lock);
+        if ((e = find_locked(K_VMM, handle)))
+            e->released = false;
+        pthread_mutex_unlock(&table_lock);
+    }
+    return rc;
+}
+
+GS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                            unsigned long long flags)
+{
+    GS_PROLOGUE(cuMemMap);
+    CUresult rc = GS_REAL(cuMemMap)(ptr, size, offset, handle, flags);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&table_lock);
+    struct counted *e = find_locked(K_VMM, handle);
+    if (e && nmappings == mappings_cap) {
+        size_t cap = mappings_cap ? mappings_cap * 2 : 64;
+        struct mapping *grown = realloc(mappings, cap * sizeof *grown);
+        if (grown) {
+            mappings = grown;
+            mappings_cap = cap;
+        }
+    }
+    if (e && nmappings < mappings_cap) {
+        mappings[nmappings++] = (struct mapping){(uint64_t)ptr, size, handle};
+        e->maps++;
+    } else if (e) {
+        gs_log(GS_LOG_ERROR, "out of memory for the mapping table: a handle's memory stays counted until exit");
+        e->maps = UINT32_MAX;
+    }
+    pthread_mutex_unlock(&table_lock);
+    return rc;
+}
+
+GS_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    GS_PROLOGUE(cuMemUnmap);
+    CUresult rc = GS_REAL(cuMemUnmap)(ptr, size);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t back[GS_MAX_DEVICES] = {0};
+    pthread_mutex_lock(&table_lock);
+    for (size_t i = 0; i < nmappings;) {
+        struct mapping *m = &mappings[i];
+        if (m->base < (uint64_t)ptr || m->base - (uint64_t)ptr >= size) {
+            i++;
+            continue;
+        }
+        struct counted *e = find_locked(K_VMM, m->handle);
+        *m = mappings[--nmappings];
+        if (e && e->maps != UINT32_MAX && --e->maps == 0 && e->released) {
+            back[e->slot] += e->bytes;
+            e->kind = 0xff;
+            table_used--;
+        }
+    }
+    pthread_mutex_unlock(&table_lock);
+    for (int i = 0; i < GS_MAX_DEVICES; i++)
+        if (back[i])
+            give_back(&gs_devs[i], back[i]);
+    return rc;
 }
 
 /* ---- arrays ------------------------------------------------------------- */
@@ -419,7 +586,7 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t depth, uint64_t ele
         if (!handle || bytes == 0)                                                     \
             return GS_REAL(name)(handle, desc);                                        \
         CURRENT_DEV_OR_PASS(d, GS_REAL(name)(handle, desc));                           \
-        COUNTED_ALLOC(d, bytes, K_ARRAY, GS_REAL(name)(handle, desc), (uintptr_t)*handle); \
+        COUNTED_ALLOC(d, bytes, K_ARRAY, GS_REAL(name)(handle, desc), (uintptr_t)*handle, current_ctx()); \
     }
 
 ARRAY_CREATE(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR, 0)
@@ -458,7 +625,8 @@ GS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *handle, const CUDA_A
     if (!handle || total == 0)
         return GS_REAL(cuMipmappedArrayCreate)(handle, desc, levels);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMipmappedArrayCreate)(handle, desc, levels));
-    COUNTED_ALLOC(d, total, K_MIPMAP, GS_REAL(cuMipmappedArrayCreate)(handle, desc, levels), (uintptr_t)*handle);
+    COUNTED_ALLOC(d, total, K_MIPMAP, GS_REAL(cuMipmappedArrayCreate)(handle, desc, levels), (uintptr_t)*handle,
+                  current_ctx());
 }
 
 static CUresult real_mipmap_destroy(uint64_t key)
@@ -474,13 +642,16 @@ GS_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray handle)
 
 /* ---- what the application is told ---------------------------------------- */
 
-/* total = min(cap, physical); free = total - the tenant's usage, never
- * below zero. */
+/* total = min(cap, physical total); free = min(total - the tenant's count,
+ * physically free), never below zero. The tenant's count leaves out this
+ * process's own headroom, which it can spend. */
 static void apply_cap(uint64_t cap, uint64_t used, uint64_t *free_bytes, uint64_t *total_bytes)
 {
     uint64_t total = cap < *total_bytes ? cap : *total_bytes;
+    uint64_t room = used < total ? total - used : 0;
     *total_bytes = total;
-    *free_bytes = used < total ? total - used : 0;
+    if (room < *free_bytes)
+        *free_bytes = room;
 }
 
 /* The capped view of the calling thread's device: false when there is no
@@ -489,9 +660,13 @@ static bool capped_info(uint64_t *free_bytes, uint64_t *total_bytes)
 {
     struct gs_dev *d;
     uint64_t cap, used;
-    if (gs_gate_current_device(&d) != CUDA_SUCCESS || !query_cap(d, &cap, &used))
+    if (gs_gate_current_device(&d) != CUDA_SUCCESS)
         return false;
-    apply_cap(cap, used, free_bytes, total_bytes);
+    gs_pools_settle(true);
+    if (!query_cap(d, &cap, &used))
+        return false;
+    uint64_t headroom = gs_lease_headroom(d);
+    apply_cap(cap, used > headroom ? used - headroom : 0, free_bytes, total_bytes);
     return true;
 }
 
@@ -559,4 +734,11 @@ void gs_memory_after_fork_child(void)
     free(alloc_table);
     alloc_table = NULL;
     table_cap = table_used = 0;
+    free(mappings);
+    mappings = NULL;
+    nmappings = mappings_cap = 0;
+    gs_lease_after_fork_child();
+    gs_pools_after_fork_child();
+    gs_ctxmem_after_fork_child();
+    gs_graphmem_after_fork_child();
 }

@@ -13,6 +13,7 @@ FAKECUDA_DIR = os.path.join(BUILD, "test", "fakecuda")
 STAT = os.path.join(FAKECUDA_DIR, "fakecuda-stat")
 SPIN = os.path.join(BUILD, "examples", "spin", "spin")
 MEMHOG = os.path.join(BUILD, "test", "memhog")
+MEMSCRIPT = os.path.join(BUILD, "test", "memscript")
 
 
 class Checks:
@@ -45,6 +46,9 @@ class Machine:
             "FAKECUDA_STATE": self.state,
             "FAKECUDA_DEVICES": str(devices),
             "FAKECUDA_MEMORY": memory,
+            # Contexts hold no device memory unless a test says so, so that
+            # byte counts are the allocations' alone.
+            "FAKECUDA_CONTEXT_BYTES": "0",
         })
         self.env.update({k: str(v) for k, v in extra.items()})
         # Create the state before anything is measured.
@@ -154,7 +158,11 @@ class Server:
 
     def tenant_env(self, tenant, **extra):
         env = dict(self.machine.env)
+        # On fakecuda, the shim's estimate of a context's footprint, for
+        # contexts it cannot measure, is what the machine's contexts hold.
         env.update({"LD_PRELOAD": SHIM, "GPUSLICE_SOCKET": self.socket(tenant)})
+        if "FAKECUDA_CONTEXT_BYTES" in self.machine.env:
+            env["GPUSLICE_CONTEXT_BYTES"] = self.machine.env["FAKECUDA_CONTEXT_BYTES"]
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
@@ -211,3 +219,33 @@ def tenant_shares(meter, pids_by_tenant):
     """Sums the meter's per-process shares by tenant."""
     share = {p["pid"]: p["share"] for p in meter["processes"]}
     return {t: sum(share.get(pid, 0.0) for pid in pids) for t, pids in pids_by_tenant.items()}
+
+
+class MemScript:
+    """A memscript process (test/helpers/memscript.c): device memory calls
+    made one at a time, each answered with its CUresult name."""
+
+    def __init__(self, env):
+        self.proc = subprocess.Popen([MEMSCRIPT], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        self.pid = self.proc.pid
+
+    def do(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline()
+        if not reply:
+            raise RuntimeError("memscript %d died at %r" % (self.pid, line))
+        fields = dict(kv.split("=", 1) for kv in reply.split())
+        return fields
+
+    def rc(self, line):
+        return self.do(line)["rc"]
+
+    def close(self):
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.proc.wait(timeout=30)

@@ -177,6 +177,13 @@ static void handle(struct client *c, const struct gs_msg *msg)
         }
         mem_handle(c, msg);
         break;
+    case GS_MSG_MEM_LEASE:
+        if (!c->devices[msg->u.lease.slot]) {
+            client_drop(c, "memory message for an undeclared device");
+            return;
+        }
+        mem_lease(c, msg);
+        break;
     default: {
         char what[64];
         snprintf(what, sizeof what, "unexpected %s message", gs_msg_type_str(msg->type));

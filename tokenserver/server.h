@@ -247,7 +247,10 @@ struct client {
     struct device *devices[GS_MAX_DEVICES];  /* by the client's slot */
     bool wants[GS_MAX_DEVICES];               /* ACQUIRE outstanding */
     uint64_t holds[GS_MAX_DEVICES];           /* grant held, 0 = none */
-    uint64_t mem_held[GS_MAX_DEVICES];        /* device memory counted for it */
+    uint64_t mem_held[GS_MAX_DEVICES];        /* device memory counted for it:
+                                                 what it holds plus its headroom */
+    uint64_t recall_sent_ns[GS_MAX_DEVICES];  /* MEM_RECALL unanswered since; 0 = none */
+    bool recalling[GS_MAX_DEVICES];           /* its lease that did not fit made siblings recall */
     struct client *next;
     struct client *member_next, **member_prev; /* in tenant->members */
 };
@@ -368,6 +371,9 @@ uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);
 /* ---- memory.c ----------------------------------------------------------------- */
 
 void mem_handle(struct client *c, const struct gs_msg *msg);
+/* MEM_LEASE: grants headroom within the cap, or recalls idle headroom from
+ * the tenant's other processes on the device and asks for a retry. */
+void mem_lease(struct client *c, const struct gs_msg *msg);
 /* A client's slot goes away: what it held is the tenant's no longer. */
 void mem_slot_gone(struct client *c, int slot);
 

@@ -65,6 +65,9 @@ static long body_size(int type)
     case GS_MSG_MEM_QUERY:
     case GS_MSG_MEM_DECLARE: return 4 + 8 + 8;
     case GS_MSG_MEM_RESULT: return 8 + 4 + 8 + 8;
+    case GS_MSG_MEM_LEASE: return 4 + 8 + 8 + 8;
+    case GS_MSG_MEM_LEASED: return 8 + 4 + 8 + 8 + 8;
+    case GS_MSG_MEM_RECALL: return 4;
     default: return -2;
     }
 }
@@ -150,6 +153,22 @@ size_t gs_msg_encode(const struct gs_msg *msg, uint8_t *buf, size_t cap)
         put_u32(b + 8, msg->u.mem_result.ok);
         put_u64(b + 12, msg->u.mem_result.cap);
         put_u64(b + 20, msg->u.mem_result.used);
+        break;
+    case GS_MSG_MEM_LEASE:
+        put_u32(b, msg->u.lease.slot);
+        put_u64(b + 4, msg->u.lease.id);
+        put_u64(b + 12, msg->u.lease.need);
+        put_u64(b + 20, msg->u.lease.want);
+        break;
+    case GS_MSG_MEM_LEASED:
+        put_u64(b, msg->u.leased.id);
+        put_u32(b + 8, msg->u.leased.status);
+        put_u64(b + 12, msg->u.leased.granted);
+        put_u64(b + 20, msg->u.leased.cap);
+        put_u64(b + 28, msg->u.leased.used);
+        break;
+    case GS_MSG_MEM_RECALL:
+        put_u32(b, msg->u.recall.slot);
         break;
     }
     return GS_HEADER_SIZE + body;
@@ -238,6 +257,28 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
         if (msg->u.mem_result.ok > 1)
             return GS_DECODE_BAD_FIELD;
         break;
+    case GS_MSG_MEM_LEASE:
+        msg->u.lease.slot = get_u32(b);
+        msg->u.lease.id = get_u64(b + 4);
+        msg->u.lease.need = get_u64(b + 12);
+        msg->u.lease.want = get_u64(b + 20);
+        if (msg->u.lease.slot >= GS_MAX_DEVICES || msg->u.lease.want < msg->u.lease.need)
+            return GS_DECODE_BAD_FIELD;
+        break;
+    case GS_MSG_MEM_LEASED:
+        msg->u.leased.id = get_u64(b);
+        msg->u.leased.status = get_u32(b + 8);
+        msg->u.leased.granted = get_u64(b + 12);
+        msg->u.leased.cap = get_u64(b + 20);
+        msg->u.leased.used = get_u64(b + 28);
+        if (msg->u.leased.status > GS_LEASE_RETRY)
+            return GS_DECODE_BAD_FIELD;
+        break;
+    case GS_MSG_MEM_RECALL:
+        msg->u.recall.slot = get_u32(b);
+        if (msg->u.recall.slot >= GS_MAX_DEVICES)
+            return GS_DECODE_BAD_FIELD;
+        break;
     }
     return GS_DECODE_OK;
 }
@@ -261,7 +302,7 @@ const char *gs_msg_type_str(int type)
     static const char *const names[] = {
         "?", "HELLO", "WELCOME", "ERROR", "DEVICE", "ACQUIRE", "GRANT",
         "REVOKE", "RELEASE", "STATUS_REQUEST", "STATUS_REPLY", "MEM_RESERVE",
-        "MEM_FREE", "MEM_QUERY", "MEM_DECLARE", "MEM_RESULT",
+        "MEM_FREE", "MEM_QUERY", "MEM_DECLARE", "MEM_RESULT", "MEM_LEASE", "MEM_LEASED", "MEM_RECALL",
     };
-    return type > 0 && type <= GS_MSG_MEM_RESULT ? names[type] : "unknown";
+    return type > 0 && type <= GS_MSG_MEM_RECALL ? names[type] : "unknown";
 }

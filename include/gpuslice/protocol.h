@@ -39,6 +39,17 @@
  *   client MEM_FREE(slot, bytes)     after a free; no answer
  *   client MEM_QUERY(slot, id)       -> MEM_RESULT(id, cap, used)
  *   client MEM_DECLARE(slot, bytes)  after (re)connecting: what it holds
+ * Leases of headroom (what a process may allocate without asking again):
+ *   client MEM_LEASE(slot, id, need, want) -> server MEM_LEASED(id, status,
+ *                                    granted, cap, used): granted is at
+ *                                    least need and at most want when the
+ *                                    status is GRANTED; RETRY: siblings
+ *                                    were asked to give back idle headroom,
+ *                                    ask again shortly; REFUSED: over the cap
+ *   server MEM_RECALL(slot)          give back the headroom you do not use:
+ *                                    answered with MEM_FREE (bytes may be 0)
+ *   The count of a process is what it holds plus its unused headroom; the
+ *   server grants headroom only within the cap, so the sum never passes it.
  * Admin socket: STATUS_REQUEST(format) -> STATUS_REPLY... (JSON or a table):
  *                                    the report in pieces of up to
  *                                    GS_MSG_MAX - GS_HEADER_SIZE bytes, to
@@ -77,6 +88,9 @@ enum gs_msg_type {
     GS_MSG_MEM_QUERY = 13,
     GS_MSG_MEM_DECLARE = 14,
     GS_MSG_MEM_RESULT = 15,
+    GS_MSG_MEM_LEASE = 16,
+    GS_MSG_MEM_LEASED = 17,
+    GS_MSG_MEM_RECALL = 18,
 };
 
 struct gs_msg_hello {
@@ -111,6 +125,23 @@ struct gs_msg_mem_result {
     uint32_t ok;             /* RESERVE: 1 granted, 0 refused (over the cap) */
     uint64_t cap;            /* the tenant's cap on this GPU, 0 = none */
     uint64_t used;           /* the tenant's usage on this GPU, after this request */
+};
+
+struct gs_msg_mem_lease {
+    uint32_t slot;
+    uint64_t id;             /* echoed in MEM_LEASED */
+    uint64_t need;           /* the least that lets the allocation go ahead */
+    uint64_t want;           /* need plus the headroom wished for; >= need */
+};
+
+enum gs_lease_status { GS_LEASE_REFUSED = 0, GS_LEASE_GRANTED = 1, GS_LEASE_RETRY = 2 };
+
+struct gs_msg_mem_leased {
+    uint64_t id;
+    uint32_t status;         /* enum gs_lease_status */
+    uint64_t granted;        /* GRANTED: bytes added to the process's count */
+    uint64_t cap;            /* the tenant's cap on this GPU, 0 = none */
+    uint64_t used;           /* the tenant's count on this GPU, after this request */
 };
 
 enum gs_status_format { GS_STATUS_JSON = 0, GS_STATUS_TABLE = 1 };
@@ -150,6 +181,9 @@ struct gs_msg {
         struct gs_msg_status_request status;
         struct gs_msg_mem mem;
         struct gs_msg_mem_result mem_result;
+        struct gs_msg_mem_lease lease;
+        struct gs_msg_mem_leased leased;
+        struct gs_msg_slot recall;     /* MEM_RECALL */
     } u;
     /* STATUS_REPLY: the JSON text, pointing into the decoded buffer. */
     const char *text;

@@ -2,9 +2,10 @@
  * alloc_overhead_bench: what a memory cap costs an allocation. One process
  * opens the real driver (fakecuda) and libgpuslice.so side by side and
  * times cuMemAlloc_v2 + cuMemFree_v2 pairs through each in alternating
- * rounds. Through the shim, the allocation is first reserved with
- * gpuslice-server (GPUSLICE_SOCKET: a tenant with a cap) and the free is
- * reported to it without waiting. Prints the median pair time of each and
+ * rounds, then cuMemAllocAsync + cuMemFreeAsync pairs (the default pool,
+ * legacy stream) the same way. Through the shim, allocations are counted
+ * against the cap of a tenant (GPUSLICE_SOCKET) from the process's lease of
+ * headroom: only the first asks gpuslice-server. Prints the median pair time of each and
  * the median of the per-round differences, and, for scale, the round trip
  * of a bare 36-byte message between two processes over a Unix socket on the
  * same machine: the floor under any server that counts memory.
@@ -25,6 +26,8 @@
 
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*free_fn)(CUdeviceptr);
+typedef CUresult (*async_alloc_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*async_free_fn)(CUdeviceptr, CUstream);
 
 /* Median round trip of a message to another process and back. */
 static double socket_round_trip_us(void)
@@ -85,29 +88,40 @@ int main(int argc, char **argv)
                           (alloc_fn)(uintptr_t)bench_sym(shim, "cuMemAlloc_v2")};
     free_fn frees[2] = {(free_fn)(uintptr_t)bench_sym(real, "cuMemFree_v2"),
                         (free_fn)(uintptr_t)bench_sym(shim, "cuMemFree_v2")};
+    async_alloc_fn async_allocs[2] = {(async_alloc_fn)(uintptr_t)bench_sym(real, "cuMemAllocAsync"),
+                                      (async_alloc_fn)(uintptr_t)bench_sym(shim, "cuMemAllocAsync")};
+    async_free_fn async_frees[2] = {(async_free_fn)(uintptr_t)bench_sym(real, "cuMemFreeAsync"),
+                                    (async_free_fn)(uintptr_t)bench_sym(shim, "cuMemFreeAsync")};
     double *per_pair[2] = {calloc(rounds, sizeof(double)), calloc(rounds, sizeof(double))};
     double *diff = calloc(rounds, sizeof(double));
     if (!per_pair[0] || !per_pair[1] || !diff)
         return 2;
-    for (size_t r = 0; r < rounds; r++) {
-        for (int k = 0; k < 2; k++) {
-            int v = (int)((r + (size_t)k) % 2);
-            uint64_t t0 = bench_now_ns();
-            for (size_t i = 0; i < pairs; i++) {
-                CUdeviceptr p;
-                if (allocs[v](&p, 1 << 20) != CUDA_SUCCESS || frees[v](p) != CUDA_SUCCESS) {
-                    fprintf(stderr, "alloc_overhead_bench: allocation failed (%s)\n", v ? "shim" : "driver");
-                    return 2;
+    for (int async = 0; async < 2; async++) {
+        for (size_t r = 0; r < rounds; r++) {
+            for (int k = 0; k < 2; k++) {
+                int v = (int)((r + (size_t)k) % 2);
+                uint64_t t0 = bench_now_ns();
+                for (size_t i = 0; i < pairs; i++) {
+                    CUdeviceptr p;
+                    CUresult rc = async ? async_allocs[v](&p, 1 << 20, CU_STREAM_LEGACY) : allocs[v](&p, 1 << 20);
+                    if (rc == CUDA_SUCCESS)
+                        rc = async ? async_frees[v](p, CU_STREAM_LEGACY) : frees[v](p);
+                    if (rc != CUDA_SUCCESS) {
+                        fprintf(stderr, "alloc_overhead_bench: allocation failed (%s)\n", v ? "shim" : "driver");
+                        return 2;
+                    }
                 }
+                per_pair[v][r] = (double)(bench_now_ns() - t0) / (double)pairs / 1000.0;
             }
-            per_pair[v][r] = (double)(bench_now_ns() - t0) / (double)pairs / 1000.0;
+            diff[r] = per_pair[1][r] - per_pair[0][r];
         }
-        diff[r] = per_pair[1][r] - per_pair[0][r];
+        const char *what = async ? "cuMemAllocAsync+cuMemFreeAsync" : "cuMemAlloc_v2+cuMemFree_v2";
+        const char *tag = async ? "async-" : "";
+        printf("%s: %zu pairs per variant (%zu rounds of %zu), 1 MiB each\n", what, rounds * pairs, rounds, pairs);
+        printf("%swithout shim: %.2f us per pair (median)\n", tag, bench_median(per_pair[0], rounds));
+        printf("%swith shim:    %.2f us per pair (median)\n", tag, bench_median(per_pair[1], rounds));
+        printf("%sadded:        %.2f us per pair (median of per-round differences)\n", tag, bench_median(diff, rounds));
     }
-    printf("pairs: %zu per variant (%zu rounds of %zu), 1 MiB each\n", rounds * pairs, rounds, pairs);
-    printf("without shim: %.2f us per alloc+free (median)\n", bench_median(per_pair[0], rounds));
-    printf("with shim:    %.2f us per alloc+free (median)\n", bench_median(per_pair[1], rounds));
-    printf("added:        %.2f us per pair (median of per-round differences)\n", bench_median(diff, rounds));
     printf("floor:        %.2f us bare Unix-socket round trip between two processes (median)\n",
            socket_round_trip_us());
     return 0;

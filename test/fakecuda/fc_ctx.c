@@ -56,11 +56,16 @@ void fc_ctx_atfork_child(void)
 
 static struct fc_ctx *ctx_new(int device, bool primary, unsigned flags, CUresult *err)
 {
+    uint64_t footprint = fc_mem_context_bytes();
+    if (footprint && (*err = fc_mem_account(device, footprint)) != CUDA_SUCCESS)
+        return NULL;
     struct fc_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
+        fc_mem_unaccount(device, footprint);
         *err = CUDA_ERROR_OUT_OF_MEMORY;
         return NULL;
     }
+    ctx->footprint = footprint;
     ctx->device = device;
     ctx->primary = primary;
     ctx->flags = flags;
@@ -76,6 +81,7 @@ static struct fc_ctx *ctx_new(int device, bool primary, unsigned flags, CUresult
         ctx->retired_next = retired_ctxs;
         retired_ctxs = ctx;
         pthread_mutex_unlock(&ctx_lock);
+        fc_mem_unaccount(device, footprint);
         *err = CUDA_ERROR_OUT_OF_MEMORY;
         return NULL;
     }
@@ -88,6 +94,7 @@ static void ctx_destroy(struct fc_ctx *ctx)
     fc_handle_free(FC_H_CONTEXT, ctx->handle);
     fc_ctx_stop(ctx);
     fc_mem_release_ctx(ctx);
+    fc_mem_unaccount(ctx->device, ctx->footprint);
     pthread_mutex_lock(&ctx_lock);
     ctx->retired_next = retired_ctxs;
     retired_ctxs = ctx;

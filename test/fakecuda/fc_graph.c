@@ -126,8 +126,11 @@ static CUresult instantiate(const char *call, CUgraphExec *phexec, CUgraph hgrap
         rc = CUDA_ERROR_INVALID_VALUE; /* not instantiable before cuStreamEndCapture */
     else if (!(exec = calloc(1, sizeof *exec)))
         rc = CUDA_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0; rc == CUDA_SUCCESS && i < g->count; i++)
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < g->count; i++) {
         rc = fc_graph_append_locked(exec, &g->nodes[i], NULL);
+        if (g->nodes[i].kind == FC_WORK_MEMALLOC)
+            exec->mem_bytes += g->nodes[i].bytes;
+    }
     if (rc == CUDA_SUCCESS && !(exec->handle = fc_handle_new(FC_H_GRAPH_EXEC, exec)))
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS && exec) {
@@ -208,6 +211,8 @@ static CUresult launch_node_locked(struct fc_stream *stream, const struct fc_wor
         }
         return rc;
     }
+    if (node->kind == FC_WORK_MEMALLOC)
+        return CUDA_SUCCESS; /* taken at the first launch (fc_graph_launch) */
     /* Memory freed since the capture is not touched. */
     size_t bytes = node->kind == FC_WORK_SET ? node->bytes * node->elem_size : node->bytes;
     if ((node->dst_device && !fc_mem_range_valid((CUdeviceptr)(uintptr_t)node->dst, bytes)) ||
@@ -230,6 +235,13 @@ CUresult fc_graph_launch(const char *call, CUgraphExec hexec, CUstream hstream, 
         rc = fc_resolve_stream_locked(call, hstream, null_means, &stream);
     if (rc == CUDA_SUCCESS)
         rc = fc_capture_check_legacy_locked(call, stream);
+    /* The first launch takes the allocation nodes' memory ("cuGraphLaunch":
+     * CUDA_ERROR_OUT_OF_MEMORY when it cannot). */
+    if (rc == CUDA_SUCCESS && !stream->capture && exec->mem_bytes && !exec->mem_backed &&
+        (rc = fc_graphmem_back(stream->ctx->device, exec->mem_bytes)) == CUDA_SUCCESS) {
+        exec->mem_backed = true;
+        exec->mem_device = stream->ctx->device;
+    }
     for (size_t i = 0; rc == CUDA_SUCCESS && i < exec->count; i++) {
         if (stream->capture) /* launched into a capture: its nodes are captured */
             rc = fc_stream_submit_locked(call, stream, &exec->nodes[i]);
@@ -256,6 +268,8 @@ FC_API CUresult cuGraphExecDestroy(CUgraphExec hexec)
     struct fc_graph *exec = fc_handle_use(__func__, FC_H_GRAPH_EXEC, (uint64_t)(uintptr_t)hexec);
     if (exec) {
         fc_handle_free(FC_H_GRAPH_EXEC, exec->handle);
+        if (exec->mem_backed)
+            fc_graphmem_unback(exec->mem_device, exec->mem_bytes);
         free(exec->nodes);
         free(exec);
     }

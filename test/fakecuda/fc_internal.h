@@ -86,6 +86,7 @@ enum fc_work_kind {
     FC_WORK_RECORD, /* an event record: done when what precedes it is */
     FC_WORK_WAIT,   /* done when the fence it waits for is */
     FC_WORK_FREE,   /* cuMemFreeAsync: frees `bytes` at dst of device `value` */
+    FC_WORK_MEMALLOC, /* a graph's allocation node: `bytes` at dst (fc_graphmem.c); never queued */
 };
 
 /* A collective kernel's identity (fc_collective.c): rank `rank` of
@@ -168,6 +169,7 @@ bool fc_stream_blocking(const struct fc_stream *stream);
 struct fc_ctx {
     uint64_t handle;
     int device;
+    uint64_t footprint;              /* device memory the context itself holds */
     bool primary;
     unsigned flags;
     struct fc_stream *legacy;
@@ -310,6 +312,10 @@ struct fc_graph {
     struct fc_work *nodes;
     size_t count, cap;
     bool capturing;                  /* a capture writes into it */
+    /* An executable graph's allocation nodes (fc_graphmem.c). */
+    uint64_t mem_bytes;              /* their sizes summed */
+    bool mem_backed;                 /* launched: the memory is on mem_device */
+    int mem_device;
 };
 
 struct fc_graph *fc_graph_new_locked(void);
@@ -373,6 +379,8 @@ CUresult fc_memset(const char *call, CUdeviceptr dst, uint32_t value, unsigned e
 
 /* Whether [ptr, ptr+bytes) lies inside one live device allocation. */
 bool fc_mem_range_valid(CUdeviceptr ptr, size_t bytes);
+/* Whether ptr is a graph allocation node's address (fc_graphmem.c). */
+bool fc_mem_is_graph_alloc(CUdeviceptr ptr);
 /* Frees memory whose cuMemFreeAsync waited for the end of a capture. */
 void fc_mem_free_deferred(CUdeviceptr ptr);
 /* Unmaps and uncounts an allocation already out of the table. */
@@ -381,6 +389,37 @@ CUresult fc_mem_alloc_async(const char *call, CUdeviceptr *dptr, size_t bytesize
                             CUstream hstream, enum fc_null_stream null_means);
 CUresult fc_mem_free_async(const char *call, CUdeviceptr dptr, CUstream hstream, enum fc_null_stream null_means);
 void fc_mem_release_ctx(struct fc_ctx *ctx);
+/* Counts bytes of the calling process on a device (OUT_OF_MEMORY past the
+ * device's memory), and gives them back. */
+CUresult fc_mem_account(int device, uint64_t bytes);
+void fc_mem_unaccount(int device, uint64_t bytes);
+/* Device memory each context holds (FAKECUDA_CONTEXT_BYTES). */
+uint64_t fc_mem_context_bytes(void);
+
+/* ---- stream-ordered pools (fc_mempool.c) ------------------------------- */
+
+struct fc_pool;
+/* The pool an allocation comes from: hpool, or the device's current pool. */
+struct fc_pool *fc_pool_of(const char *call, CUmemoryPool hpool, int device, CUresult *rc);
+int fc_pool_device(const struct fc_pool *pool);
+/* Uses bytes of the pool, growing what it reserves on the device as needed. */
+CUresult fc_pool_take(struct fc_pool *pool, uint64_t bytes);
+/* Frees bytes into the pool, which keeps up to its release threshold. */
+void fc_pool_give(struct fc_pool *pool, uint64_t bytes);
+/* A pool allocation whose stream-ordered free is queued, and its pool when
+ * the free runs (NULL for memory not from a pool). */
+bool fc_pool_note_freeing(uint64_t base, struct fc_pool *pool);
+struct fc_pool *fc_pool_take_freeing(uint64_t base);
+void fc_pool_atfork_child(void);
+
+/* ---- graph memory (fc_graphmem.c) ---------------------------------------- */
+
+/* An executable graph's first launch takes its allocation nodes' bytes
+ * from the device's graph pool (growing it); its destruction gives them
+ * back to the pool, which keeps them until cuDeviceGraphMemTrim. */
+CUresult fc_graphmem_back(int device, uint64_t bytes);
+void fc_graphmem_unback(int device, uint64_t bytes);
+void fc_graphmem_atfork_child(void);
 void fc_mem_atfork_prepare(void);
 void fc_mem_atfork_parent(void);
 void fc_mem_atfork_child(void);

@@ -19,39 +19,39 @@
 #include <string.h>
 #include <sys/mman.h>
 
-enum alloc_kind { ALLOC_DEVICE, ALLOC_RESERVE };
+enum alloc_kind { ALLOC_DEVICE, ALLOC_RESERVE, ALLOC_GRAPH };
 
 struct fc_alloc {
     uint64_t base, size;
     int device;
     enum alloc_kind kind;
     struct fc_ctx *ctx;
+    struct fc_pool *pool;    /* stream-ordered: the pool it came from */
 };
 
 struct fc_counted {          /* an array, mipmapped array or VMM handle */
     uint64_t handle;
     int device;
     uint64_t bytes;
+    unsigned maps;           /* VMM: live mappings of it (guarded by mem_lock) */
+    bool released;           /* VMM: cuMemRelease'd; freed at the last unmap */
 };
 
-struct fc_pool {
-    uint64_t handle;
-    int device;
-};
+/* VMM mappings: which handle backs [base, base+size); guarded by mem_lock. */
+static struct fc_mapping { uint64_t base, size; struct fc_counted *handle; } *mappings;
+static size_t nmappings, mappings_cap;
 
 /* This process's live device allocations, sorted by base; guarded by
  * mem_lock. */
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_alloc *allocs;
 static size_t alloc_count, alloc_cap;
-/* Default memory pool per device; guarded by mem_lock. */
-static struct fc_pool *default_pools[FC_MAX_DEVICES];
 
 #define FC_VMM_GRANULARITY (2ull << 20)
 
 /* ---- accounting in the shared state ------------------------------------ */
 
-static CUresult account_alloc(int device, uint64_t bytes)
+CUresult fc_mem_account(int device, uint64_t bytes)
 {
     struct fc_shared *s = fc_shared_state();
     int slot = fc_self_slot();
@@ -72,7 +72,7 @@ static CUresult account_alloc(int device, uint64_t bytes)
     return rc;
 }
 
-static void account_free(int device, uint64_t bytes)
+void fc_mem_unaccount(int device, uint64_t bytes)
 {
     struct fc_shared *s = fc_shared_state();
     struct fc_proc_slot *p = &s->procs[fc_self_slot()];
@@ -80,6 +80,18 @@ static void account_free(int device, uint64_t bytes)
     s->dev[device].used_mem -= bytes > s->dev[device].used_mem ? s->dev[device].used_mem : bytes;
     p->mem_used[device] -= bytes > p->mem_used[device] ? p->mem_used[device] : bytes;
     fc_state_unlock(s);
+}
+
+/* "The CUDA context ... uses device memory of its own" (the figure is the
+ * driver's business): FAKECUDA_CONTEXT_BYTES, 300M by default. Read at
+ * each context creation; nothing kept. */
+uint64_t fc_mem_context_bytes(void)
+{
+    const char *v = getenv("FAKECUDA_CONTEXT_BYTES");
+    uint64_t bytes = 300ull << 20;
+    if (v && *v && !fc_parse_bytes(v, &bytes))
+        bytes = 300ull << 20;
+    return bytes;
 }
 
 /* ---- the allocation table --------------------------------------------- */
@@ -146,18 +158,27 @@ bool fc_mem_range_valid(CUdeviceptr ptr, size_t bytes)
     return ok;
 }
 
+bool fc_mem_is_graph_alloc(CUdeviceptr ptr)
+{
+    pthread_mutex_lock(&mem_lock);
+    size_t at = alloc_lower_bound((uint64_t)ptr);
+    bool graph = at < alloc_count && allocs[at].base == (uint64_t)ptr && allocs[at].kind == ALLOC_GRAPH;
+    pthread_mutex_unlock(&mem_lock);
+    return graph;
+}
+
 void fc_mem_release_ctx(struct fc_ctx *ctx)
 {
     pthread_mutex_lock(&mem_lock);
     size_t kept = 0;
     for (size_t i = 0; i < alloc_count; i++) {
         struct fc_alloc a = allocs[i];
-        if (a.ctx != ctx || a.kind != ALLOC_DEVICE) {
+        if (a.ctx != ctx || a.kind != ALLOC_DEVICE || a.pool) {
             allocs[kept++] = a;
             continue;
         }
         munmap((void *)(uintptr_t)a.base, a.size);
-        account_free(a.device, a.size);
+        fc_mem_unaccount(a.device, a.size);
     }
     alloc_count = kept;
     pthread_mutex_unlock(&mem_lock);
@@ -170,28 +191,45 @@ void fc_mem_atfork_child(void)
 {
     /* The parent's allocations are the parent's to count and free. */
     alloc_count = 0;
-    memset(default_pools, 0, sizeof default_pools);
+    nmappings = 0;
     pthread_mutex_unlock(&mem_lock);
+    fc_pool_atfork_child();
+    fc_graphmem_atfork_child();
 }
 
 /* ---- allocation and free ---------------------------------------------- */
 
-static CUresult device_alloc(struct fc_ctx *ctx, int device, CUdeviceptr *dptr, uint64_t bytes)
+/* Counts bytes on the device, or in the pool (which grows as needed). */
+static CUresult take(struct fc_pool *pool, int device, uint64_t bytes)
+{
+    return pool ? fc_pool_take(pool, bytes) : fc_mem_account(device, bytes);
+}
+
+static void give(struct fc_pool *pool, int device, uint64_t bytes)
+{
+    if (pool)
+        fc_pool_give(pool, bytes);
+    else
+        fc_mem_unaccount(device, bytes);
+}
+
+static CUresult device_alloc(struct fc_ctx *ctx, int device, struct fc_pool *pool, CUdeviceptr *dptr,
+                             uint64_t bytes)
 {
     if (!dptr || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = account_alloc(device, bytes);
+    CUresult rc = take(pool, device, bytes);
     if (rc != CUDA_SUCCESS)
         return rc;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
-        account_free(device, bytes);
+        give(pool, device, bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    struct fc_alloc a = {(uint64_t)(uintptr_t)p, bytes, device, ALLOC_DEVICE, ctx};
+    struct fc_alloc a = {(uint64_t)(uintptr_t)p, bytes, device, ALLOC_DEVICE, ctx, pool};
     if (!alloc_insert(&a)) {
         munmap(p, bytes);
-        account_free(device, bytes);
+        give(pool, device, bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *dptr = (CUdeviceptr)(uintptr_t)p;
@@ -201,7 +239,7 @@ static CUresult device_alloc(struct fc_ctx *ctx, int device, CUdeviceptr *dptr, 
 void fc_mem_release_now(void *base, size_t size, int device)
 {
     munmap(base, size);
-    account_free(device, size);
+    give(fc_pool_take_freeing((uint64_t)(uintptr_t)base), device, size);
 }
 
 /* cuMemFree: synchronizes the allocation's context first, as queued work
@@ -219,7 +257,8 @@ static CUresult device_free(const char *call, CUdeviceptr dptr)
     free(fences);
     fc_exec_unlock();
     (void)call;
-    fc_mem_release_now((void *)(uintptr_t)a.base, a.size, a.device);
+    munmap((void *)(uintptr_t)a.base, a.size);
+    give(a.pool, a.device, a.size);
     return CUDA_SUCCESS;
 }
 
@@ -243,7 +282,7 @@ FC_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     struct fc_ctx *ctx = unsafe_alloc_ctx(__func__, &rc);
     if (!ctx)
         return rc;
-    return device_alloc(ctx, ctx->device, dptr, bytesize);
+    return device_alloc(ctx, ctx->device, NULL, dptr, bytesize);
 }
 
 FC_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
@@ -259,7 +298,7 @@ FC_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
     size_t row = (width + 511) & ~(size_t)511;
     if (row < width || height > SIZE_MAX / row)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = device_alloc(ctx, ctx->device, dptr, (uint64_t)row * height);
+    rc = device_alloc(ctx, ctx->device, NULL, dptr, (uint64_t)row * height);
     if (rc == CUDA_SUCCESS)
         *pitch = row;
     return rc;
@@ -273,7 +312,7 @@ FC_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned i
         return rc;
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         return CUDA_ERROR_INVALID_VALUE;
-    return device_alloc(ctx, ctx->device, dptr, bytesize);
+    return device_alloc(ctx, ctx->device, NULL, dptr, bytesize);
 }
 
 FC_API CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -302,21 +341,53 @@ static CUresult async_stream_ctx(const char *call, CUstream hstream, enum fc_nul
     return rc;
 }
 
+/* cuMemAllocAsync into a capturing stream: an allocation node. Its address
+ * is valid from now on; its memory is taken at the graph's first launch
+ * (fc_graphmem.c). The address range is the graph's for good. */
+static CUresult graph_alloc(const char *call, CUdeviceptr *dptr, size_t bytesize, CUstream hstream,
+                            enum fc_null_stream null_means, bool *captured)
+{
+    *captured = false;
+    if (!dptr || bytesize == 0)
+        return CUDA_SUCCESS; /* the usual path answers */
+    fc_exec_lock();
+    struct fc_stream *stream;
+    CUresult rc = fc_resolve_stream_locked(call, hstream, null_means, &stream);
+    if (rc != CUDA_SUCCESS || !stream->capture) {
+        fc_exec_unlock();
+        return CUDA_SUCCESS;
+    }
+    *captured = true;
+    void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    struct fc_alloc a = {(uint64_t)(uintptr_t)p, bytesize, stream->ctx->device, ALLOC_GRAPH, NULL, NULL};
+    struct fc_work work = {.kind = FC_WORK_MEMALLOC, .dst = p, .bytes = bytesize};
+    if (p == MAP_FAILED) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (!alloc_insert(&a)) {
+        munmap(p, bytesize);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if ((rc = fc_stream_submit_locked(call, stream, &work)) == CUDA_SUCCESS) {
+        *dptr = (CUdeviceptr)(uintptr_t)p;
+    }
+    fc_exec_unlock();
+    return rc;
+}
+
 CUresult fc_mem_alloc_async(const char *call, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool hpool,
                             CUstream hstream, enum fc_null_stream null_means)
 {
+    bool captured;
+    CUresult grc = graph_alloc(call, dptr, bytesize, hstream, null_means, &captured);
+    if (captured)
+        return grc;
     struct fc_ctx *ctx;
     CUresult rc = async_stream_ctx(call, hstream, null_means, &ctx);
     if (rc != CUDA_SUCCESS)
         return rc;
-    int device = ctx->device;
-    if (hpool) {
-        struct fc_pool *pool = fc_handle_use(call, FC_H_MEMPOOL, (uint64_t)(uintptr_t)hpool);
-        if (!pool)
-            return CUDA_ERROR_INVALID_VALUE;
-        device = pool->device;
-    }
-    return device_alloc(ctx, device, dptr, bytesize);
+    struct fc_pool *pool = fc_pool_of(call, hpool, ctx->device, &rc);
+    if (!pool)
+        return rc;
+    return device_alloc(ctx, fc_pool_device(pool), pool, dptr, bytesize);
 }
 
 CUresult fc_mem_free_async(const char *call, CUdeviceptr dptr, CUstream hstream, enum fc_null_stream null_means)
@@ -338,15 +409,22 @@ CUresult fc_mem_free_async(const char *call, CUdeviceptr dptr, CUstream hstream,
         return rc;
     }
     struct fc_alloc a;
+    if (rc == CUDA_SUCCESS && fc_mem_is_graph_alloc(dptr)) {
+        fc_exec_unlock();
+        return CUDA_SUCCESS; /* the graph's memory: it goes with the graph */
+    }
     if (rc == CUDA_SUCCESS && !alloc_remove((uint64_t)dptr, ALLOC_DEVICE, &a))
         rc = CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS) {
         /* Freed in stream order, once the work queued before it is done. */
         struct fc_work work = {.kind = FC_WORK_FREE, .dst = (void *)(uintptr_t)a.base, .bytes = a.size,
                                .value = (uint32_t)a.device};
-        rc = fc_enqueue_locked(stream, &work, NULL, NULL);
-        if (rc != CUDA_SUCCESS)
+        if (a.pool && !fc_pool_note_freeing(a.base, a.pool)) {
+            alloc_insert(&a);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else if ((rc = fc_enqueue_locked(stream, &work, NULL, NULL)) != CUDA_SUCCESS) {
             fc_mem_release_now((void *)(uintptr_t)a.base, a.size, a.device);
+        }
     }
     fc_exec_unlock();
     return rc;
@@ -393,76 +471,6 @@ FC_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-/* ---- memory pools ------------------------------------------------------ */
-
-static struct fc_pool *pool_new(int device)
-{
-    struct fc_pool *pool = calloc(1, sizeof *pool);
-    if (!pool)
-        return NULL;
-    pool->device = device;
-    pool->handle = fc_handle_new(FC_H_MEMPOOL, pool);
-    if (!pool->handle) {
-        free(pool);
-        return NULL;
-    }
-    return pool;
-}
-
-FC_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (dev < 0 || (uint32_t)dev >= fc_shared_state()->ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    if (!pool_out)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&mem_lock);
-    if (!default_pools[dev])
-        default_pools[dev] = pool_new(dev);
-    struct fc_pool *pool = default_pools[dev];
-    pthread_mutex_unlock(&mem_lock);
-    if (!pool)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *pool_out = (CUmemoryPool)(uintptr_t)pool->handle;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuMemPoolCreate(CUmemoryPool *pool_out, const CUmemPoolProps *props)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!pool_out || !props || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (props->location.id < 0 || (uint32_t)props->location.id >= fc_shared_state()->ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    struct fc_pool *pool = pool_new(props->location.id);
-    if (!pool)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *pool_out = (CUmemoryPool)(uintptr_t)pool->handle;
-    return CUDA_SUCCESS;
-}
-
-FC_API CUresult cuMemPoolDestroy(CUmemoryPool hpool)
-{
-    CUresult rc = fc_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct fc_pool *pool = fc_handle_use(__func__, FC_H_MEMPOOL, (uint64_t)(uintptr_t)hpool);
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&mem_lock);
-    bool is_default = default_pools[pool->device] == pool;
-    pthread_mutex_unlock(&mem_lock);
-    if (is_default)
-        return CUDA_ERROR_INVALID_VALUE;
-    fc_handle_free(FC_H_MEMPOOL, pool->handle);
-    free(pool);
-    return CUDA_SUCCESS;
-}
-
 FC_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool hpool,
                                         CUstream hstream)
 {
@@ -493,7 +501,7 @@ static CUresult counted_new(enum fc_handle_type type, int device, uint64_t bytes
     struct fc_counted *c = calloc(1, sizeof *c);
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult rc = account_alloc(device, bytes);
+    CUresult rc = fc_mem_account(device, bytes);
     if (rc != CUDA_SUCCESS) {
         free(c);
         return rc;
@@ -502,7 +510,7 @@ static CUresult counted_new(enum fc_handle_type type, int device, uint64_t bytes
     c->bytes = bytes;
     c->handle = fc_handle_new(type, c);
     if (!c->handle) {
-        account_free(device, bytes);
+        fc_mem_unaccount(device, bytes);
         free(c);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -520,8 +528,16 @@ static CUresult counted_free(enum fc_handle_type type, uint64_t handle)
         return type == FC_H_ARRAY || type == FC_H_MIPMAP ? CUDA_ERROR_INVALID_HANDLE
                                                          : CUDA_ERROR_INVALID_VALUE;
     fc_handle_free(type, handle);
-    account_free(c->device, c->bytes);
-    free(c);
+    /* "cuMemRelease": the memory of a handle still mapped is freed when
+     * its last mapping goes (cuMemUnmap). */
+    pthread_mutex_lock(&mem_lock);
+    bool mapped = c->maps > 0;
+    c->released = true;
+    pthread_mutex_unlock(&mem_lock);
+    if (!mapped) {
+        fc_mem_unaccount(c->device, c->bytes);
+        free(c);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -561,7 +577,7 @@ FC_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignm
     void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    struct fc_alloc a = {(uint64_t)(uintptr_t)p, size, 0, ALLOC_RESERVE, NULL};
+    struct fc_alloc a = {(uint64_t)(uintptr_t)p, size, 0, ALLOC_RESERVE, NULL, NULL};
     if (!alloc_insert(&a)) {
         munmap(p, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -594,9 +610,25 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
         return CUDA_ERROR_INVALID_HANDLE;
     if (flags != 0 || offset != 0 || size == 0 || size > c->bytes || !fc_mem_range_valid(ptr, size))
         return CUDA_ERROR_INVALID_VALUE;
-    if (mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    return CUDA_SUCCESS;
+    pthread_mutex_lock(&mem_lock);
+    bool ok = nmappings < mappings_cap;
+    if (!ok) {
+        size_t cap = mappings_cap ? mappings_cap * 2 : 64;
+        struct fc_mapping *grown = realloc(mappings, cap * sizeof *grown);
+        if (grown) {
+            mappings = grown;
+            mappings_cap = cap;
+            ok = true;
+        }
+    }
+    if (ok && mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) == 0) {
+        mappings[nmappings++] = (struct fc_mapping){(uint64_t)ptr, size, c};
+        c->maps++;
+    } else {
+        rc = ok ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    return rc;
 }
 
 FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
@@ -609,7 +641,30 @@ FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     /* Fresh, inaccessible pages: the data goes with the mapping. */
     void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The mappings inside the range go; a released handle's memory with
+     * its last one. */
+    struct fc_counted *freed[16];
+    size_t nfreed = 0;
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = 0; i < nmappings;) {
+        struct fc_mapping *m = &mappings[i];
+        if (m->base < (uint64_t)ptr || m->base - (uint64_t)ptr >= size) {
+            i++;
+            continue;
+        }
+        struct fc_counted *c = m->handle;
+        *m = mappings[--nmappings];
+        if (--c->maps == 0 && c->released && nfreed < 16)
+            freed[nfreed++] = c;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    for (size_t i = 0; i < nfreed; i++) {
+        fc_mem_unaccount(freed[i]->device, freed[i]->bytes);
+        free(freed[i]);
+    }
+    return CUDA_SUCCESS;
 }
 
 FC_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)

@@ -11,7 +11,7 @@ int main(int argc, char **argv)
 {
     if (argc != 2)
         return 1;
-    struct gs_msg msgs[15];
+    struct gs_msg msgs[18];
     memset(msgs, 0, sizeof msgs);
     msgs[0].type = GS_MSG_HELLO;
     msgs[0].u.hello.pid = 1234;
@@ -48,8 +48,19 @@ int main(int argc, char **argv)
     msgs[14].u.mem_result.ok = 1;
     msgs[14].u.mem_result.cap = 1ull << 30;
     msgs[14].u.mem_result.used = 64 << 20;
+    msgs[15].type = GS_MSG_MEM_LEASE;
+    msgs[15].u.lease.id = 5;
+    msgs[15].u.lease.need = 1 << 20;
+    msgs[15].u.lease.want = 64 << 20;
+    msgs[16].type = GS_MSG_MEM_LEASED;
+    msgs[16].u.leased.id = 5;
+    msgs[16].u.leased.status = GS_LEASE_GRANTED;
+    msgs[16].u.leased.granted = 32 << 20;
+    msgs[16].u.leased.cap = 1ull << 30;
+    msgs[16].u.leased.used = 96 << 20;
+    msgs[17].type = GS_MSG_MEM_RECALL;
     static uint8_t buf[GS_MSG_MAX];
-    for (int i = 0; i < 15; i++) {
+    for (int i = 0; i < 18; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", argv[1], gs_msg_type_str(msgs[i].type));
         size_t len = gs_msg_encode(&msgs[i], buf, sizeof buf);

@@ -11,6 +11,7 @@ simulated GPU per row.
 """
 import argparse
 import datetime
+import json
 import os
 import queue
 import shutil
@@ -87,12 +88,14 @@ class Node:
 
 
 class Tenants:
-    """gpuslice-server with the given {tenant: share} on a fresh Node; every
-    process started with start() is killed by close()."""
+    """gpuslice-server with the given {tenant: share} on a fresh Node (and
+    each tenant's extra configuration lines); every process started with
+    start() is killed by close()."""
 
-    def __init__(self, shares):
+    def __init__(self, shares, extra=None):
         self.node = Node()
-        self.server = testlib.Server(self.node, {t: "share = %g\n" % s for t, s in shares.items()}, grace_ms=1000)
+        self.server = testlib.Server(self.node, {t: "share = %g\n%s" % (s, (extra or {}).get(t, ""))
+                                                 for t, s in shares.items()}, grace_ms=1000)
         self.procs = []
 
     def start(self, tenant, argv, stdin=False, **extra_env):
@@ -386,6 +389,78 @@ def row_overhead():
         node.cleanup()
 
 
+# ---- 6. memory cap, each allocator backend ---------------------------------------------
+
+MEMCAP = 2 << 30
+BACKENDS = [("native", None), ("cudaMallocAsync", "backend:cudaMallocAsync"),
+            ("expandable segments", "expandable_segments:True")]
+
+
+def peak_memory(node, pid):
+    """On fakecuda: the most device memory a process held, by the meter."""
+    meter = json.loads(subprocess.run([testlib.STAT, "--json", node.env["FAKECUDA_STATE"]], capture_output=True,
+                                      text=True, timeout=30).stdout or "{}")
+    return max([p["mem_peak"] for p in meter.get("processes", []) if p["pid"] == pid] or [0])
+
+
+def process_memory(pid):
+    """nvidia-smi's used_memory of a process, 0 if not listed."""
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, timeout=30).stdout
+    for line in out.splitlines():
+        cols = [f.strip() for f in line.split(",")]
+        if len(cols) == 2 and cols[0] == str(pid) and cols[1].isdigit():
+            return int(cols[1]) << 20
+    return 0
+
+
+def memcap_run(tenants, backend, conf):
+    """One backend under the 2 GiB cap: (ok, text)."""
+    if SIMULATE:
+        # memscript makes the driver calls each backend makes: plain
+        # allocations, stream-ordered ones kept by the pool, VMM.
+        op = {"native": "alloc %d %d", "cudaMallocAsync": "async %d %d -1",
+              "expandable segments": "vmm %d %d"}[backend]
+        script = ["init", "default_threshold max", "info"] + [op % (i, 256 << 20) for i in range(1, 12)]
+        if backend == "expandable segments":
+            script += ["map %d" % i for i in range(1, 12)]
+        proc = tenants.start("m", [os.path.join(BUILD, "test", "memscript")], stdin=True)
+        out = proc.communicate(input="\n".join(script + ["quit"]) + "\n", timeout=within(60))[0]
+        replies = [line for line in out.splitlines() if line.startswith("rc=")]
+        info = fields("x " + replies[2]) if len(replies) > 2 else {}
+        free, total = int(info.get("free", 0)), int(info.get("total", 0))
+        oom = any("CUDA_ERROR_OUT_OF_MEMORY" in r for r in replies[3:])
+        peak = peak_memory(tenants.node, proc.pid)
+    else:
+        env = {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else {}
+        proc = tenants.start("m", [sys.executable, os.path.join(HERE, "torch_memcap.py")], **env)
+        peak = 0
+        while proc.poll() is None and time.monotonic() < DEADLINE:
+            peak = max(peak, process_memory(proc.pid))
+            time.sleep(0.1)
+        line = testlib.parse_line(finish(proc, 120), "torch_memcap") or {}
+        free, total, oom = int(line.get("free", 0)), int(line.get("total", 0)), line.get("oom") == "1"
+    ok = 0 < total <= MEMCAP and free <= total and oom and 0 < peak <= MEMCAP
+    return ok, "%s: mem_get_info %d/%d MiB, %s, peak %d MiB" % (backend, free >> 20, total >> 20,
+                                                                  "OOM past the cap" if oom else "no OOM", peak >> 20)
+
+
+def row_memcap(missing):
+    row = Row(6, "PyTorch under a 2 GiB cap, allocator native / cudaMallocAsync / expandable segments: "
+                 "mem_get_info, OutOfMemoryError past it, nvidia-smi used_memory",
+              "total <= 2 GiB, OOM, used <= 2 GiB")
+    if not SIMULATE and missing:
+        return row.skipped(missing)
+    results = []
+    for backend, conf in BACKENDS:
+        tenants = Tenants({"m": 1}, {"m": "memory = 2G\n"})
+        try:
+            results.append(memcap_run(tenants, backend, conf))
+        finally:
+            tenants.close()
+    return row.passed(all(ok for ok, _ in results), "; ".join(text for _, text in results))
+
+
 # ---- the table ---------------------------------------------------------------------
 
 def machine_line():
@@ -412,7 +487,8 @@ def main():
     started = time.monotonic()
     missing = None if SIMULATE else torch_missing()
     rows = []
-    for make in (row_spin, lambda: row_matmul(missing), lambda: row_capture(missing), row_cpu, row_overhead):
+    for make in (row_spin, lambda: row_matmul(missing), lambda: row_capture(missing), row_cpu, row_overhead,
+                 lambda: row_memcap(missing)):
         t0 = time.monotonic()
         try:
             row = make() if t0 < DEADLINE - 5 else Row(len(rows) + 1, "row %d" % (len(rows) + 1), "-").skipped(

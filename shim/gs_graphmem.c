@@ -1,0 +1,210 @@
+/*
+ * Graph allocation nodes: memory a CUDA graph allocates at its first
+ * launch and keeps (and the device keeps cached for graphs after the
+ * graph is destroyed) until cuDeviceGraphMemTrim.
+ *
+ * The shim learns what a graph allocates when it is captured: a
+ * cuMemAllocAsync into a capturing stream is an allocation node of the
+ * graph being captured (cuStreamGetCaptureInfo_v2 names it). An executable
+ * graph instantiated from it inherits the sum. Before its first launch that
+ * sum is reserved against the cap, so a launch whose nodes would take the
+ * tenant past its cap fails with CUDA_ERROR_OUT_OF_MEMORY before the driver
+ * allocates; after it, the count per device is settled to what the driver
+ * reports the device's graph memory holds (CU_GRAPH_MEM_ATTR_
+ * RESERVED_MEM_CURRENT), and again after cuDeviceGraphMemTrim.
+ * Allocation nodes added with cuGraphAddMemAllocNode are not seen.
+ *
+ * This file owns `graphs`, `execs` and `counted` (all guarded by
+ * graphs_lock, which is held across a first launch: graph launches that
+ * allocate are serialised in a process).
+ */
+#include "gs_hooks.h"
+#include "gs_log.h"
+#include "gs_memory.h"
+
+#include <stdlib.h>
+
+struct sized { uint64_t key, bytes; bool launched; };
+
+static pthread_mutex_t graphs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sized *graphs, *execs;  /* by CUgraph, by CUgraphExec */
+static size_t ngraphs, nexecs, graphs_cap, execs_cap;
+static uint64_t counted[GS_MAX_DEVICES]; /* graph memory counted per device slot */
+
+static struct sized *find_locked(struct sized *v, size_t n, uint64_t key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].key == key)
+            return &v[i];
+    return NULL;
+}
+
+static struct sized *find_or_add_locked(struct sized **v, size_t *n, size_t *cap, uint64_t key)
+{
+    struct sized *e = find_locked(*v, *n, key);
+    if (e)
+        return e;
+    if (*n == *cap) {
+        size_t grown_cap = *cap ? *cap * 2 : 64;
+        struct sized *grown = realloc(*v, grown_cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        *v = grown;
+        *cap = grown_cap;
+    }
+    (*v)[*n] = (struct sized){key, 0, false};
+    return &(*v)[(*n)++];
+}
+
+bool gs_graphmem_captured(CUstream stream, int ptsz, uint64_t bytes)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph graph = NULL;
+    if (!GS_REAL(cuStreamGetCaptureInfo_v2) || !GS_REAL(cuStreamGetCaptureInfo_v2_ptsz))
+        return false; /* a driver older than graphs that allocate */
+    CUresult rc = ptsz ? GS_REAL(cuStreamGetCaptureInfo_v2_ptsz)(stream, &status, NULL, &graph, NULL, NULL)
+                       : GS_REAL(cuStreamGetCaptureInfo_v2)(stream, &status, NULL, &graph, NULL, NULL);
+    if (rc != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !graph)
+        return false;
+    pthread_mutex_lock(&graphs_lock);
+    struct sized *g = find_or_add_locked(&graphs, &ngraphs, &graphs_cap, (uint64_t)(uintptr_t)graph);
+    if (g)
+        g->bytes += bytes;
+    pthread_mutex_unlock(&graphs_lock);
+    if (!g)
+        gs_log(GS_LOG_ERROR, "out of memory for the graph table: a graph's %llu bytes go uncounted",
+               (unsigned long long)bytes);
+    return true;
+}
+
+/* An executable graph was made from graph: it allocates what graph does. */
+static void instantiated(CUresult rc, CUgraphExec *exec, CUgraph graph)
+{
+    if (rc != CUDA_SUCCESS || !exec)
+        return;
+    pthread_mutex_lock(&graphs_lock);
+    struct sized *g = find_locked(graphs, ngraphs, (uint64_t)(uintptr_t)graph);
+    struct sized *e = find_or_add_locked(&execs, &nexecs, &execs_cap, (uint64_t)(uintptr_t)*exec);
+    if (e) { /* a handle the driver hands out again is a new graph */
+        e->bytes = g ? g->bytes : 0;
+        e->launched = false;
+    }
+    pthread_mutex_unlock(&graphs_lock);
+}
+
+GS_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, unsigned long long flags)
+{
+    GS_PROLOGUE(cuGraphInstantiateWithFlags);
+    CUresult rc = GS_REAL(cuGraphInstantiateWithFlags)(exec, graph, flags);
+    instantiated(rc, exec, graph);
+    return rc;
+}
+
+GS_EXPORT CUresult cuGraphInstantiate(CUgraphExec *exec, CUgraph graph, CUgraphNode *err, char *log, size_t size)
+{
+    GS_PROLOGUE(cuGraphInstantiate);
+    CUresult rc = GS_REAL(cuGraphInstantiate)(exec, graph, err, log, size);
+    instantiated(rc, exec, graph);
+    return rc;
+}
+
+GS_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, CUgraphNode *err, char *log, size_t size)
+{
+    GS_PROLOGUE(cuGraphInstantiate_v2);
+    CUresult rc = GS_REAL(cuGraphInstantiate_v2)(exec, graph, err, log, size);
+    instantiated(rc, exec, graph);
+    return rc;
+}
+
+GS_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    GS_PROLOGUE(cuGraphInstantiateWithParams);
+    CUresult rc = GS_REAL(cuGraphInstantiateWithParams)(exec, graph, params);
+    instantiated(rc, exec, graph);
+    return rc;
+}
+
+GS_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *exec, CUgraph graph,
+                                                     CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    GS_PROLOGUE(cuGraphInstantiateWithParams_ptsz);
+    CUresult rc = GS_REAL(cuGraphInstantiateWithParams_ptsz)(exec, graph, params);
+    instantiated(rc, exec, graph);
+    return rc;
+}
+
+/* What the device's graph memory holds now, or `fallback`. */
+static uint64_t reserved_on(const struct gs_dev *d, uint64_t fallback)
+{
+    cuuint64_t value;
+    if (!GS_REAL(cuDeviceGetGraphMemAttribute) ||
+        GS_REAL(cuDeviceGetGraphMemAttribute)(d->ordinal, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &value) != CUDA_SUCCESS)
+        return fallback;
+    return value;
+}
+
+CUresult gs_graphmem_before_launch(CUgraphExec exec, CUstream stream, int ptsz, struct gs_graph_launch *l)
+{
+    *l = (struct gs_graph_launch){0};
+    struct gs_launch_target t;
+    pthread_mutex_lock(&graphs_lock);
+    struct sized *e = find_locked(execs, nexecs, (uint64_t)(uintptr_t)exec);
+    if (!e || e->launched || e->bytes == 0 || gs_gate_resolve_stream(stream, ptsz, &t) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&graphs_lock);
+        return CUDA_SUCCESS;
+    }
+    CUresult rc = gs_lease_take(t.dev, e->bytes);
+    if (rc != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&graphs_lock);
+        return rc;
+    }
+    l->dev = t.dev;
+    l->reserved = e->bytes;
+    return CUDA_SUCCESS; /* graphs_lock stays held until after the launch */
+}
+
+void gs_graphmem_after_launch(CUgraphExec exec, const struct gs_graph_launch *l, CUresult rc)
+{
+    if (!l->dev)
+        return;
+    struct gs_dev *d = l->dev;
+    struct sized *e = find_locked(execs, nexecs, (uint64_t)(uintptr_t)exec);
+    if (e && rc == CUDA_SUCCESS)
+        e->launched = true;
+    uint64_t now = reserved_on(d, counted[d->slot] + (rc == CUDA_SUCCESS ? l->reserved : 0));
+    uint64_t growth = now > counted[d->slot] ? now - counted[d->slot] : 0;
+    uint64_t shrink = now < counted[d->slot] ? counted[d->slot] - now : 0;
+    if (growth <= l->reserved)
+        gs_lease_give(d, l->reserved - growth + shrink);
+    else
+        gs_lease_take_anyway(d, growth - l->reserved);
+    counted[d->slot] = now;
+    pthread_mutex_unlock(&graphs_lock);
+}
+
+GS_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+    GS_PROLOGUE(cuDeviceGraphMemTrim);
+    CUresult rc = GS_REAL(cuDeviceGraphMemTrim)(device);
+    struct gs_dev *d;
+    if (rc != CUDA_SUCCESS || gs_gate_device_by_ordinal(device, &d) != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&graphs_lock);
+    uint64_t now = reserved_on(d, counted[d->slot]);
+    if (now < counted[d->slot])
+        gs_lease_give(d, counted[d->slot] - now);
+    else if (now > counted[d->slot])
+        gs_lease_take_anyway(d, now - counted[d->slot]);
+    counted[d->slot] = now;
+    pthread_mutex_unlock(&graphs_lock);
+    return rc;
+}
+
+void gs_graphmem_after_fork_child(void)
+{
+    /* The child has none of the parent's graphs. */
+    pthread_mutex_init(&graphs_lock, NULL);
+    ngraphs = nexecs = 0;
+    for (int i = 0; i < GS_MAX_DEVICES; i++)
+        counted[i] = 0;
+}
