@@ -84,8 +84,15 @@ static bool graph_fits(struct gs_dev *d, void *arg)
     bool fresh = now < d->deadline_ns && now - d->slice_start_ns < d->deadline_ns - now;
     if (empty && fresh)
         return true;
-    if (a->est_ns == 0)
-        return false; /* not measured yet: only at the start of a slice */
+    if (a->est_ns == 0) {
+        /* Not measured yet: only at the start of a slice. Ask the gate
+         * thread to end this one as soon as its queue is empty (a tenant
+         * alone has its slice extended, and would never see a start). */
+        uint64_t whole = d->deadline_ns > d->slice_start_ns ? d->deadline_ns - d->slice_start_ns : 1;
+        if (whole > d->waiting_graph_ns)
+            d->waiting_graph_ns = whole;
+        return false;
+    }
     bool fits = now + (uint64_t)gs_gate_queued_ns_locked(d) + a->est_ns <= d->deadline_ns;
     if (!fits && a->est_ns > d->waiting_graph_ns)
         d->waiting_graph_ns = a->est_ns; /* the gate thread releases early for it */
@@ -106,7 +113,9 @@ static CUresult graph_launch(CUgraphExec exec, CUstream stream, int ptsz, CUresu
     struct graph_cost *cost = cost_of_locked(exec, true);
     struct fit_args fit = {cost ? cost->est_ns : 0};
     gs_gate_wait_admission_locked(t.dev, graph_fits, &fit);
-    if (fit.est_ns >= t.dev->waiting_graph_ns)
+    /* Admitted: its request to end the slice early is void (others still
+     * waiting ask again when they are woken). */
+    if (fit.est_ns == 0 || fit.est_ns >= t.dev->waiting_graph_ns)
         t.dev->waiting_graph_ns = 0;
     gs_gate_track_stream_locked(&t);
     cost = cost_of_locked(exec, true);

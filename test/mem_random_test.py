@@ -1,11 +1,8 @@
 """Three processes of one tenant under a 1 GiB cap, each making a random mix
 of plain, pitched, managed, stream-ordered (default and created pools, kept
 or let go, trimmed or not) and VMM allocations (mapped, unmapped and
-released in either order), in contexts created and destroyed on the way.
-Graphs with allocation nodes are tested in mem_truth_test.py, one process
-at a time: launched concurrently here, a graph's first launch can wait for
-good in the launch gate (an unmeasured graph is admitted only at the start
-of a slice, and a lone tenant's slice keeps being extended).
+released in either order), graphs with allocation nodes (launched,
+destroyed, trimmed), in contexts created and destroyed on the way.
 The tenant's true device memory, by fakecuda's meter, never exceeds the cap
 at any sample; at every quiet point the server's count equals the truth
 within one context's footprint.
@@ -38,6 +35,7 @@ class Actor:
         self.vmm = {}          # id -> {"mapped": bool, "released": bool}
         self.ctx = None        # the created context that is current, if any
         self.ctx_ptrs = set()  # plain allocations made in it
+        self.execs = set()     # executable graphs
         self.next_id = 0
         self.ooms = self.calls = 0
         self.errors = []
@@ -102,6 +100,18 @@ class Actor:
             self.expect("trim %d %d" % (self.rng.choice([-1, 0]), self.rng.choice([0, 64 * MIB])), ("CUDA_SUCCESS",))
         elif r < 0.85:
             self.expect("sync", ("CUDA_SUCCESS",))
+        elif r < 0.88 and self.ctx is None:  # graphs live in the primary context
+            if self.execs and self.rng.random() < 0.5:
+                i = self.rng.choice(sorted(self.execs))
+                self.expect("exec_destroy %d" % i, ("CUDA_SUCCESS",))
+                self.execs.discard(i)
+            elif self.rng.random() < 0.3:
+                self.expect("graph_trim", ("CUDA_SUCCESS",))
+            elif len(self.execs) < 8:
+                i = self.rng.randrange(1, 200)
+                if i not in self.execs and self.expect("graph %d %d" % (i, size)) == "CUDA_SUCCESS":
+                    self.execs.add(i)
+                    self.expect("launch %d" % i)
         elif r < 0.92:
             if self.ctx is None:
                 if self.expect("ctx 1") == "CUDA_SUCCESS":

@@ -6,9 +6,14 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from testlib import PROTO_CLIENT, Checks, Machine, Server, tenant_shares
+
+# --no-timing (the sanitizer builds, several times slower): the same
+# events, judged with wide margins; the plain build judges the timing.
+TIMING = "--no-timing" not in sys.argv[1:]
 
 checks = Checks()
 
@@ -56,7 +61,9 @@ a.kill()
 killed = time.monotonic()
 ran = wait_for(lambda: kernels(machine, b.pid) > before, timeout=2.0)
 delay = (time.monotonic() - killed) * 1000
-checks.expect(stable and ran and delay <= 50, "SIGKILL of the holder: the next tenant runs within 50 ms (%.1f ms)" % delay)
+limit_ms = 50 if TIMING else 250
+checks.expect(stable and ran and delay <= limit_ms,
+              "SIGKILL of the holder: the next tenant runs within %d ms (%.1f ms)" % (limit_ms, delay))
 a.wait()
 b.kill()
 b.wait()
@@ -102,7 +109,7 @@ for policy in ("wait", "open"):
         checks.expect(busy < 0.05, "wait: with the server down, GPU work waits (utilization %.1f%%)" % (100 * busy))
     else:
         both = tenant_shares(down, {"a": [a.pid], "b": [b.pid]})
-        checks.expect(busy > 0.9 and min(both.values()) > 0.2,
+        checks.expect(busy > (0.9 if TIMING else 0.6) and min(both.values()) > 0.2,
                       "open: with the server down, both run unthrottled (utilization %.1f%%)" % (100 * busy))
     server.start()
     time.sleep(1.5)  # reconnection: at most 1 s between tries

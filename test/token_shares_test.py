@@ -1,10 +1,14 @@
 """Time-slice shares under gpuslice-server, judged by the fakecuda meter:
 weights, limits, work conservation, and tenants of several processes."""
+import sys
 import time
 
 from testlib import SPIN, Checks, Machine, Server, tenant_shares
 
 checks = Checks()
+# --no-timing (the sanitizer builds, several times slower): how busy the
+# device is kept is judged in the plain build only; shares still count.
+BUSY = 0.95 if "--no-timing" not in sys.argv[1:] else 0.85
 WINDOW = 5.0   # seconds measured; CI tolerance is +-3 points over 5 s
 WARMUP = 0.7   # let every process connect and queue work first
 
@@ -53,7 +57,7 @@ shares, util = measure(server, ["capped"])
 checks.expect(shares["capped"] > 0 and util <= 0.31,
               "lone tenant with limit 0.3 uses <= 31%% of the device (got %.1f%%)" % (100 * util))
 shares, util = measure(server, ["free"], seconds=3)
-checks.expect(util >= 0.95, "lone tenant without a limit gets >= 95%% (got %.1f%%)" % (100 * util))
+checks.expect(util >= BUSY, "lone tenant without a limit gets >= %d%% (got %.1f%%)" % (100 * BUSY, 100 * util))
 server.stop()
 
 # 4. Two processes in tenant a against one in tenant b, equal shares.
@@ -83,7 +87,7 @@ a0, a1, b0 = (share.get((p.pid, dev), 0.0) for _, dev, p in procs)
 checks.expect(abs(a0 - 0.5) <= 0.03 and abs(b0 - 0.5) <= 0.03,
               "GPU 0 is split 50/50 between a and b (%.1f/%.1f)" % (100 * a0, 100 * b0))
 util1 = meter["devices"][1]["utilization"]
-checks.expect(a1 >= 0.99 and util1 >= 0.95,
+checks.expect(a1 >= 0.99 and util1 >= BUSY,
               "GPU 1 is a's alone: a separate token (%.1f%% busy)" % (100 * util1))
 server.stop()
 
