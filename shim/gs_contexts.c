@@ -94,6 +94,17 @@ CUevent gs_ctx_event_take(struct gs_ctx *c, bool timed)
     return event;
 }
 
+uint64_t gs_ctx_event_age_ns(struct gs_ctx *c, CUstream stream, CUevent ended)
+{
+    CUevent probe = gs_ctx_event_take(c, true);
+    float ms = 0;
+    bool ok = probe && GS_REAL(cuEventRecord)(probe, stream) == CUDA_SUCCESS &&
+              GS_REAL(cuEventSynchronize)(probe) == CUDA_SUCCESS &&
+              GS_REAL(cuEventElapsedTime)(&ms, ended, probe) == CUDA_SUCCESS && ms > 0 && ms < 1000;
+    gs_ctx_event_give(c, probe, true);
+    return ok ? (uint64_t)((double)ms * 1e6) : 0;
+}
+
 void gs_ctx_event_give(struct gs_ctx *c, CUevent event, bool timed)
 {
     if (!event)

@@ -21,6 +21,7 @@
 #include "gs_driver.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #define GS_CTX_EVENT_POOL 16
 
@@ -62,6 +63,12 @@ void gs_ctx_pop(void);
  * measure time; the others block without spinning and never time. */
 CUevent gs_ctx_event_take(struct gs_ctx *c, bool timed);
 void gs_ctx_event_give(struct gs_ctx *c, CUevent event, bool timed);
+
+/* How long ago the work before `ended` (a timed event of c, complete) finished
+ * on `stream`, which is idle now: an event recorded on it completes at once,
+ * and the time between the two is the answer. 0 if it cannot be told. The
+ * caller holds a use of c and has pushed it. */
+uint64_t gs_ctx_event_age_ns(struct gs_ctx *c, CUstream stream, CUevent ended);
 
 /* The device ordinal of c; the caller holds a use of it. */
 CUresult gs_ctx_device(struct gs_ctx *c, CUdevice *out);

@@ -291,22 +291,9 @@ static int collect_locked(struct gs_dev *d, struct round_item *items)
     return n;
 }
 
-/* The drain's last round on a single stream: how long ago the stream's
- * work ended, from the round's timed event and one recorded now on the
- * idle stream (ctx pushed). The GPU sat idle that long before the release
- * (the drainer noticing and waking): it is reported as idle. */
-static uint64_t drain_tail_ns(struct gs_ctx *ctx, CUstream stream, CUevent ended)
-{
-    CUevent probe = gs_ctx_event_take(ctx, true);
-    float ms = 0;
-    bool ok = probe && GS_REAL(cuEventRecord)(probe, stream) == CUDA_SUCCESS &&
-              GS_REAL(cuEventSynchronize)(probe) == CUDA_SUCCESS &&
-              GS_REAL(cuEventElapsedTime)(&ms, ended, probe) == CUDA_SUCCESS && ms > 0 && ms < 1000;
-    gs_ctx_event_give(ctx, probe, true);
-    return ok ? (uint64_t)((double)ms * 1e6) : 0;
-}
-
-/* timed: a drain's round on one stream; returns the drain's tail (above). */
+/* timed: a drain's round on one stream. Returns the drain's tail: how long
+ * ago the stream's work ended when the drainer saw it, time the GPU sat
+ * idle before the release, which is reported as idle. */
 static uint64_t run_round(struct gs_dev *d, struct round_item *items, int n, bool timed)
 {
     uint64_t tail = 0;
@@ -346,7 +333,7 @@ static uint64_t run_round(struct gs_dev *d, struct round_item *items, int n, boo
         if (stream_timed && rc == CUDA_SUCCESS) {
             pthread_mutex_lock(&gs_capture_lock);
             if (!gs_capture_unrecordable(it->stream))
-                tail = drain_tail_ns(it->ctx, it->stream, it->event);
+                tail = gs_ctx_event_age_ns(it->ctx, it->stream, it->event);
             pthread_mutex_unlock(&gs_capture_lock);
         }
         if (it->retire)

@@ -139,20 +139,12 @@ static void before_sync(struct gs_dev *d, struct sync_mark *m)
     pthread_mutex_unlock(&gs_capture_lock);
 }
 
-/* How long ago the work before the mark ended (0 if unknown). The stream
- * is idle now, so an event recorded on it completes at once. */
+/* How long ago the work before the mark ended (0 if unknown), never
+ * earlier than the mark was recorded. */
 static uint64_t mark_age(const struct sync_mark *m, uint64_t now)
 {
-    CUevent probe = gs_ctx_event_take(m->ctx, true);
-    float ms = 0;
-    bool ok = probe && GS_REAL(cuEventRecord)(probe, m->stream) == CUDA_SUCCESS &&
-              GS_REAL(cuEventSynchronize)(probe) == CUDA_SUCCESS &&
-              GS_REAL(cuEventElapsedTime)(&ms, m->event, probe) == CUDA_SUCCESS && ms > 0;
-    gs_ctx_event_give(m->ctx, probe, true);
-    if (!ok)
-        return 0;
-    uint64_t age = (uint64_t)((double)ms * 1e6);
-    uint64_t bound = now > m->host_ns ? now - m->host_ns : 0; /* it ended after it was recorded */
+    uint64_t age = gs_ctx_event_age_ns(m->ctx, m->stream, m->event);
+    uint64_t bound = now > m->host_ns ? now - m->host_ns : 0;
     return age < bound ? age : bound;
 }
 
