@@ -11,7 +11,8 @@
  *       then idles 9 ms so that its own slice is released; repeats.
  *
  * Pairing each blocked launch with the release just before it gives the
- * handoff: release -> blocked launch returns.
+ * handoff: release -> blocked launch returns. Neither role writes its
+ * output while a handoff may be under way (see main).
  */
 #include <cuda.h>
 
@@ -113,13 +114,20 @@ static int launcher(int rounds)
         printf("returned %llu %llu\n", (unsigned long long)t1, (unsigned long long)(t1 - t0));
         cuCtxSynchronize();
         sleep_ms(9);
+        if (i % 8 == 7)
+            fflush(stdout); /* just before a launch that waits a slice for its grant */
     }
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* Output is buffered: a line written to the pipe wakes its reader,
+     * whose run on a small machine would delay the handoff being
+     * measured. The holder writes all at exit; the launcher every 8
+     * rounds, while it waits for its grant (and is then killed). */
+    static char outbuf[1 << 20];
+    setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
     if (argc == 4 && strcmp(argv[1], "holder") == 0)
         return holder(argv[2], atoi(argv[3]));
     if (argc == 3 && strcmp(argv[1], "launcher") == 0)
