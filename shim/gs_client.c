@@ -43,6 +43,7 @@ static int wake_fd = -1;        /* eventfd: app threads and drainers wake the ga
 static int launcher_fd = -1;    /* eventfd: the gate thread wakes a launcher reading the socket */
 static bool app_reader;         /* a blocked launcher is reading the socket (gs_client_wait_locked) */
 static uint64_t gate_wakes_by;  /* the gate thread runs its loop again by then at the latest */
+static bool gang_grant_read;    /* a gang's JOIN or CATCHUP grant was read */
 static int sock = -1;
 static bool connected;          /* HELLO answered with WELCOME */
 static bool policy_open;        /* GPUSLICE_ON_SERVER_DOWN=open */
@@ -257,6 +258,8 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
         d->grant = msg->u.grant.grant;
         d->deadline_ns = msg->u.grant.deadline_ns;
         d->catch_up = !extension && (msg->u.grant.flags & GS_GRANT_CATCHUP);
+        if (msg->u.grant.flags & (GS_GRANT_JOIN | GS_GRANT_CATCHUP))
+            gang_grant_read = true;
         if (d->state == GS_DEV_DRAIN && d->drain_requested) {
             /* extended while draining: keep draining, then hold again */
             d->state = GS_DEV_HOLD;
@@ -699,11 +702,13 @@ void gs_client_wait_locked(bool for_grant)
         ssize_t ignored = read(launcher_fd, &count, sizeof count);
         (void)ignored;
     }
+    gang_grant_read = false;
     if (n > 0 && sock == fd && sock >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
         read_socket_locked(gs_now_ns());
     /* The gate thread watches the socket again once it wakes. Wake it now
-     * only if something needs it before its own wake-up is due. */
-    if (!gate_can_sleep_on_locked())
+     * only if something needs it before its own wake-up is due (a gang's
+     * ranks always wake it: their slices are joined and ended together). */
+    if (gang_grant_read || !gate_can_sleep_on_locked())
         gs_client_wake();
 }
 
