@@ -118,6 +118,15 @@ static void send_slot_msg(enum gs_msg_type type, struct gs_dev *d)
     send_msg(&msg);
 }
 
+/* Declares d to the server before its first message about it. */
+static void declare_locked(struct gs_dev *d)
+{
+    if (!d->declared) {
+        send_slot_msg(GS_MSG_DEVICE, d);
+        d->declared = true;
+    }
+}
+
 static void send_release(struct gs_dev *d, bool more, uint64_t now)
 {
     struct gs_msg msg = {.type = GS_MSG_RELEASE};
@@ -325,10 +334,8 @@ static void service_devices_locked(uint64_t now)
         struct gs_dev *d = &gs_devs[i];
         if (!d->used)
             continue;
-        if (connected && !d->declared) {
-            send_slot_msg(GS_MSG_DEVICE, d);
-            d->declared = true;
-        }
+        if (connected)
+            declare_locked(d);
         switch (d->state) {
         case GS_DEV_NONE:
             if (connected && d->waiters > 0) {
@@ -544,29 +551,50 @@ static bool await_answer_locked(struct pending *p, uint64_t id, bool sent)
     return p->done && p->id == id;
 }
 
+/* Waits (gs_gate_lock held) until the server welcomed this process. False
+ * when the open policy lets the caller go ahead uncounted: the server is
+ * really unreachable, or its WELCOME has not come within
+ * OPEN_WELCOME_WAIT_NS of first_try (the first connection may be under
+ * way). */
+static bool wait_connected_locked(uint64_t first_try)
+{
+    while (!connected) {
+        bool server_maybe_up = !connect_tried || sock >= 0;
+        if (policy_open && (!server_maybe_up || gs_now_ns() - first_try >= OPEN_WELCOME_WAIT_NS))
+            return false;
+        gs_client_wake();
+        wait_gate_cv_locked(50);
+    }
+    return true;
+}
+
+/* Sends request m, numbering it through id_field (its id in m), and waits
+ * for the answer: the answered entry of `pending` (the caller copies the
+ * answer and frees the entry by clearing its id), or NULL when the
+ * connection went down first. */
+static struct pending *request_locked(struct gs_msg *m, uint64_t *id_field)
+{
+    struct pending *p = take_pending_locked();
+    p->id = *id_field = ++next_request_id;
+    p->done = false;
+    uint64_t id = p->id;
+    bool sent = send_msg(m) == 0;
+    if (await_answer_locked(p, id, sent))
+        return p;
+    p->id = 0;
+    return NULL;
+}
+
 int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t bytes,
                               struct gs_msg_mem_result *result)
 {
     gs_client_start_locked();
     bool wants_answer = type == GS_MSG_MEM_RESERVE || type == GS_MSG_MEM_QUERY;
     uint64_t first_try = gs_now_ns();
-    for (;;) {
-        if (!connected) {
-            /* Under the open policy an allocation goes ahead uncounted only
-             * when the server is really unreachable: while the first
-             * connection is being made (or its WELCOME is on its way), it
-             * waits, for up to OPEN_WELCOME_WAIT_NS. */
-            bool server_maybe_up = !connect_tried || sock >= 0;
-            if (policy_open && (!server_maybe_up || gs_now_ns() - first_try >= OPEN_WELCOME_WAIT_NS))
-                return -1;
-            gs_client_wake();
-            wait_gate_cv_locked(50);
-            continue;
-        }
-        if (!d->declared) {
-            send_slot_msg(GS_MSG_DEVICE, d);
-            d->declared = true;
-        }
+    for (;;) { /* until answered: the connection may go down meanwhile */
+        if (!wait_connected_locked(first_try))
+            return -1;
+        declare_locked(d);
         struct gs_msg m = {.type = type};
         m.u.mem.slot = (uint32_t)d->slot;
         m.u.mem.bytes = bytes;
@@ -574,18 +602,12 @@ int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t 
             send_msg(&m);
             return 0;
         }
-        struct pending *p = take_pending_locked();
-        p->id = m.u.mem.id = ++next_request_id;
-        p->done = false;
-        uint64_t id = p->id;
-        bool sent = send_msg(&m) == 0;
-        if (await_answer_locked(p, id, sent)) {
+        struct pending *p = request_locked(&m, &m.u.mem.id);
+        if (p) {
             *result = p->result;
             p->id = 0;
             return 0;
         }
-        p->id = 0;
-        /* the connection went down before the answer: ask again */
     }
 }
 
@@ -594,38 +616,24 @@ int gs_client_lease_call(struct gs_dev *d, uint64_t need, uint64_t want, struct 
     pthread_mutex_lock(&gs_gate_lock);
     gs_client_start_locked();
     uint64_t first_try = gs_now_ns();
-    for (;;) {
-        if (!connected) {
-            bool server_maybe_up = !connect_tried || sock >= 0;
-            if (policy_open && (!server_maybe_up || gs_now_ns() - first_try >= OPEN_WELCOME_WAIT_NS)) {
-                pthread_mutex_unlock(&gs_gate_lock);
-                return -1;
-            }
-            gs_client_wake();
-            wait_gate_cv_locked(50);
-            continue;
+    for (;;) { /* until answered: the connection may go down meanwhile */
+        if (!wait_connected_locked(first_try)) {
+            pthread_mutex_unlock(&gs_gate_lock);
+            return -1;
         }
-        if (!d->declared) {
-            send_slot_msg(GS_MSG_DEVICE, d);
-            d->declared = true;
-        }
-        struct pending *p = take_pending_locked();
+        declare_locked(d);
         struct gs_msg m = {.type = GS_MSG_MEM_LEASE};
         m.u.lease.slot = (uint32_t)d->slot;
         m.u.lease.need = need;
         m.u.lease.want = want;
-        p->id = m.u.lease.id = ++next_request_id;
-        p->done = false;
-        uint64_t id = p->id;
-        bool sent = send_msg(&m) == 0;
-        if (await_answer_locked(p, id, sent)) {
+        struct pending *p = request_locked(&m, &m.u.lease.id);
+        if (p) {
             *out = p->leased;
             p->id = 0;
             d->mem_cap = out->cap;
             pthread_mutex_unlock(&gs_gate_lock);
             return 0;
         }
-        p->id = 0;
     }
 }
 
@@ -633,10 +641,7 @@ void gs_client_mem_free(struct gs_dev *d, uint64_t bytes)
 {
     pthread_mutex_lock(&gs_gate_lock);
     if (connected) {
-        if (!d->declared) {
-            send_slot_msg(GS_MSG_DEVICE, d);
-            d->declared = true;
-        }
+        declare_locked(d);
         struct gs_msg m = {.type = GS_MSG_MEM_FREE};
         m.u.mem.slot = (uint32_t)d->slot;
         m.u.mem.bytes = bytes;
