@@ -15,6 +15,7 @@ Then the same with `gang = off`: slices granted crosswise leave collectives
 waiting for a rank that cannot run, until the grace period takes the slice
 back. That part shows what the test guards against; it must see
 revocations, or it is not testing anything."""
+import json
 import sys
 import time
 
@@ -24,6 +25,7 @@ checks = Checks()
 KERNEL_US = 1000
 WARMUP = 1.0
 WINDOW = 5.0
+STALLED_RATE = 50  # collectives/s below which a gang counts as stalled (about 300 expected)
 COUNT = 100000  # more collectives than the run needs: the ranks are killed after it
 
 
@@ -62,6 +64,13 @@ def run(confs, with_neighbours):
     log_start = server.log_size()
     time.sleep(WINDOW)
     meter = machine.meter(since=snap)
+    # A gang that hardly progressed: show the server's view while it is
+    # still stuck, so that a rare stall can be told apart from slowness.
+    gangs_on = not any("gang = off" in conf for conf in confs.values())
+    if gangs_on and any(kernels(meter, ps[0].pid, 0)[0] < STALLED_RATE * WINDOW for t, ps in procs.items() if t != "c"):
+        print("a gang ran fewer than %d collectives/s; the server's status and log meanwhile:" % STALLED_RATE)
+        print(json.dumps(server.status(), indent=1))
+        print(server.log()[log_start:][-4000:])
     rates, busy = {}, {}
     for tenant, ps in procs.items():
         for dev in (0, 1):
