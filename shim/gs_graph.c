@@ -161,26 +161,30 @@ static CUresult graph_launch(CUgraphExec exec, CUstream stream, int ptsz, CUresu
     return rc;
 }
 
+/* A graph launch with its allocation nodes' memory counted around it
+ * (gs_graphmem.c). */
+static CUresult graph_launch_counted(CUgraphExec exec, CUstream stream, int ptsz,
+                                     CUresult (*real)(CUgraphExec, CUstream))
+{
+    struct gs_graph_launch mem;
+    CUresult rc = gs_graphmem_before_launch(exec, stream, ptsz, &mem);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = graph_launch(exec, stream, ptsz, real);
+    gs_graphmem_after_launch(exec, &mem, rc);
+    return rc;
+}
+
 GS_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream)
 {
     GS_PROLOGUE(cuGraphLaunch);
-    struct gs_graph_launch mem; /* its allocation nodes' memory (gs_graphmem.c) */
-    if ((gs_rc = gs_graphmem_before_launch(exec, stream, 0, &mem)) != CUDA_SUCCESS)
-        return gs_rc;
-    gs_rc = graph_launch(exec, stream, 0, GS_REAL(cuGraphLaunch));
-    gs_graphmem_after_launch(exec, &mem, gs_rc);
-    return gs_rc;
+    return graph_launch_counted(exec, stream, 0, GS_REAL(cuGraphLaunch));
 }
 
 GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream)
 {
     GS_PROLOGUE(cuGraphLaunch_ptsz);
-    struct gs_graph_launch mem; /* its allocation nodes' memory (gs_graphmem.c) */
-    if ((gs_rc = gs_graphmem_before_launch(exec, stream, 1, &mem)) != CUDA_SUCCESS)
-        return gs_rc;
-    gs_rc = graph_launch(exec, stream, 1, GS_REAL(cuGraphLaunch_ptsz));
-    gs_graphmem_after_launch(exec, &mem, gs_rc);
-    return gs_rc;
+    return graph_launch_counted(exec, stream, 1, GS_REAL(cuGraphLaunch_ptsz));
 }
 
 GS_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)

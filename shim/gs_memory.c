@@ -109,14 +109,33 @@ static bool track(alloc_kind_t kind, uint64_t key, const struct gs_dev *d, uint6
     return gs_mem_track(kind, key, d, bytes, ctx);
 }
 
+static void give_back(struct gs_dev *d, uint64_t bytes)
+{
+    gs_lease_give(d, bytes);
+}
+
+/* Gives back what back[] collected for each device (table_lock not held). */
+static void give_back_all(const uint64_t back[GS_MAX_DEVICES])
+{
+    for (int i = 0; i < GS_MAX_DEVICES; i++)
+        if (back[i])
+            give_back(&gs_devs[i], back[i]);
+}
+
+/* Removes entry e from the table (table_lock held). */
+static void forget_locked(struct counted *e)
+{
+    e->kind = 0xff;
+    table_used--;
+}
+
 static bool untrack(alloc_kind_t kind, uint64_t key, struct counted *out)
 {
     pthread_mutex_lock(&table_lock);
     struct counted *e = find_locked(kind, key);
     if (e) {
         *out = *e;
-        e->kind = 0xff;
-        table_used--;
+        forget_locked(e);
     }
     pthread_mutex_unlock(&table_lock);
     return e != NULL;
@@ -131,13 +150,10 @@ void gs_mem_context_died(CUcontext ctx)
         if (e->kind == 0 || e->kind == 0xff || e->ctx != ctx || !ctx)
             continue;
         back[e->slot] += e->bytes;
-        e->kind = 0xff;
-        table_used--;
+        forget_locked(e);
     }
     pthread_mutex_unlock(&table_lock);
-    for (int i = 0; i < GS_MAX_DEVICES; i++)
-        if (back[i])
-            gs_lease_give(&gs_devs[i], back[i]);
+    give_back_all(back);
 }
 
 /* ---- reservations ------------------------------------------------------- */
@@ -145,11 +161,6 @@ void gs_mem_context_died(CUcontext ctx)
 static CUresult reserve(struct gs_dev *d, uint64_t bytes)
 {
     return gs_lease_take(d, bytes);
-}
-
-static void give_back(struct gs_dev *d, uint64_t bytes)
-{
-    gs_lease_give(d, bytes);
 }
 
 /* The tenant's cap and count on d; false when there is no cap (or no
@@ -464,8 +475,7 @@ GS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     struct counted *e = find_locked(K_VMM, handle);
     if (e && e->maps == 0) {
         freed = *e;
-        e->kind = 0xff;
-        table_used--;
+        forget_locked(e);
     } else if (e && !e->released) {
         e->released = marked = true;
     }
@@ -531,14 +541,11 @@ GS_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         *m = mappings[--nmappings];
         if (e && e->maps != UINT32_MAX && --e->maps == 0 && e->released) {
             back[e->slot] += e->bytes;
-            e->kind = 0xff;
-            table_used--;
+            forget_locked(e);
         }
     }
     pthread_mutex_unlock(&table_lock);
-    for (int i = 0; i < GS_MAX_DEVICES; i++)
-        if (back[i])
-            give_back(&gs_devs[i], back[i]);
+    give_back_all(back);
     return rc;
 }
 
