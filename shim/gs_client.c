@@ -33,7 +33,6 @@
 
 #define IDLE_RELEASE_NS 2000000ull  /* nothing launched for 2 ms: release */
 #define TICK_NS 5000000ull  /* the longest the gate thread sleeps while a slice is held */
-#define READER_TICK_NS 2000000ull /* ... and while a blocked launcher reads the socket */
 #define OPEN_WELCOME_WAIT_NS 2000000000ull /* see gs_client_mem_call_locked */
 
 /* The gate thread's state; guarded by gs_gate_lock. */
@@ -42,8 +41,6 @@ static pthread_t thread;
 static int wake_fd = -1;        /* eventfd: app threads and drainers wake the gate thread */
 static int launcher_fd = -1;    /* eventfd: the gate thread wakes a launcher reading the socket */
 static bool app_reader;         /* a blocked launcher is reading the socket (gs_client_wait_locked) */
-static uint64_t gate_wakes_by;  /* the gate thread runs its loop again by then at the latest */
-static bool gang_grant_read;    /* a gang's JOIN or CATCHUP grant was read */
 static int sock = -1;
 static bool connected;          /* HELLO answered with WELCOME */
 static bool policy_open;        /* GPUSLICE_ON_SERVER_DOWN=open */
@@ -267,8 +264,6 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
         d->grant = msg->u.grant.grant;
         d->deadline_ns = msg->u.grant.deadline_ns;
         d->catch_up = !extension && (msg->u.grant.flags & GS_GRANT_CATCHUP);
-        if (msg->u.grant.flags & (GS_GRANT_JOIN | GS_GRANT_CATCHUP))
-            gang_grant_read = true;
         if (d->state == GS_DEV_DRAIN && d->drain_requested) {
             /* extended while draining: keep draining, then hold again */
             d->state = GS_DEV_HOLD;
@@ -438,9 +433,8 @@ static void *gate_main(void *arg)
          * round ending), the next moment a held slice needs looking at
          * (its deadline, the last moment a launch still fits, the end of
          * an idle spell) or the next reconnection try; at most TICK_NS
-         * while a slice is held or draining, and READER_TICK_NS while a
-         * launcher reads the socket. Few wake-ups: this thread's CPU is
-         * the tenant's. */
+         * while a slice is held or draining. Few wake-ups: this thread's
+         * CPU is the tenant's. */
         uint64_t wake_at = UINT64_MAX;
         for (int i = 0; i < GS_MAX_DEVICES; i++) {
             const struct gs_dev *d = &gs_devs[i];
@@ -464,11 +458,6 @@ static void *gate_main(void *arg)
         }
         if (sock < 0 && next_try < wake_at)
             wake_at = next_try;
-        /* A launcher that reads the socket and gets its grant need not wake
-         * this thread (a cross-CPU wake-up, on the handoff's path): this
-         * thread looks again soon by itself (gs_client_wait_locked). */
-        if (app_reader && now + READER_TICK_NS < wake_at)
-            wake_at = now + READER_TICK_NS;
         struct timespec timeout, *timeout_p = NULL;
         if (wake_at != UINT64_MAX) {
             uint64_t wait = wake_at > now ? wake_at - now : 0;
@@ -476,7 +465,6 @@ static void *gate_main(void *arg)
             timeout.tv_nsec = (long)(wait % 1000000000ull);
             timeout_p = &timeout;
         }
-        gate_wakes_by = wake_at;
         /* While a blocked launcher reads the socket itself, leave it to it. */
         struct pollfd fds[2] = {{.fd = wake_fd, .events = POLLIN}, {.fd = sock, .events = POLLIN}};
         int sock_fd = app_reader ? -1 : sock;
@@ -650,39 +638,6 @@ void gs_client_mem_free(struct gs_dev *d, uint64_t bytes)
     pthread_mutex_unlock(&gs_gate_lock);
 }
 
-/* Whether the gate thread, asleep until gate_wakes_by at the latest, can
- * be left to wake by itself: it is connected, and no device needs it
- * sooner (a slice held with its deadline and last fitting launch after
- * then; nothing draining; nothing to declare or ask for). */
-static bool gate_can_sleep_on_locked(void)
-{
-    if (sock < 0 || !connected)
-        return false;
-    for (int i = 0; i < GS_MAX_DEVICES; i++) {
-        const struct gs_dev *d = &gs_devs[i];
-        if (!d->used)
-            continue;
-        if (!d->declared)
-            return false;
-        switch (d->state) {
-        case GS_DEV_HOLD: {
-            if (d->deadline_ns <= gate_wakes_by || last_fit_ns(d) <= gate_wakes_by)
-                return false;
-            break;
-        }
-        case GS_DEV_NONE:
-            if (d->waiters > 0)
-                return false;
-            break;
-        case GS_DEV_WANT:
-            break;
-        default:
-            return false;
-        }
-    }
-    return true;
-}
-
 void gs_client_wait_locked(bool for_grant)
 {
     if (!for_grant || !connected || sock < 0 || app_reader || launcher_fd < 0) {
@@ -707,14 +662,9 @@ void gs_client_wait_locked(bool for_grant)
         ssize_t ignored = read(launcher_fd, &count, sizeof count);
         (void)ignored;
     }
-    gang_grant_read = false;
     if (n > 0 && sock == fd && sock >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
         read_socket_locked(gs_now_ns());
-    /* The gate thread watches the socket again once it wakes. Wake it now
-     * only if something needs it before its own wake-up is due (a gang's
-     * ranks always wake it: their slices are joined and ended together). */
-    if (gang_grant_read || !gate_can_sleep_on_locked())
-        gs_client_wake();
+    gs_client_wake(); /* the gate thread watches the socket again */
 }
 
 void gs_client_start_locked(void)

@@ -212,13 +212,6 @@ static void send_grant(struct client *c, int slot, const struct device *d, uint3
     msg.u.grant.deadline_ns = d->deadline;
     msg.u.grant.flags = flags;
     c->wants[slot] = false;
-    if (c->holds[slot] != d->grant) { /* a new holding, not an extension */
-        c->held_since[slot] = now_ns();
-        if (c->busy_grant[slot] != d->grant) {
-            c->busy_grant[slot] = d->grant;
-            c->busy_ns[slot] = 0;
-        }
-    }
     c->holds[slot] = d->grant;
     client_send(c, &msg);
 }
@@ -244,8 +237,7 @@ static void start_slice(struct device *d, struct device_tenant *best, uint64_t n
     d->slice_start = d->charged_until = now;
     d->deadline = now + best->tenant->config.quantum_ns;
     d->holders = 0;
-    d->slice_busy = 0;
-    d->slice_reported = d->slice_whole = false;
+    d->slice_idle = UINT64_MAX;
     d->gang_start = 0; /* gang_try_start stamps a gang's slices */
     best->slices++;
     if (best->waiting > 0)
@@ -471,14 +463,11 @@ static void end_slice(struct device *d)
     uint64_t used = now - d->slice_start;
     uint64_t due = now < d->deadline ? now : d->deadline; /* when it ended, or should have */
     charge(d, now);
-    /* Device time used: the most any one holder used (its holdings less
-     * the idle time it reported; outside its holdings it had nothing on
-     * the GPU). Their busy spells may not overlap, so this is the least
-     * the device was busy; a tenant's processes keep it busy together
-     * (docs/DESIGN.md, "Synchronizing tenants"). */
-    uint64_t idle = 0;
-    if (d->slice_reported && !d->slice_whole && d->slice_busy < used)
-        idle = used - d->slice_busy;
+    /* Device time used: the slice less what every one of its holders left
+     * idle (the least any reported: their idle spells may not overlap). */
+    uint64_t idle = d->slice_idle == UINT64_MAX ? 0 : d->slice_idle;
+    if (idle > used)
+        idle = used;
     if (idle)
         uncharge_idle(d, dt, idle, now);
     uint64_t busy = used - idle;
@@ -582,7 +571,7 @@ static void device_timer(void *arg)
         }
         /* Grace is over: take the slice back from whoever still holds it. */
         if (d->holders > 0)
-            d->slice_whole = true;
+            d->slice_idle = 0;
         for (size_t i = 0; i < d->nusers; i++) {
             struct client *c = d->users[i].client;
             if (c->holds[d->users[i].slot] == d->grant)
@@ -626,17 +615,6 @@ void sched_acquire(struct client *c, int slot)
         schedule(d);
 }
 
-/* c released its holding of d's slice, idle for idle_ns of it. */
-static void note_busy(struct client *c, int slot, struct device *d, uint64_t idle_ns)
-{
-    uint64_t now = now_ns();
-    uint64_t held = c->busy_grant[slot] == d->grant && now > c->held_since[slot] ? now - c->held_since[slot] : 0;
-    c->busy_ns[slot] += held - (idle_ns < held ? idle_ns : held);
-    if (c->busy_ns[slot] > d->slice_busy)
-        d->slice_busy = c->busy_ns[slot];
-    d->slice_reported = true;
-}
-
 void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64_t idle_ns)
 {
     struct device *d = c->devices[slot];
@@ -659,7 +637,8 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64
         c->holds[slot] = 0;
         if (d->state == DEV_IDLE || grant != d->grant)
             return;
-        note_busy(c, slot, d, idle_ns);
+        if (idle_ns < d->slice_idle)
+            d->slice_idle = idle_ns;
         if (d->holders > 0)
             d->holders--;
         if (d->holders == 0)
@@ -698,7 +677,7 @@ void sched_slot_gone(struct client *c, int slot)
     }
     if (c->holds[slot] && c->holds[slot] == d->grant && d->state != DEV_IDLE) {
         c->holds[slot] = 0;
-        d->slice_whole = true; /* it said nothing of its idle time: none */
+        d->slice_idle = 0; /* it said nothing of its idle time: none */
         if (d->holders > 0)
             d->holders--;
         if (d->holders == 0)

@@ -247,12 +247,6 @@ struct client {
     struct device *devices[GS_MAX_DEVICES];  /* by the client's slot */
     bool wants[GS_MAX_DEVICES];               /* ACQUIRE outstanding */
     uint64_t holds[GS_MAX_DEVICES];           /* grant held, 0 = none */
-    /* Device time this client used in its device's current slice: busy_ns
-     * for grant busy_grant, over holdings that began at held_since (a
-     * client may release and join again within a slice). sched.c. */
-    uint64_t held_since[GS_MAX_DEVICES];
-    uint64_t busy_ns[GS_MAX_DEVICES];
-    uint64_t busy_grant[GS_MAX_DEVICES];
     uint64_t mem_held[GS_MAX_DEVICES];        /* device memory counted for it:
                                                  what it holds plus its headroom */
     uint64_t recall_sent_ns[GS_MAX_DEVICES];  /* MEM_RECALL unanswered since; 0 = none */
@@ -325,12 +319,8 @@ struct device {
     uint64_t charged_until;    /* the holder is charged up to here */
     unsigned holders;          /* clients holding the current grant */
     uint64_t gang_start;       /* which gang start began the slice (sched.c) */
-    uint64_t slice_busy;       /* the most device time one client used in
-                                  the slice (its holdings less the idle
-                                  time it reported) */
-    bool slice_reported;       /* a holder released: slice_busy counts */
-    bool slice_whole;          /* a holder left without a report: charge
-                                  the whole slice */
+    uint64_t slice_idle;       /* the least idle time a holder of the slice
+                                  reported; UINT64_MAX: none yet */
     struct device_tenant *tenants;
     size_t ntenants;
     uint32_t *entry_of;        /* by tenant index: 1 + its entry's position
