@@ -32,7 +32,8 @@
  * Gangs: a tenant whose processes use several GPUs (gang = auto, on) gets
  * its slices on all of them at once, so that ranks of a collective run
  * together instead of each spinning at a GPU the other rank has not been
- * granted. When a gang is next on one of its GPUs, that GPU is reserved
+ * granted. A gang waits for all its GPUs once a rank waits for any
+ * (waits_for). When a gang is next on one of its GPUs, that GPU is reserved
  * (kept idle) for it, and so is each of its other GPUs as soon as the
  * slice running there ends; once all are reserved, the gang is granted
  * them together, with one deadline. When its slice ends on one GPU it is
@@ -76,6 +77,29 @@ static bool gang_member(const struct device *d, const struct tenant *t, struct d
     if (entry)
         *entry = dt;
     return true;
+}
+
+/* Whether any process of t waits for one of its GPUs. */
+static bool waits_anywhere(const struct tenant *t)
+{
+    for (const struct device *e = devices; e; e = e->next) {
+        const struct device_tenant *dt = device_tenant_find(e, t);
+        if (dt && dt->refs > 0 && dt->waiting > 0)
+            return true;
+    }
+    return false;
+}
+
+/* Whether dt is in the running for its GPU: a process of it waits for it, or it
+ * is a gang and waits for any of its GPUs. A gang is granted all its GPUs
+ * at once, so it is next on each of them as much as on the one a rank
+ * asked for; a rank may not ask at all until its peers run (it waits in a
+ * collective that needs them). Counting it only where a rank asks let a
+ * gang that some other GPU kept choosing gather every time, and a gang
+ * whose rank waited elsewhere never. */
+static bool waits_for(const struct device_tenant *dt)
+{
+    return dt->waiting > 0 || (is_gang(dt->tenant) && dt->refs > 0 && waits_anywhere(dt->tenant));
 }
 
 int sched_device_init(struct device *d)
@@ -220,7 +244,7 @@ static bool has_competitor(const struct device *d, uint64_t now)
 {
     for (size_t i = 0; i < d->ntenants; i++) {
         const struct device_tenant *dt = &d->tenants[i];
-        if (dt != d->holder && dt->waiting > 0 && dt->eligible_at <= now)
+        if (dt != d->holder && waits_for(dt) && dt->eligible_at <= now)
             return true;
     }
     return false;
@@ -405,8 +429,9 @@ static void schedule(struct device *d)
     struct device_tenant *best = NULL;
     for (size_t i = 0; i < d->ntenants; i++) {
         struct device_tenant *dt = &d->tenants[i];
-        if (dt->waiting == 0 || (forming_gang && is_gang(dt->tenant)))
+        if (!waits_for(dt) || (forming_gang && is_gang(dt->tenant)))
             continue;
+        activate(d, dt); /* a gang that waits elsewhere may not be yet */
         if (dt->eligible_at > now) {
             if (!next_eligible || dt->eligible_at < next_eligible)
                 next_eligible = dt->eligible_at;
@@ -486,7 +511,7 @@ static void end_slice(struct device *d)
     d->state = DEV_IDLE;
     d->holder = NULL;
     d->holders = 0;
-    dt->active = dt->waiting > 0;
+    dt->active = waits_for(dt);
     d->handoffs++;
     schedule(d); /* it grants first and sets the timer after: handoffs are the hot path */
     if (d->state == DEV_RUNNING && d->holder != dt)
@@ -672,7 +697,7 @@ void sched_slot_gone(struct client *c, int slot)
         if (dt && dt->waiting > 0 && --dt->waiting == 0) {
             dt->wait_ns += now_ns() - dt->waiting_since; /* waited, then left */
             if (dt != d->holder)
-                dt->active = false;
+                dt->active = waits_for(dt);
         }
     }
     if (c->holds[slot] && c->holds[slot] == d->grant && d->state != DEV_IDLE) {
