@@ -62,6 +62,7 @@ static struct device_tenant *device_tenant_get(struct device *d, struct tenant *
     dt = &d->tenants[d->ntenants++];
     memset(dt, 0, sizeof *dt);
     dt->tenant = t;
+    dt->tenant_waits = t->waiting > 0;
     d->entry_of[t->index] = (uint32_t)d->ntenants;
     return dt;
 }

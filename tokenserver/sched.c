@@ -79,17 +79,6 @@ static bool gang_member(const struct device *d, const struct tenant *t, struct d
     return true;
 }
 
-/* Whether any process of t waits for one of its GPUs. */
-static bool waits_anywhere(const struct tenant *t)
-{
-    for (const struct device *e = devices; e; e = e->next) {
-        const struct device_tenant *dt = device_tenant_find(e, t);
-        if (dt && dt->refs > 0 && dt->waiting > 0)
-            return true;
-    }
-    return false;
-}
-
 /* Whether dt is in the running for its GPU: a process of it waits for it, or it
  * is a gang and waits for any of its GPUs. A gang is granted all its GPUs
  * at once, so it is next on each of them as much as on the one a rank
@@ -99,7 +88,25 @@ static bool waits_anywhere(const struct tenant *t)
  * whose rank waited elsewhere never. */
 static bool waits_for(const struct device_tenant *dt)
 {
-    return dt->waiting > 0 || (is_gang(dt->tenant) && dt->refs > 0 && waits_anywhere(dt->tenant));
+    return dt->waiting > 0 || (dt->tenant_waits && dt->refs > 0 && is_gang(dt->tenant));
+}
+
+/* Changes dt's count of waiting slots by `delta` (+1 or -1), and its
+ * tenant's. When the tenant starts or stops waiting anywhere, each of its
+ * entries learns it (device_tenant.tenant_waits). */
+static void add_waiting(struct device_tenant *dt, int delta)
+{
+    struct tenant *t = dt->tenant;
+    bool before = t->waiting > 0;
+    dt->waiting = (unsigned)((int)dt->waiting + delta);
+    t->waiting = (unsigned)((int)t->waiting + delta);
+    if (before == (t->waiting > 0))
+        return;
+    for (struct device *e = devices; e; e = e->next) {
+        struct device_tenant *mine = device_tenant_find(e, t);
+        if (mine)
+            mine->tenant_waits = t->waiting > 0;
+    }
 }
 
 int sched_device_init(struct device *d)
@@ -274,7 +281,8 @@ static void start_slice(struct device *d, struct device_tenant *best, uint64_t n
             d->holders++;
         }
     }
-    best->waiting = 0;
+    while (best->waiting > 0)
+        add_waiting(best, -1);
     uint64_t margin = best->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
     timer_at(&d->timer, d->deadline - margin);
 }
@@ -552,7 +560,7 @@ static void gang_catch_up(struct device *d, uint64_t now)
                 continue;
             c->wants[slot] = false;
             if (e->holder->waiting > 0)
-                e->holder->waiting--;
+                add_waiting(e->holder, -1);
             join(c, slot, e, now);
         }
     }
@@ -633,8 +641,9 @@ void sched_acquire(struct client *c, int slot)
         join(c, slot, d, now_ns());
         return;
     }
-    if (dt->waiting++ == 0)
+    if (dt->waiting == 0)
         dt->waiting_since = now_ns();
+    add_waiting(dt, +1);
     activate(d, dt);
     if (d->state == DEV_IDLE)
         schedule(d);
@@ -649,8 +658,9 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64
         struct device_tenant *dt = device_tenant_find(d, c->tenant);
         if (dt) {
             c->wants[slot] = true;
-            if (dt->waiting++ == 0)
+            if (dt->waiting == 0)
                 dt->waiting_since = now_ns();
+            add_waiting(dt, +1);
             activate(d, dt);
         }
     }
@@ -678,7 +688,7 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64
         struct device_tenant *dt = d->holder;
         c->wants[slot] = false;
         if (dt->waiting > 0)
-            dt->waiting--;
+            add_waiting(dt, -1);
         join(c, slot, d, now_ns());
     }
 }
@@ -694,10 +704,13 @@ void sched_slot_gone(struct client *c, int slot)
     if (c->wants[slot]) {
         c->wants[slot] = false;
         struct device_tenant *dt = device_tenant_find(d, c->tenant);
-        if (dt && dt->waiting > 0 && --dt->waiting == 0) {
-            dt->wait_ns += now_ns() - dt->waiting_since; /* waited, then left */
-            if (dt != d->holder)
-                dt->active = waits_for(dt);
+        if (dt && dt->waiting > 0) {
+            add_waiting(dt, -1);
+            if (dt->waiting == 0) {
+                dt->wait_ns += now_ns() - dt->waiting_since; /* waited, then left */
+                if (dt != d->holder)
+                    dt->active = waits_for(dt);
+            }
         }
     }
     if (c->holds[slot] && c->holds[slot] == d->grant && d->state != DEV_IDLE) {

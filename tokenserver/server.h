@@ -186,6 +186,9 @@ struct tenant {
     unsigned clients;
     struct client *members;  /* its clients (client.member_next) */
     unsigned devices;        /* GPUs its clients have declared */
+    unsigned waiting;        /* its clients' slots waiting for a grant, on
+                                all GPUs: the sum of its device entries'
+                                `waiting` (sched.c keeps both) */
     struct tenant *next;
 };
 
@@ -282,6 +285,9 @@ struct device_tenant {
     double vtime;              /* virtual time: device time used / share */
     uint64_t eligible_at;      /* its limit: no grant before this */
     unsigned waiting;          /* clients waiting for a grant */
+    bool tenant_waits;         /* its tenant waits on some GPU: tenant.waiting
+                                  > 0, mirrored here so that the scheduler's
+                                  pass over a GPU's entries stays in them */
     uint64_t waiting_since;
     bool active;               /* waiting or holding */
     /* statistics */
