@@ -13,16 +13,24 @@
  * Pairing each blocked launch with the release just before it gives the
  * handoff: release -> blocked launch returns. Neither role writes its
  * output while a handoff may be under way (see main).
+ *
+ *   handoff_bench floor ROUNDS
+ *       the same path with nothing on it, for scale: a process that slept
+ *       20 ms sends a message to a second, asleep in recv, which passes it
+ *       to a third, asleep in recv (holder -> server -> launcher); prints
+ *       "floor MEDIAN_NS" of the first's send to the third's receipt.
  */
 #include <cuda.h>
 
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -120,6 +128,59 @@ static int launcher(int rounds)
     return 0;
 }
 
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int floor_bench(int rounds)
+{
+    int to_relay[2], to_last[2], back[2];
+    if (rounds <= 0 || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, to_relay) ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET, 0, to_last) || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, back))
+        return 2;
+    uint64_t t;
+    pid_t relay = fork();
+    if (relay == 0) {
+        while (recv(to_relay[1], &t, sizeof t, 0) == sizeof t && send(to_last[0], &t, sizeof t, 0) == sizeof t)
+            ;
+        _exit(0);
+    }
+    pid_t last = fork();
+    if (last == 0) {
+        while (recv(to_last[1], &t, sizeof t, 0) == sizeof t) {
+            uint64_t took = now_ns() - t;
+            if (send(back[1], &took, sizeof took, 0) != sizeof took)
+                break;
+        }
+        _exit(0);
+    }
+    if (relay < 0 || last < 0)
+        return 2;
+    uint64_t *took = calloc((size_t)rounds, sizeof *took);
+    int n = 0;
+    for (; took && n < rounds; n++) {
+        sleep_ms(20);
+        t = now_ns();
+        if (send(to_relay[0], &t, sizeof t, 0) != sizeof t || recv(back[0], &took[n], sizeof took[n], 0) != sizeof took[n])
+            break;
+        sleep_ms(5);
+    }
+    kill(relay, SIGKILL);
+    kill(last, SIGKILL);
+    waitpid(relay, NULL, 0);
+    waitpid(last, NULL, 0);
+    if (n < rounds) {
+        free(took);
+        return 2;
+    }
+    qsort(took, (size_t)n, sizeof *took, compare_u64);
+    printf("floor %llu\n", (unsigned long long)took[n / 2]);
+    free(took);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* Output is buffered: a line written to the pipe wakes its reader,
@@ -132,6 +193,8 @@ int main(int argc, char **argv)
         return holder(argv[2], atoi(argv[3]));
     if (argc == 3 && strcmp(argv[1], "launcher") == 0)
         return launcher(atoi(argv[2]));
-    fprintf(stderr, "usage: handoff_bench holder SOCKET ROUNDS | launcher ROUNDS\n");
+    if (argc == 3 && strcmp(argv[1], "floor") == 0)
+        return floor_bench(atoi(argv[2]));
+    fprintf(stderr, "usage: handoff_bench holder SOCKET ROUNDS | launcher ROUNDS | floor ROUNDS\n");
     return 1;
 }
