@@ -79,21 +79,21 @@ static bool gang_member(const struct device *d, const struct tenant *t, struct d
     return true;
 }
 
-/* Whether dt is in the running for its GPU: a process of it waits for it, or it
- * is a gang and waits for any of its GPUs. A gang is granted all its GPUs
- * at once, so it is next on each of them as much as on the one a rank
- * asked for; a rank may not ask at all until its peers run (it waits in a
- * collective that needs them). Counting it only where a rank asks let a
- * gang that some other GPU kept choosing gather every time, and a gang
- * whose rank waited elsewhere never. */
+/* Whether dt is in the running for its GPU: a process of it waits for
+ * that GPU, or it is a gang and waits for any of its GPUs. A gang is
+ * granted all its GPUs at once, so it is next on each of them as much as
+ * on the one a rank asked for; a rank may not ask at all until its peers
+ * run (it waits in a collective that needs them). Counting it only where a
+ * rank asks let a gang that some other GPU kept choosing gather every
+ * time, and a gang whose rank waited elsewhere never. */
 static bool waits_for(const struct device_tenant *dt)
 {
     return dt->waiting > 0 || (dt->tenant_waits && dt->refs > 0 && is_gang(dt->tenant));
 }
 
-/* Changes dt's count of waiting slots by `delta` (+1 or -1), and its
- * tenant's. When the tenant starts or stops waiting anywhere, each of its
- * entries learns it (device_tenant.tenant_waits). */
+/* Changes dt's count of waiting slots by `delta`, and its tenant's. When
+ * the tenant starts or stops waiting anywhere, each of its entries learns
+ * it (device_tenant.tenant_waits). */
 static void add_waiting(struct device_tenant *dt, int delta)
 {
     struct tenant *t = dt->tenant;
@@ -281,8 +281,7 @@ static void start_slice(struct device *d, struct device_tenant *best, uint64_t n
             d->holders++;
         }
     }
-    while (best->waiting > 0)
-        add_waiting(best, -1);
+    add_waiting(best, -(int)best->waiting);
     uint64_t margin = best->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
     timer_at(&d->timer, d->deadline - margin);
 }
