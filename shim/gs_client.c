@@ -667,21 +667,34 @@ void gs_client_wait_locked(bool for_grant)
     gs_client_wake(); /* the gate thread watches the socket again */
 }
 
+/* Closes the gate thread's eventfds, those that are open. */
+static void close_wake_fds(void)
+{
+    if (wake_fd >= 0)
+        close(wake_fd);
+    if (launcher_fd >= 0)
+        close(launcher_fd);
+    wake_fd = launcher_fd = -1;
+}
+
 void gs_client_start_locked(void)
 {
     if (started)
         return;
     read_policy_locked();
+    /* A failure leaves nothing open: the next call that needs the gate
+     * thread (a new device's first launch, a memory call) tries again,
+     * and a descriptor left behind per try would add up. */
     wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     launcher_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd < 0 || launcher_fd < 0) {
         gs_log(GS_LOG_ERROR, "eventfd: %s", strerror(errno));
+        close_wake_fds();
         return;
     }
     if (pthread_create(&thread, NULL, gate_main, NULL) != 0) {
         gs_log(GS_LOG_ERROR, "cannot start the gate thread");
-        close(wake_fd);
-        wake_fd = -1;
+        close_wake_fds();
         return;
     }
     started = true;
@@ -692,11 +705,8 @@ void gs_client_after_fork_child(void)
     /* The parent's connection and gate thread are not the child's. */
     if (sock >= 0)
         close(sock);
-    if (wake_fd >= 0)
-        close(wake_fd);
-    if (launcher_fd >= 0)
-        close(launcher_fd);
-    sock = wake_fd = launcher_fd = -1;
+    sock = -1;
+    close_wake_fds();
     started = connected = app_reader = connect_tried = false;
     memset(pending, 0, sizeof pending);
 }
