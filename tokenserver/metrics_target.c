@@ -16,7 +16,7 @@
 
 bool device_tenant_busy(const struct device *d, const struct device_tenant *dt)
 {
-    return dt->waiting > 0 || (d->holder == dt && d->state != DEV_IDLE);
+    return sched_in_line(dt) || (d->holder == dt && d->state != DEV_IDLE);
 }
 
 /* Sum over busy tenants of min(limit, level * share). */

@@ -109,6 +109,11 @@ static void add_waiting(struct device_tenant *dt, int delta)
     }
 }
 
+bool sched_in_line(const struct device_tenant *dt)
+{
+    return waits_for(dt);
+}
+
 int sched_device_init(struct device *d)
 {
     return timer_init(&d->timer, device_timer, d);

@@ -369,6 +369,9 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64
 void sched_slot_gone(struct client *c, int slot);
 /* A tenant was removed: its entries go from every device. */
 void sched_tenant_gone(struct tenant *t);
+/* Whether the tenant of entry dt is in line for its GPU: a process of it
+ * waits for that GPU, or it is a gang waiting for any of its GPUs. */
+bool sched_in_line(const struct device_tenant *dt);
 double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
 /* The 99th percentile of (release - deadline) over the last slices, in ns;
  * a slice released before its deadline counts as 0. */

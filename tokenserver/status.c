@@ -122,7 +122,7 @@ static void json_device(struct text *o, const struct device *d, bool first, uint
     text_printf(o, ",\"slices\":%llu,\"processes\":%zu,\"queue\":[", (unsigned long long)d->slices, d->nusers);
     bool first_waiting = true;
     for (size_t i = 0; i < d->ntenants; i++)
-        if (d->tenants[i].waiting > 0) {
+        if (sched_in_line(&d->tenants[i])) {
             text_printf(o, "%s\"%s\"", first_waiting ? "" : ",", d->tenants[i].tenant->name);
             first_waiting = false;
         }
@@ -171,7 +171,7 @@ static void table_device(struct text *o, const struct device *d)
     uuid_str(d->uuid, uuid);
     size_t q = 0;
     for (size_t i = 0; i < d->ntenants; i++)
-        if (d->tenants[i].waiting > 0 && q < sizeof queue - GS_NAME_MAX - 2) {
+        if (sched_in_line(&d->tenants[i]) && q < sizeof queue - GS_NAME_MAX - 2) {
             int n = snprintf(queue + q, sizeof queue - q, "%s%s", q ? "," : "", d->tenants[i].tenant->name);
             q += n > 0 ? (size_t)n : 0;
         }
