@@ -348,6 +348,44 @@ static uint64_t run_round(struct gs_dev *d, struct round_item *items, int n, boo
 #define MEASURE_INTERVAL_NS 1000000ull
 #define ESTIMATE_WINDOW 64 /* kernels: older rounds weigh half as much beyond it */
 
+/* Adds a round to the estimate of device time per kernel launch. It is a
+ * ratio of sums over recent rounds, so that each round counts as much as
+ * it lasted: short rounds that happen to catch a burst of completions do
+ * not drag the estimate down (an underestimate overruns the slice). */
+static void estimate_locked(struct gs_dev *d, double kernels, double ns)
+{
+    d->measured_ns += ns;
+    d->measured_kernels += kernels;
+    d->kernel_ns = d->measured_ns / d->measured_kernels;
+    if (d->measured_kernels > ESTIMATE_WINDOW) {
+        d->measured_ns /= 2;
+        d->measured_kernels /= 2;
+    }
+}
+
+bool gs_drain_round_fresh_locked(const struct gs_dev *d, uint64_t now)
+{
+    return d->round_by_sync && d->waiters == 0 && now < d->last_sync_end_ns + MEASURE_INTERVAL_NS;
+}
+
+void gs_drain_note_finished_locked(struct gs_dev *d, uint64_t finished, uint64_t now)
+{
+    /* Graph launches are the drainer's to settle (gs_graph_measure), and
+     * a drain is its to end. */
+    if (d->state != GS_DEV_HOLD || d->drain_requested || finished <= d->completed ||
+        atomic_load(&d->graphs_submitted) != d->graphs_completed)
+        return;
+    uint64_t since = d->last_sync_end_ns > d->slice_start_ns ? d->last_sync_end_ns : d->slice_start_ns;
+    if (now > since)
+        estimate_locked(d, (double)(finished - d->completed), (double)(now - since));
+    d->completed = finished;
+    d->last_sync_end_ns = now;
+    d->rounds++;
+    d->round_by_sync = true;
+    gs_gate_note_round_locked(d);
+    gs_gate_update_budget_locked(d, now);
+}
+
 /* Waits on drainer_cv (gs_gate_lock held) until a wake-up or `until` on
  * CLOCK_MONOTONIC (drainer_cv is created for that clock). */
 static void timed_wait_locked(uint64_t until)
@@ -371,12 +409,23 @@ static void *drainer_main(void *arg)
             pthread_cond_wait(&drainer_cv, &gs_gate_lock);
         /* While the slice runs, a round only refreshes the estimates: one
          * every MEASURE_INTERVAL_NS is plenty, and cheap. A drain request
-         * cuts the pause short. */
-        while (!d->drain_requested && d->last_sync_end_ns + MEASURE_INTERVAL_NS > gs_now_ns() &&
-               d->last_sync_end_ns > d->slice_start_ns)
-            timed_wait_locked(d->last_sync_end_ns + MEASURE_INTERVAL_NS);
+         * cuts the pause short. After a round made by an application's
+         * synchronization (gs_drain_note_finished_locked), sleep until
+         * woken (the gate thread's tick, a launcher short of budget): a
+         * program that synchronizes often makes the rounds itself, and
+         * this thread's wake-ups would take CPU from it and from the
+         * driver's threads. */
+        if (!d->drain_requested && d->last_sync_end_ns + MEASURE_INTERVAL_NS > gs_now_ns() &&
+            d->last_sync_end_ns > d->slice_start_ns) {
+            if (gs_drain_round_fresh_locked(d, gs_now_ns()))
+                pthread_cond_wait(&drainer_cv, &gs_gate_lock);
+            else
+                timed_wait_locked(d->last_sync_end_ns + MEASURE_INTERVAL_NS);
+            continue;
+        }
         bool draining = d->drain_requested;
         uint64_t since = d->last_sync_end_ns > d->slice_start_ns ? d->last_sync_end_ns : d->slice_start_ns;
+        uint64_t rounds = d->rounds;
         pthread_mutex_unlock(&gs_gate_lock);
 
         /* Launches admitted just before admission closed may still be on
@@ -407,23 +456,16 @@ static void *drainer_main(void *arg)
         uint64_t finished = target > d->completed ? target - d->completed : 0;
         uint64_t graphs_finished = graphs - d->graphs_completed;
         double graph_time = (double)(graph_ns - d->graph_ns_completed);
-        /* The time per kernel launch is a ratio of sums over recent
-         * rounds, so that each round counts as much as it lasted: short
-         * rounds that happen to catch a burst of completions do not drag
-         * the estimate down (an underestimate overruns the slice). */
-        if (finished > graphs_finished && end > since && (double)(end - since) > graph_time) {
-            d->measured_ns += (double)(end - since) - graph_time;
-            d->measured_kernels += (double)(finished - graphs_finished);
-            d->kernel_ns = d->measured_ns / d->measured_kernels;
-            if (d->measured_kernels > ESTIMATE_WINDOW) {
-                d->measured_ns /= 2;
-                d->measured_kernels /= 2;
-            }
-        }
+        /* A synchronization's round in the meantime took some of these
+         * completions and part of the time: leave the estimate alone. */
+        if (d->rounds == rounds && finished > graphs_finished && end > since && (double)(end - since) > graph_time)
+            estimate_locked(d, (double)(finished - graphs_finished), (double)(end - since) - graph_time);
         d->completed = target > d->completed ? target : d->completed;
         d->graphs_completed = graphs;
         d->graph_ns_completed = graph_ns;
         d->last_sync_end_ns = end;
+        d->rounds++;
+        d->round_by_sync = false;
         gs_gate_note_round_locked(d);
         if (draining && atomic_load(&d->submitted) == target) {
             if (tail && d->state == GS_DEV_DRAIN && atomic_load(&d->idle_since) == 0)

@@ -108,8 +108,9 @@ void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now)
         else
             gs_client_wake_launchers_locked();
     }
-    /* work in flight: the drainer measures it */
-    if (submitted > d->completed)
+    /* work in flight: the drainer measures it, unless the application's
+     * synchronizations are doing that (gs_drain_note_finished_locked) */
+    if (submitted > d->completed && !gs_drain_round_fresh_locked(d, now))
         gs_drain_wake_locked();
 }
 
@@ -295,6 +296,10 @@ void gs_gate_wait_admission_locked(struct gs_dev *d, bool (*fits)(struct gs_dev 
             return;
         }
         d->waiters++;
+        /* Short of budget while work runs: a drainer round, which counts
+         * what finished, may give more. */
+        if (d->state == GS_DEV_HOLD && atomic_load(&d->submitted) > d->completed)
+            gs_drain_wake_locked();
         /* Only a device with no slice asked for needs the gate thread now
          * (to send ACQUIRE); otherwise a grant, a drainer round or the
          * end of a drain wakes this thread. */

@@ -98,7 +98,9 @@ struct gs_dev {
     bool drain_requested;
     uint64_t completed;          /* launches known finished */
     uint64_t graphs_completed, graph_ns_completed;
-    uint64_t last_sync_end_ns;
+    uint64_t last_sync_end_ns;   /* when the last round ended */
+    uint64_t rounds;             /* rounds so far, the drainer's or a synchronization's */
+    bool round_by_sync;          /* the last round was an application's synchronization */
     double kernel_ns;            /* estimated device time per kernel launch; 0 = unknown */
     double queued_at_round_ns;   /* device time queued when the last round ended */
     double measured_ns, measured_kernels; /* the drainer's sums behind kernel_ns */
@@ -216,6 +218,13 @@ void gs_drain_flush(const struct gs_launch_target *t, bool with_legacy);
 void gs_drain_forget_ctx_locked(struct gs_ctx *ctx);
 void gs_drain_forget_stream_locked(CUstream stream, struct gs_ctx *ctx);
 void gs_drain_after_fork_child(void);
+/* An application's synchronization saw every launch up to `finished`
+ * (admitted, all handed to the driver) finish at `now`: it counts as a
+ * drainer round (gs_gate_lock held). */
+void gs_drain_note_finished_locked(struct gs_dev *d, uint64_t finished, uint64_t now);
+/* Whether such a round is recent enough that the drainer need not make
+ * one, with no launcher short of budget (gs_gate_lock held). */
+bool gs_drain_round_fresh_locked(const struct gs_dev *d, uint64_t now);
 
 /* gs_idle.c: the idle spells of a held slice. */
 /* A launch was admitted while d->idle_since was set: ends the spell. */

@@ -151,7 +151,7 @@ static uint64_t mark_age(const struct sync_mark *m, uint64_t now)
 /* After a successful synchronization: if everything admitted on d in this
  * slice has finished, d is idle since the work ended (the mark's age) or
  * at least since now. */
-static void after_sync(struct gs_dev *d, struct sync_mark *m)
+static void after_sync(struct gs_dev *d, struct sync_mark *m, bool as_round)
 {
     uint64_t admitted = d ? atomic_load(&d->admitted) : 0;
     CUcontext current = NULL;
@@ -194,6 +194,12 @@ static void after_sync(struct gs_dev *d, struct sync_mark *m)
     pthread_mutex_lock(&gs_gate_lock);
     if (ctx)
         gs_ctx_unuse_locked(ctx);
+    /* Everything admitted had finished: after a wait for a stream or a
+     * context, that is a drainer round, done. (Not after a wait for an
+     * event: a program that keeps its queue full waits for events, and
+     * the drainer's rounds serve it as before.) */
+    if (as_round && checkable && n > 0)
+        gs_drain_note_finished_locked(d, admitted, gs_now_ns());
     pthread_mutex_unlock(&gs_gate_lock);
     if (m->event) {
         gs_ctx_event_give(m->ctx, m->event, true);
@@ -215,7 +221,7 @@ static void after_sync(struct gs_dev *d, struct sync_mark *m)
     if (rc == CUDA_SUCCESS || mark.event) {                              \
         if (rc != CUDA_SUCCESS)                                          \
             d = NULL; /* only gives the mark back */                     \
-        after_sync(d, &mark);                                            \
+        after_sync(d, &mark, with_mark);                                 \
     }                                                                    \
     return rc
 

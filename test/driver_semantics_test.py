@@ -6,7 +6,8 @@ the old shim:
     streams) survives the shim's threads while slices come and go, and the
     captured graph's launches are gated;
  2. the shim's own threads use no measurable CPU while fakecuda's
-    synchronization spins a core, as a real driver's does;
+    synchronization spins a core, as a real driver's does, and a program
+    that synchronizes after every kernel does not keep its drainer awake;
  3. a long copy on another stream does not delay the handover;
  4. graphs are admitted against their device time: shares hold and the
     overrun stays within one graph;
@@ -111,6 +112,20 @@ def shim_thread_cpu_seconds(pid):
     return total
 
 
+def drainer_wakeups(pid):
+    """Voluntary context switches of the process's drainer thread(s)."""
+    total = None
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if status.get("Name", "").strip() == "gpuslice-drain":
+            total = (total or 0) + int(status["voluntary_ctxt_switches"])
+    return total
+
+
 def timing_sections():
     machine = Machine()
     server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
@@ -126,6 +141,28 @@ def timing_sections():
     for t, u in zip("ab", used):
         checks.expect(u / 10 <= 0.01, "tenant %s: the shim's threads used %.2f%% of a core over 10 s (<= 1%%)"
                       % (t, 100 * u / 10))
+    server.stop()
+
+    # Programs that synchronize after every 500 us kernel: their
+    # synchronizations tell the shim what finished, so the drainer, which
+    # used to wake every millisecond to find out, sleeps (a wake-up takes a
+    # CPU from the program or from the driver's threads).
+    machine = Machine()
+    server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
+    syncing = [machine.spawn([SPIN, "--seconds", "7", "--kernel-us", "500", "--sync-every", "1"],
+                             env=server.tenant_env(t)) for t in "ab"]
+    time.sleep(1.0)
+    start = [(drainer_wakeups(p.pid), shim_thread_cpu_seconds(p.pid)) for p in syncing]
+    time.sleep(5)
+    end = [(drainer_wakeups(p.pid), shim_thread_cpu_seconds(p.pid)) for p in syncing]
+    for p in syncing:
+        p.communicate()
+    for t, (w0, c0), (w1, c1) in zip("ab", start, end):
+        checks.expect(w0 is not None and w1 is not None and (w1 - w0) / 5 <= 250,
+                      "tenant %s, synchronizing after each kernel: the drainer woke %s times a second (<= 250; "
+                      "the shim's threads used %.2f%% of a core)"
+                      % (t, "%.0f" % ((w1 - w0) / 5) if w0 is not None and w1 is not None else "?",
+                         100 * (c1 - c0) / 5))
     server.stop()
 
     # ---- 3. a long copy on another stream ------------------------------------------------------
