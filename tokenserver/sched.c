@@ -19,8 +19,9 @@
  *     the smallest virtual time among the active tenants, so idling earns
  *     no catch-up burst, and a newcomer gets its share at once. A release
  *     with GS_RELEASE_MORE keeps the tenant active.
- *   - Work-conserving: with nobody else waiting, the holder's slice is
- *     extended shortly before its deadline instead of being drained.
+ *   - Work-conserving: with nobody else waiting, or when the holder would
+ *     be next again anyway (goes_next), the holder's slice is extended
+ *     shortly before its deadline instead of being drained.
  *   - Limits: after a slice that began at s and used b ns of device time, a
  *     tenant with limit L is not granted again before s + b / L, alone or
  *     not; so it never exceeds L over any window longer than a slice or
@@ -426,6 +427,26 @@ static bool has_competitor_anywhere(const struct device *d, uint64_t now)
     return false;
 }
 
+/* Whether the holder of d, charged to its deadline, would still be ahead
+ * of every tenant that waits for d: then the next slice is its own, and
+ * draining it only to grant it again would leave the GPU idle for a
+ * handoff. Where a gang is involved (the holder, or one waiting for d),
+ * the scheduler decides: a gang's turn depends on its other GPUs too. */
+static bool goes_next(const struct device *d, uint64_t now)
+{
+    const struct device_tenant *h = d->holder;
+    if (is_gang(h->tenant) || (forming_gang && gang_member(d, forming_gang, NULL)))
+        return false;
+    uint64_t left = d->deadline > d->charged_until ? d->deadline - d->charged_until : 0;
+    double projected = vtime_add(h->vtime, (double)left / h->tenant->config.share);
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct device_tenant *dt = &d->tenants[i];
+        if (dt != h && waits_for(dt) && (is_gang(dt->tenant) || (dt->eligible_at <= now && dt->vtime <= projected)))
+            return false;
+    }
+    return true;
+}
+
 /* ---- granting ------------------------------------------------------------------ */
 
 /* Grants the device to the best waiting tenant, or arms the timer for the
@@ -581,9 +602,10 @@ static void device_timer(void *arg)
     case DEV_RESERVED:
         break;
     case DEV_RUNNING:
-        if (d->holder->tenant->config.limit >= 1.0 && !has_competitor_anywhere(d, now)) {
-            /* Nobody else may have it: extend rather than drain. Charge
-             * as it goes, so that a long run is never billed at once. */
+        if (d->holder->tenant->config.limit >= 1.0 && (!has_competitor_anywhere(d, now) || goes_next(d, now))) {
+            /* Nobody else may have it, or the holder would be chosen
+             * again anyway: extend rather than drain. Charge as it goes,
+             * so that a long run is never billed at once. */
             charge(d, now);
             d->deadline += d->holder->tenant->config.quantum_ns;
             for (size_t i = 0; i < d->nusers; i++)
