@@ -415,9 +415,10 @@ static void *drainer_main(void *arg)
          * program that synchronizes often makes the rounds itself, and
          * this thread's wake-ups would take CPU from it and from the
          * driver's threads. */
-        if (!d->drain_requested && d->last_sync_end_ns + MEASURE_INTERVAL_NS > gs_now_ns() &&
+        uint64_t now = gs_now_ns();
+        if (!d->drain_requested && d->last_sync_end_ns + MEASURE_INTERVAL_NS > now &&
             d->last_sync_end_ns > d->slice_start_ns) {
-            if (gs_drain_round_fresh_locked(d, gs_now_ns()))
+            if (gs_drain_round_fresh_locked(d, now))
                 pthread_cond_wait(&drainer_cv, &gs_gate_lock);
             else
                 timed_wait_locked(d->last_sync_end_ns + MEASURE_INTERVAL_NS);

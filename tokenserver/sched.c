@@ -428,11 +428,12 @@ static bool has_competitor_anywhere(const struct device *d, uint64_t now)
 }
 
 /* Whether the holder of d, charged to its deadline, would still be ahead
- * of every tenant that waits for d: then the next slice is its own, and
- * draining it only to grant it again would leave the GPU idle for a
- * handoff. Where a gang is involved (the holder, or one waiting for d),
- * the scheduler decides: a gang's turn depends on its other GPUs too. */
-static bool goes_next(const struct device *d, uint64_t now)
+ * of every tenant that waits for d and may be granted by then: then the
+ * next slice is its own, and draining it only to grant it again would
+ * leave the GPU idle for a handoff. Where a gang is involved (the holder,
+ * or one waiting for d), the scheduler decides: a gang's turn depends on
+ * its other GPUs too. */
+static bool goes_next(const struct device *d)
 {
     const struct device_tenant *h = d->holder;
     if (is_gang(h->tenant) || (forming_gang && gang_member(d, forming_gang, NULL)))
@@ -441,7 +442,7 @@ static bool goes_next(const struct device *d, uint64_t now)
     double projected = vtime_add(h->vtime, (double)left / h->tenant->config.share);
     for (size_t i = 0; i < d->ntenants; i++) {
         const struct device_tenant *dt = &d->tenants[i];
-        if (dt != h && waits_for(dt) && (is_gang(dt->tenant) || (dt->eligible_at <= now && dt->vtime <= projected)))
+        if (dt != h && waits_for(dt) && (is_gang(dt->tenant) || (dt->eligible_at <= d->deadline && dt->vtime <= projected)))
             return false;
     }
     return true;
@@ -602,7 +603,7 @@ static void device_timer(void *arg)
     case DEV_RESERVED:
         break;
     case DEV_RUNNING:
-        if (d->holder->tenant->config.limit >= 1.0 && (!has_competitor_anywhere(d, now) || goes_next(d, now))) {
+        if (d->holder->tenant->config.limit >= 1.0 && (!has_competitor_anywhere(d, now) || goes_next(d))) {
             /* Nobody else may have it, or the holder would be chosen
              * again anyway: extend rather than drain. Charge as it goes,
              * so that a long run is never billed at once. */
