@@ -93,12 +93,15 @@ static bool waits_for(const struct device_tenant *dt)
 }
 
 /* Changes dt's count of waiting slots by `delta`, and its tenant's. When
- * the tenant starts or stops waiting anywhere, each of its entries learns
- * it (device_tenant.tenant_waits). */
+ * dt starts waiting, its wait starts (waiting_since). When the tenant
+ * starts or stops waiting anywhere, each of its entries learns it
+ * (device_tenant.tenant_waits). */
 static void add_waiting(struct device_tenant *dt, int delta)
 {
     struct tenant *t = dt->tenant;
     bool before = t->waiting > 0;
+    if (dt->waiting == 0 && delta > 0)
+        dt->waiting_since = now_ns();
     dt->waiting = (unsigned)((int)dt->waiting + delta);
     t->waiting = (unsigned)((int)t->waiting + delta);
     if (before == (t->waiting > 0))
@@ -668,8 +671,6 @@ void sched_acquire(struct client *c, int slot)
         join(c, slot, d, now_ns());
         return;
     }
-    if (dt->waiting == 0)
-        dt->waiting_since = now_ns();
     add_waiting(dt, +1);
     activate(d, dt);
     if (d->state == DEV_IDLE)
@@ -685,8 +686,6 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64
         struct device_tenant *dt = device_tenant_find(d, c->tenant);
         if (dt) {
             c->wants[slot] = true;
-            if (dt->waiting == 0)
-                dt->waiting_since = now_ns();
             add_waiting(dt, +1);
             activate(d, dt);
         }
