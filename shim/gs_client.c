@@ -32,7 +32,12 @@
 #include <unistd.h>
 
 #define IDLE_RELEASE_NS 2000000ull  /* nothing launched for 2 ms: release */
-#define TICK_NS 5000000ull  /* the longest the gate thread sleeps while a slice is held */
+/* The longest the gate thread sleeps while a slice is held or draining: a
+ * backstop only. Every moment a held slice needs is computed (gate_main),
+ * and launchers and drainer rounds wake the thread; at 5 ms, this tick was
+ * most of the thread's wake-ups and CPU and did nothing (docs/BENCHMARKS.md,
+ * "The shim's CPU"). */
+#define TICK_NS 50000000ull
 #define OPEN_WELCOME_WAIT_NS 2000000000ull /* see gs_client_mem_call_locked */
 
 /* The gate thread's state; guarded by gs_gate_lock. */
@@ -348,10 +353,9 @@ static void service_devices_locked(uint64_t now)
             }
             bool queue_empty = d->completed >= atomic_load(&d->submitted) && admitted == atomic_load(&d->submitted);
             /* Less time left than one launch takes, and nothing queued:
-             * nothing more fits, so give the GPU back now. */
-            bool nothing_fits = queue_empty && admitted > d->admitted_at_grant &&
-                                ((d->kernel_ns > 0 && now + (uint64_t)d->kernel_ns >= d->deadline_ns) ||
-                                 (d->waiting_graph_ns && now + d->waiting_graph_ns > d->deadline_ns));
+             * nothing more fits, so give the GPU back now (the drainer
+             * does the same when its round finds this). */
+            bool nothing_fits = gs_gate_nothing_fits_locked(d, now);
             /* Idle: nothing launched, and nothing running, for the whole
              * spell. Work that ran until the drainer saw it finish counts
              * as activity: a program that waits for a long kernel and
@@ -434,7 +438,8 @@ static void *gate_main(void *arg)
          * (its deadline, the last moment a launch still fits, the end of
          * an idle spell) or the next reconnection try; at most TICK_NS
          * while a slice is held or draining. Few wake-ups: this thread's
-         * CPU is the tenant's. */
+         * CPU is the tenant's, and on a small machine each one takes a core
+         * from the application or the driver for tens of microseconds. */
         uint64_t wake_at = UINT64_MAX;
         for (int i = 0; i < GS_MAX_DEVICES; i++) {
             const struct gs_dev *d = &gs_devs[i];
@@ -446,7 +451,10 @@ static void *gate_main(void *arg)
                 uint64_t idle_end = d->quiet_since_ns + IDLE_RELEASE_NS;
                 if (d->deadline_ns > now && d->deadline_ns < at)
                     at = d->deadline_ns;
-                if (last_fit > now && last_fit < at)
+                /* With work queued, the drainer's round that finds the
+                 * queue empty wakes this thread (nothing more fits then);
+                 * only an empty queue needs the moment itself. */
+                if (last_fit > now && last_fit < at && gs_gate_queue_empty_locked(d))
                     at = last_fit;
                 if (d->last_sync_end_ns > d->quiet_since_ns)
                     idle_end = d->last_sync_end_ns + IDLE_RELEASE_NS;

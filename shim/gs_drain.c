@@ -2,7 +2,8 @@
  * The drainers: one thread per device that learns when the work the gate
  * admitted has finished, to measure the device time per launch while a
  * slice is held and to know when the queue is empty after admission
- * closes.
+ * closes. A round that finds nothing more fits in the slice begins the
+ * drain itself (gs_gate_nothing_fits_locked).
  *
  * How it knows: every stream the gate admitted work to in this slice is
  * listed (gs_dev.streams). A round records one of the shim's own events
@@ -411,7 +412,7 @@ static void *drainer_main(void *arg)
          * every MEASURE_INTERVAL_NS is plenty, and cheap. A drain request
          * cuts the pause short. After a round made by an application's
          * synchronization (gs_drain_note_finished_locked), sleep until
-         * woken (the gate thread's tick, a launcher short of budget): a
+         * woken (a launcher short of budget, the gate thread): a
          * program that synchronizes often makes the rounds itself, and
          * this thread's wake-ups would take CPU from it and from the
          * driver's threads. */
@@ -477,10 +478,17 @@ static void *drainer_main(void *arg)
             d->nstreams = 0;
             atomic_fetch_add(&d->stream_set_gen, 1);
         }
-        if (d->state == GS_DEV_HOLD)
+        if (d->state == GS_DEV_HOLD && gs_gate_nothing_fits_locked(d, end)) {
+            /* The slice is over: drain now, in this thread's next round,
+             * rather than wake the gate thread only to be asked to; the
+             * gate thread hears when the drain ends. */
+            d->drain_for_idle = false;
+            gs_gate_begin_drain_locked(d);
+        } else if (d->state == GS_DEV_HOLD) {
             gs_gate_update_budget_locked(d, end);
+        }
         /* The gate thread acts on a finished drain, and on an empty queue
-         * (idle release, nothing more fits); otherwise it sleeps on. */
+         * (idle release); otherwise it sleeps on. */
         if (!d->drain_requested && (draining || gs_gate_queue_empty_locked(d)))
             gs_client_wake();
     }

@@ -44,6 +44,13 @@ bool gs_gate_queue_empty_locked(const struct gs_dev *d)
     return d->completed >= submitted && atomic_load(&d->admitted) == submitted;
 }
 
+bool gs_gate_nothing_fits_locked(const struct gs_dev *d, uint64_t now)
+{
+    return gs_gate_queue_empty_locked(d) && atomic_load(&d->admitted) > d->admitted_at_grant &&
+           ((d->kernel_ns > 0 && now + (uint64_t)d->kernel_ns >= d->deadline_ns) ||
+            (d->waiting_graph_ns && now + d->waiting_graph_ns > d->deadline_ns));
+}
+
 /* Everything not known to have finished, as counted at the last drainer
  * round or launched since. */
 static double queued_since_round_ns(const struct gs_dev *d)

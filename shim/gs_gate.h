@@ -181,6 +181,9 @@ double gs_gate_queued_ns_locked(const struct gs_dev *d);
 /* A drainer round ended: remember what was queued then. */
 void gs_gate_note_round_locked(struct gs_dev *d);
 bool gs_gate_queue_empty_locked(const struct gs_dev *d);
+/* Nothing is queued on d's held slice and less time is left than one more
+ * launch takes (gs_gate_lock held): the slice may end now. */
+bool gs_gate_nothing_fits_locked(const struct gs_dev *d, uint64_t now);
 
 /* The gate of the calling thread's current device (created on first use,
  * cached per thread), or of a device by ordinal. */
