@@ -35,8 +35,8 @@
 /* The longest the gate thread sleeps while a slice is held or draining: a
  * backstop only. Every moment a held slice needs is computed (gate_main),
  * and launchers and drainer rounds wake the thread; at 5 ms, this tick was
- * most of the thread's wake-ups and CPU and did nothing (docs/BENCHMARKS.md,
- * "The shim's CPU"). */
+ * over a third of the thread's wake-ups, and they did nothing
+ * (docs/BENCHMARKS.md, "The shim's CPU"). */
 #define TICK_NS 50000000ull
 #define OPEN_WELCOME_WAIT_NS 2000000000ull /* see gs_client_mem_call_locked */
 
@@ -451,10 +451,12 @@ static void *gate_main(void *arg)
                 uint64_t idle_end = d->quiet_since_ns + IDLE_RELEASE_NS;
                 if (d->deadline_ns > now && d->deadline_ns < at)
                     at = d->deadline_ns;
-                /* With work queued, the drainer's round that finds the
-                 * queue empty wakes this thread (nothing more fits then);
-                 * only an empty queue needs the moment itself. */
-                if (last_fit > now && last_fit < at && gs_gate_queue_empty_locked(d))
+                /* At the last moment a launch fits, admission closes if
+                 * work is still queued (the budget is recomputed), or the
+                 * slice ends if not. A budget computed earlier assumed
+                 * the device keeps its pace; when it slows down, this
+                 * wake-up is what bounds the overrun. */
+                if (last_fit > now && last_fit < at)
                     at = last_fit;
                 if (d->last_sync_end_ns > d->quiet_since_ns)
                     idle_end = d->last_sync_end_ns + IDLE_RELEASE_NS;

@@ -187,12 +187,15 @@ def timing_sections():
     status = server.status()
     overrun = {t["name"]: max([d["overrun_p99_ms"] for d in t["devices"]] or [99]) for t in status["tenants"]}
     # The copy lasts 2000 ms; a drainer that waited for it overran by
-    # hundreds of ms. The target (2 ms + one kernel) is met in most
-    # runs but not all on this machine (0.9 to 8 ms p99 seen): the suite
-    # asserts a bound that tells the two designs apart, the benchmarks
-    # track the target.
-    checks.expect(overrun.get("a", 999) <= 10.0, "the holder with the copy hands over without waiting for it "
-                  "(overrun p99 %.2f ms <= 10 ms; its neighbour's %.2f ms)" % (overrun.get("a", 999), overrun.get("b", 999)))
+    # hundreds of ms (250 ms p99 measured). The target (2 ms + one
+    # kernel) is met in most runs but not all on a 2-core machine: 0.7 to
+    # 14 ms p99 seen, for the neighbour without a copy as much as for the
+    # copying tenant (up to 13 ms), when the simulated device's worker is
+    # short of CPU and runs the queued kernels late. So the suite asserts a
+    # bound that tells the two designs apart, and the benchmarks track the
+    # target.
+    checks.expect(overrun.get("a", 999) <= 50.0, "the holder with the copy hands over without waiting for it "
+                  "(overrun p99 %.2f ms <= 50 ms; its neighbour's %.2f ms)" % (overrun.get("a", 999), overrun.get("b", 999)))
     server.stop()
 
     # ---- 4. graphs against their device time ------------------------------------------------------
