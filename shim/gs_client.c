@@ -480,9 +480,12 @@ static void *gate_main(void *arg)
         int sock_fd = app_reader ? -1 : sock;
         bool wake_launchers = gs_wakeup_pending;
         gs_wakeup_pending = false;
+        bool wake_drainers = gs_drain_take_wake_locked();
         pthread_mutex_unlock(&gs_gate_lock);
         if (wake_launchers)
             wake_blocked_launchers();
+        if (wake_drainers)
+            gs_drain_wake_unlocked();
         /* Idle headroom goes back to the server, pools are read again. */
         uint64_t memory_in = gs_memory_tick(gs_now_ns());
         if (memory_in && (!timeout_p || (uint64_t)timeout.tv_sec * 1000000000ull + (uint64_t)timeout.tv_nsec > memory_in)) {

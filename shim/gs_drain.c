@@ -71,8 +71,32 @@ static void init_drainer_cv(void)
     pthread_condattr_destroy(&attr);
 }
 
+/* A wake-up of the drainers that the gate thread owes them once it unlocks
+ * (gs_defer_wakeups); guarded by gs_gate_lock. */
+static bool drain_wake_pending;
+
 void gs_drain_wake_locked(void)
 {
+    if (gs_defer_wakeups) {
+        drain_wake_pending = true;
+        return;
+    }
+    pthread_once(&drainer_cv_once, init_drainer_cv);
+    pthread_cond_broadcast(&drainer_cv);
+}
+
+bool gs_drain_take_wake_locked(void)
+{
+    bool pending = drain_wake_pending;
+    drain_wake_pending = false;
+    return pending;
+}
+
+void gs_drain_wake_unlocked(void)
+{
+    /* Broadcasting without the lock loses nothing: a drainer tests its
+     * condition under the lock, and the change it waits for was made
+     * under it before this call. */
     pthread_once(&drainer_cv_once, init_drainer_cv);
     pthread_cond_broadcast(&drainer_cv);
 }
@@ -488,9 +512,15 @@ static void *drainer_main(void *arg)
             gs_gate_update_budget_locked(d, end);
         }
         /* The gate thread acts on a finished drain, and on an empty queue
-         * (idle release); otherwise it sleeps on. */
-        if (!d->drain_requested && (draining || gs_gate_queue_empty_locked(d)))
+         * (idle release); otherwise it sleeps on. Woken with the lock
+         * free, so that it does not wake once for the event and again for
+         * the lock. (wake_fd was set before this thread first took the
+         * lock.) */
+        if (!d->drain_requested && (draining || gs_gate_queue_empty_locked(d))) {
+            pthread_mutex_unlock(&gs_gate_lock);
             gs_client_wake();
+            pthread_mutex_lock(&gs_gate_lock);
+        }
     }
     return NULL;
 }

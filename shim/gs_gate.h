@@ -205,6 +205,10 @@ void gs_gate_after_fork_child(void);
 /* gs_drain.c: the drainer threads and the marks they wait on. */
 void gs_drain_start_locked(struct gs_dev *d);
 void gs_drain_wake_locked(void);
+/* On the gate thread (gs_defer_wakeups), gs_drain_wake_locked only notes
+ * the wake-up: it takes it under the lock, and gives it after unlocking. */
+bool gs_drain_take_wake_locked(void);
+void gs_drain_wake_unlocked(void);
 /* The calling thread's mark for its per-thread default stream in ctx. */
 struct gs_thread_mark *gs_drain_thread_mark(struct gs_ctx *ctx, struct gs_dev *d);
 /* Whether any thread launched into a per-thread default stream on d (its
