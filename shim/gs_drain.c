@@ -75,23 +75,6 @@ static void init_drainer_cv(void)
  * (gs_defer_wakeups); guarded by gs_gate_lock. */
 static bool drain_wake_pending;
 
-void gs_drain_wake_locked(void)
-{
-    if (gs_defer_wakeups) {
-        drain_wake_pending = true;
-        return;
-    }
-    pthread_once(&drainer_cv_once, init_drainer_cv);
-    pthread_cond_broadcast(&drainer_cv);
-}
-
-bool gs_drain_take_wake_locked(void)
-{
-    bool pending = drain_wake_pending;
-    drain_wake_pending = false;
-    return pending;
-}
-
 void gs_drain_wake_unlocked(void)
 {
     /* Broadcasting without the lock loses nothing: a drainer tests its
@@ -99,6 +82,21 @@ void gs_drain_wake_unlocked(void)
      * under it before this call. */
     pthread_once(&drainer_cv_once, init_drainer_cv);
     pthread_cond_broadcast(&drainer_cv);
+}
+
+void gs_drain_wake_locked(void)
+{
+    if (gs_defer_wakeups)
+        drain_wake_pending = true;
+    else
+        gs_drain_wake_unlocked();
+}
+
+bool gs_drain_take_wake_locked(void)
+{
+    bool pending = drain_wake_pending;
+    drain_wake_pending = false;
+    return pending;
 }
 
 /* ---- per-thread default streams --------------------------------------------- */
