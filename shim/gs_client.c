@@ -351,7 +351,7 @@ static void service_devices_locked(uint64_t now)
                 d->seen_admitted = admitted;
                 d->quiet_since_ns = now;
             }
-            bool queue_empty = d->completed >= atomic_load(&d->submitted) && admitted == atomic_load(&d->submitted);
+            bool queue_empty = gs_gate_queue_empty_locked(d);
             /* Less time left than one launch takes, and nothing queued:
              * nothing more fits, so give the GPU back now (the drainer
              * does the same when its round finds this). */
@@ -404,6 +404,15 @@ static void wake_blocked_launchers(void)
     uint64_t one = 1;
     if (launcher_fd >= 0 && write(launcher_fd, &one, sizeof one) < 0 && errno != EAGAIN)
         gs_log(GS_LOG_DEBUG, "launcher wake: %s", strerror(errno));
+}
+
+/* Gives the wake-ups the gate thread owed while it held gs_gate_lock. */
+static void give_owed_wakes(unsigned owed)
+{
+    if (owed & GS_WAKE_LAUNCHERS)
+        wake_blocked_launchers();
+    if (owed & GS_WAKE_DRAINERS)
+        gs_drain_wake_unlocked();
 }
 
 /* The last moment a launch still fits in d's slice. */
@@ -478,14 +487,10 @@ static void *gate_main(void *arg)
         /* While a blocked launcher reads the socket itself, leave it to it. */
         struct pollfd fds[2] = {{.fd = wake_fd, .events = POLLIN}, {.fd = sock, .events = POLLIN}};
         int sock_fd = app_reader ? -1 : sock;
-        bool wake_launchers = gs_wakeup_pending;
-        gs_wakeup_pending = false;
-        bool wake_drainers = gs_drain_take_wake_locked();
+        unsigned owed = gs_wakes_owed;
+        gs_wakes_owed = 0;
         pthread_mutex_unlock(&gs_gate_lock);
-        if (wake_launchers)
-            wake_blocked_launchers();
-        if (wake_drainers)
-            gs_drain_wake_unlocked();
+        give_owed_wakes(owed);
         /* Idle headroom goes back to the server, pools are read again. */
         uint64_t memory_in = gs_memory_tick(gs_now_ns());
         if (memory_in && (!timeout_p || (uint64_t)timeout.tv_sec * 1000000000ull + (uint64_t)timeout.tv_nsec > memory_in)) {
@@ -502,9 +507,11 @@ static void *gate_main(void *arg)
         }
         if (n > 0 && sock_fd >= 0 && sock == sock_fd && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)))
             read_socket_locked(gs_now_ns());
-        if (gs_wakeup_pending) {
-            /* a grant: wake its launchers before anything else */
-            gs_wakeup_pending = false;
+        if (gs_wakes_owed & GS_WAKE_LAUNCHERS) {
+            /* a grant: wake its launchers before anything else (the
+             * drainers' wake-up waits until this thread sleeps again,
+             * so that they do not find the lock taken) */
+            gs_wakes_owed &= ~GS_WAKE_LAUNCHERS;
             pthread_mutex_unlock(&gs_gate_lock);
             wake_blocked_launchers();
             pthread_mutex_lock(&gs_gate_lock);

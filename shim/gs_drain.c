@@ -71,10 +71,6 @@ static void init_drainer_cv(void)
     pthread_condattr_destroy(&attr);
 }
 
-/* A wake-up of the drainers that the gate thread owes them once it unlocks
- * (gs_defer_wakeups); guarded by gs_gate_lock. */
-static bool drain_wake_pending;
-
 void gs_drain_wake_unlocked(void)
 {
     /* Broadcasting without the lock loses nothing: a drainer tests its
@@ -87,16 +83,9 @@ void gs_drain_wake_unlocked(void)
 void gs_drain_wake_locked(void)
 {
     if (gs_defer_wakeups)
-        drain_wake_pending = true;
+        gs_wakes_owed |= GS_WAKE_DRAINERS;
     else
         gs_drain_wake_unlocked();
-}
-
-bool gs_drain_take_wake_locked(void)
-{
-    bool pending = drain_wake_pending;
-    drain_wake_pending = false;
-    return pending;
 }
 
 /* ---- per-thread default streams --------------------------------------------- */

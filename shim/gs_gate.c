@@ -27,7 +27,7 @@ struct gs_dev gs_devs[GS_MAX_DEVICES];
 __thread struct gs_dev *gs_tls_dev;
 __thread struct gs_launch_cache gs_tls_launches[GS_LAUNCH_CACHE];
 __thread bool gs_defer_wakeups;
-bool gs_wakeup_pending;
+unsigned gs_wakes_owed; /* see gs_gate.h; guarded by gs_gate_lock */
 
 #define FIRST_SLICE_ALLOWANCE 4 /* launches, before any time per launch is known */
 
@@ -111,7 +111,7 @@ void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now)
     atomic_store(&d->open, 1);
     if (allowance > 0 || d->waiting_graph_ns) {
         if (gs_defer_wakeups)
-            gs_wakeup_pending = true; /* the gate thread broadcasts after unlocking */
+            gs_wakes_owed |= GS_WAKE_LAUNCHERS; /* the gate thread wakes them after unlocking */
         else
             gs_client_wake_launchers_locked();
     }
@@ -357,4 +357,5 @@ void gs_gate_after_fork_child(void)
     memset(gs_devs, 0, sizeof gs_devs);
     memset(gs_tls_launches, 0, sizeof gs_tls_launches);
     gs_tls_dev = NULL;
+    gs_wakes_owed = 0;
 }

@@ -154,12 +154,15 @@ struct gs_launch_target {
     struct gs_dev *dev;
 };
 
-/* Set on the gate thread: opening admission then only marks
- * gs_wakeup_pending (under gs_gate_lock), and the gate thread broadcasts
- * gs_gate_cv after unlocking, so that a woken launcher finds the lock free
- * instead of waking once for the condition and again for the lock. */
+/* Set on the gate thread: waking launchers (opening admission) or the
+ * drainers then only notes the wake-up in gs_wakes_owed (under
+ * gs_gate_lock), and the gate thread gives it after unlocking, so that a
+ * woken thread finds the lock free instead of waking once for the
+ * condition and again for the lock. */
 extern __thread bool gs_defer_wakeups;
-extern bool gs_wakeup_pending;
+#define GS_WAKE_LAUNCHERS 1u /* broadcast gs_gate_cv, and the socket's reader */
+#define GS_WAKE_DRAINERS 2u  /* gs_drain_wake_unlocked */
+extern unsigned gs_wakes_owed;
 
 /* The slow path: passes launches into capturing streams, resolves the
  * device, lists the stream for the drainer, starts the gate thread on
@@ -204,10 +207,8 @@ void gs_gate_after_fork_child(void);
 
 /* gs_drain.c: the drainer threads and the marks they wait on. */
 void gs_drain_start_locked(struct gs_dev *d);
+/* Wakes the drainers (gs_gate_lock held); on the gate thread, owes it. */
 void gs_drain_wake_locked(void);
-/* On the gate thread (gs_defer_wakeups), gs_drain_wake_locked only notes
- * the wake-up: it takes it under the lock, and gives it after unlocking. */
-bool gs_drain_take_wake_locked(void);
 void gs_drain_wake_unlocked(void);
 /* The calling thread's mark for its per-thread default stream in ctx. */
 struct gs_thread_mark *gs_drain_thread_mark(struct gs_ctx *ctx, struct gs_dev *d);
