@@ -8,8 +8,9 @@ busy as the same programs keep it without gpuslice.
   share_matrix.py [--subset] [--seconds S] [--only TEXT]
 
 --subset runs the representative cells the test suite runs; --only runs
-the cells whose name contains TEXT. Prints one line per cell and exits 1
-if any cell misses its target:
+the cells whose name contains TEXT. Prints one line per cell (with the
+server's overrun p99 per tenant, for information: the time its slices
+ran past their deadlines) and exits 1 if any cell misses its target:
   split        each tenant's part of the device time used, within +-2
                points of share / sum of shares
   limit        a lone tenant with `limit = L` gets between L - 2 and L + 1
@@ -45,7 +46,8 @@ def spin_argv(seconds, kernel_us, sync_every):
 def run(programs, seconds, confs=None):
     """programs: [(tenant, kernel_us, sync_every)], one process each.
     confs: {tenant: conf text} to run under gpuslice, None to run bare.
-    Returns ({tenant: part of the device time used}, utilization, ok)."""
+    Returns ({tenant: part of the device time used}, utilization, ok,
+    {tenant: the server's overrun p99 in ms} under gpuslice, else {})."""
     machine = Machine()
     server = Server(machine, confs) if confs is not None else None
     procs = []
@@ -62,9 +64,12 @@ def run(programs, seconds, confs=None):
         pids.setdefault(tenant, []).append(p.pid)
         p.communicate()
         ok &= p.returncode == 0
+    overrun = {}
     if server:
+        for t in server.status()["tenants"]:
+            overrun[t["name"]] = max([d["overrun_p99_ms"] for d in t["devices"]] or [0.0])
         server.stop()
-    return tenant_shares(meter, pids), meter["devices"][0]["utilization"], ok
+    return tenant_shares(meter, pids), meter["devices"][0]["utilization"], ok, overrun
 
 
 def pattern_name(kernel_us, sync_every):
@@ -74,8 +79,8 @@ def pattern_name(kernel_us, sync_every):
 def share_cell(name, programs, shares, seconds):
     """A cell of busy tenants: programs [(tenant, kernel_us, sync)], shares {tenant: share}."""
     confs = {t: "share = %g\n" % s for t, s in shares.items()}
-    got, util, ok = run(programs, seconds, confs)
-    _, bare_util, _ = run(programs, seconds)
+    got, util, ok, overrun = run(programs, seconds, confs)
+    bare_util = run(programs, seconds)[1]
     # the best any one program achieves alone: the bound for exclusive slices
     alone = max(run([p], seconds * 0.6)[1] for p in {(None, k, s) for _, k, s in programs})
     total = sum(got.values()) or 1.0
@@ -83,14 +88,16 @@ def share_cell(name, programs, shares, seconds):
     err = max(abs(got[t] / total - shares[t] / wsum) for t in shares)
     bound = bare_util if alone >= 0.95 else min(bare_util, alone)
     good = ok and err <= 0.02 and util >= 0.95 * bound
-    print("%-34s split %-22s err %.1fpp  util %.1f%% (bare %.1f%%, alone %.1f%%, ratio %.2f)  %s" % (
-        name, "/".join("%.1f" % (100 * got[t] / total) for t in sorted(shares)), 100 * err, 100 * util,
-        100 * bare_util, 100 * alone, util / bound if bound else 0, "ok" if good else "MISS"), flush=True)
+    print("%-34s split %-22s err %.1fpp  util %.1f%% (bare %.1f%%, alone %.1f%%, ratio %.2f)  "
+          "overrun p99 %s ms  %s" % (
+              name, "/".join("%.1f" % (100 * got[t] / total) for t in sorted(shares)), 100 * err, 100 * util,
+              100 * bare_util, 100 * alone, util / bound if bound else 0,
+              "/".join("%.1f" % overrun.get(t, 0.0) for t in sorted(shares)), "ok" if good else "MISS"), flush=True)
     return good
 
 
 def limit_cell(limit, kernel_us, sync_every, seconds):
-    got, util, ok = run([("t", kernel_us, sync_every)], seconds, {"t": "limit = %g\n" % limit})
+    got, util, ok, _ = run([("t", kernel_us, sync_every)], seconds, {"t": "limit = %g\n" % limit})
     alone = run([(None, kernel_us, sync_every)], seconds * 0.6)[1]
     target = min(limit, alone)
     good = ok and target - 0.02 <= util <= limit + 0.01
@@ -118,6 +125,12 @@ def cells(subset):
         "1:3 mixed a: k=200us sync=1, b: deep", [("a", 200, 1), ("b", 1000, 0)], {"a": 1, "b": 3}, sec)))
     out.append(("1:1 16 synchronizing processes vs 1", lambda sec: share_cell(
         "1:1 a: 16 procs k=500us sync=4, b: 1", [("a", 500, 4)] * 16 + [("b", 500, 4)], {"a": 1, "b": 1}, sec)))
+    # Many processes that never synchronize: a tenant's slice ends when
+    # the last of its processes has drained (see the overrun).
+    for n in (4, 16):
+        out.append(("1:1 %d deep processes vs 1" % n, lambda sec, n=n: share_cell(
+            "1:1 a: %d procs k=1000us deep, b: 1" % n, [("a", 1000, 0)] * n + [("b", 1000, 0)],
+            {"a": 1, "b": 1}, sec)))
     if subset:
         # Cells the suite can hold to their targets on a small, noisy
         # machine; the full matrix (a benchmark) shows the rest.
