@@ -221,6 +221,12 @@ def tenant_shares(meter, pids_by_tenant):
     return {t: sum(share.get(pid, 0.0) for pid in pids) for t, pids in pids_by_tenant.items()}
 
 
+def tenant_overruns(status, none=99.0):
+    """Each tenant's worst overrun p99 over its GPUs, in ms, from
+    `gpuslicectl status --json`; `none` for a tenant without a GPU."""
+    return {t["name"]: max([d["overrun_p99_ms"] for d in t["devices"]] or [none]) for t in status["tenants"]}
+
+
 class MemScript:
     """A memscript process (test/helpers/memscript.c): device memory calls
     made one at a time, each answered with its CUresult name."""

@@ -29,7 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from testlib import SPIN, Machine, Server, tenant_shares  # noqa: E402
+from testlib import SPIN, Machine, Server, tenant_overruns, tenant_shares  # noqa: E402
 
 WARMUP = 0.8
 KERNELS_US = [50, 200, 500, 1000, 5000]
@@ -66,8 +66,7 @@ def run(programs, seconds, confs=None):
         ok &= p.returncode == 0
     overrun = {}
     if server:
-        for t in server.status()["tenants"]:
-            overrun[t["name"]] = max([d["overrun_p99_ms"] for d in t["devices"]] or [0.0])
+        overrun = tenant_overruns(server.status(), none=0.0)
         server.stop()
     return tenant_shares(meter, pids), meter["devices"][0]["utilization"], ok, overrun
 
