@@ -18,6 +18,7 @@
 #include "gs_glibc_compat.h"
 #include "gs_memory.h"
 #include "gs_log.h"
+#include "gpuslice/transport.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -189,6 +190,10 @@ static void try_connect_locked(void)
         disconnected_locked(why);
         return;
     }
+    /* GRANTs stamped with when they were sent: a new slice is idle from
+     * then, not from when this process's thread woke to read it. */
+    if (gs_transport_stamp_messages(fd) != 0)
+        gs_log(GS_LOG_DEBUG, "SO_TIMESTAMPNS: %s", strerror(errno));
     sock = fd;
     struct gs_msg hello = {.type = GS_MSG_HELLO};
     hello.u.hello.pid = (uint32_t)getpid();
@@ -196,7 +201,8 @@ static void try_connect_locked(void)
         disconnected_locked(strerror(errno));
 }
 
-static void handle_locked(const struct gs_msg *msg, uint64_t now)
+/* sent_ns: when the server sent msg (gpuslice/transport.h), at most now. */
+static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_ns)
 {
     switch (msg->type) {
     case GS_MSG_WELCOME:
@@ -260,7 +266,9 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now)
         if (!extension && d->state != GS_DEV_WANT)
             break;
         if (!extension) {
-            gs_idle_slice_begin_locked(d, now);
+            /* The slice is charged from when the server granted it, and
+             * nothing of this process ran on the GPU since. */
+            gs_idle_slice_begin_locked(d, sent_ns);
             d->slice_start_ns = now;
             d->admitted_at_grant = atomic_load(&d->admitted);
             d->seen_admitted = atomic_load(&d->admitted);
@@ -299,7 +307,8 @@ static void read_socket_locked(uint64_t now)
 {
     uint8_t buf[GS_MSG_MAX];
     for (;;) {
-        ssize_t n = recv(sock, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
+        uint64_t sent_ns;
+        ssize_t n = gs_transport_recv(sock, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC, &sent_ns);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         if (n < 0 && errno == EINTR)
@@ -320,7 +329,7 @@ static void read_socket_locked(uint64_t now)
             disconnected_locked("bad message");
             return;
         }
-        handle_locked(&msg, now);
+        handle_locked(&msg, now, sent_ns < now ? sent_ns : now);
         if (sock < 0)
             return;
     }
@@ -389,21 +398,28 @@ static void service_devices_locked(uint64_t now)
     }
 }
 
-void gs_client_wake_launchers_locked(void)
+/* Wakes launchers blocked on gs_gate_cv and, with poke_reader, the one
+ * that may be reading the socket (gs_client_wait_locked). */
+static void wake_launchers(bool poke_reader)
 {
     pthread_cond_broadcast(&gs_gate_cv);
     uint64_t one = 1;
-    if (app_reader && launcher_fd >= 0 && write(launcher_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+    if (poke_reader && launcher_fd >= 0 && write(launcher_fd, &one, sizeof one) < 0 && errno != EAGAIN)
         gs_log(GS_LOG_DEBUG, "launcher wake: %s", strerror(errno));
 }
 
-/* Wakes launchers blocked on gs_gate_cv and the one reading the socket. */
+void gs_client_wake_launchers_locked(void)
+{
+    wake_launchers(app_reader);
+}
+
+/* The gate thread's wake-up, given after it unlocked gs_gate_lock: it
+ * cannot read app_reader then, so it pokes the reader whether or not one
+ * reads (a launcher that starts reading later returns once, early, and
+ * waits again). */
 static void wake_blocked_launchers(void)
 {
-    pthread_cond_broadcast(&gs_gate_cv);
-    uint64_t one = 1;
-    if (launcher_fd >= 0 && write(launcher_fd, &one, sizeof one) < 0 && errno != EAGAIN)
-        gs_log(GS_LOG_DEBUG, "launcher wake: %s", strerror(errno));
+    wake_launchers(true);
 }
 
 /* Gives the wake-ups the gate thread owed while it held gs_gate_lock. */

@@ -26,7 +26,8 @@
  *   - The next launch admitted on the device, from any thread, ends the
  *     spell (gs_idle_end, called from the launch path only when
  *     idle_since is set) and adds it to idle_ns.
- *   - A new slice starts idle: from the grant to its first launch.
+ *   - A new slice starts idle: from the grant's sending (the server
+ *     charges from then; gpuslice/transport.h) to its first launch.
  *   - RELEASE reports idle_ns, plus the spell still open.
  * Only spells that are certain are counted: while a capture is under way,
  * while per-thread default streams or flush marks hold admitted work (they

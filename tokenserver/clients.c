@@ -13,6 +13,7 @@
  */
 #include "server.h"
 #include "metrics.h"
+#include "gpuslice/transport.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -117,7 +118,8 @@ void client_drop(struct client *c, const char *what)
     doom(c);
 }
 
-static void handle(struct client *c, const struct gs_msg *msg)
+/* sent_ns: when the client queued msg (gpuslice/transport.h). */
+static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
 {
     if (!c->greeted && msg->type != GS_MSG_HELLO) {
         client_drop(c, "first message was not HELLO");
@@ -165,7 +167,7 @@ static void handle(struct client *c, const struct gs_msg *msg)
             return;
         }
         sched_release(c, (int)msg->u.grant.slot, msg->u.grant.grant, msg->u.grant.flags & GS_RELEASE_MORE,
-                      msg->u.grant.idle_ns);
+                      msg->u.grant.idle_ns, sent_ns);
         break;
     case GS_MSG_MEM_RESERVE:
     case GS_MSG_MEM_FREE:
@@ -201,7 +203,8 @@ static void client_readable(void *arg, uint32_t events)
     /* At most CLIENT_BATCH messages: the rest waits for the next round
      * (epoll is level-triggered), so that others are served in between. */
     for (int handled = 0; handled < CLIENT_BATCH && !c->closing; handled++) {
-        ssize_t n = recv(c->fd, buf, sizeof buf, MSG_TRUNC | MSG_DONTWAIT);
+        uint64_t sent_ns;
+        ssize_t n = gs_transport_recv(c->fd, buf, sizeof buf, MSG_TRUNC | MSG_DONTWAIT, &sent_ns);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !(events & (EPOLLHUP | EPOLLERR)))
@@ -228,7 +231,7 @@ static void client_readable(void *arg, uint32_t events)
             client_drop(c, what);
             break;
         }
-        handle(c, &msg);
+        handle(c, &msg, sent_ns);
     }
     if (gone || c->closing)
         client_close(c, NULL);
@@ -246,6 +249,10 @@ void client_add(struct tenant *t, int fd)
             slog(LOG_WARN, "close: %s", strerror(errno));
         return;
     }
+    /* Each message stamped with when it was sent: a slice is charged until
+     * its holder released it, not until this loop read the release. */
+    if (gs_transport_stamp_messages(fd) != 0)
+        slog(LOG_DEBUG, "tenant %s: SO_TIMESTAMPNS: %s", t->name, strerror(errno));
     c->fd = fd;
     c->tenant = t;
     peer_identify(fd, &c->peer);

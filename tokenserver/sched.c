@@ -12,7 +12,10 @@
  *     every holder reports it left the GPU idle (it had synchronized and
  *     not launched again): overrun past the deadline is charged to the
  *     tenant that caused it, and a tenant that synchronizes often is
- *     charged the device time it used, not its own pauses. The report
+ *     charged the device time it used, not its own pauses. A release
+ *     counts from when it was sent (gpuslice/transport.h), not from when
+ *     this loop woke to read it, and a holder counts its slice idle from
+ *     when the grant was sent: neither side's wake-up is the tenant's. The report
  *     comes from the tenant's shim, which the tenant could replace; a
  *     tenant that does that escapes the gate anyway (docs/SECURITY.md).
  *   - No banking: a tenant that becomes active again starts no lower than
@@ -25,7 +28,11 @@
  *   - Limits: after a slice that began at s and used b ns of device time, a
  *     tenant with limit L is not granted again before s + b / L, alone or
  *     not; so it never exceeds L over any window longer than a slice or
- *     two.
+ *     two. A grant that comes less than CAP_LATE_NS after the tenant was
+ *     eligible (the timer fired late, the last holder was still draining)
+ *     counts s from when it was eligible: the windows s .. s + b / L then
+ *     follow each other without a gap, and the lateness is not taken from
+ *     the tenant's limit.
  *
  * A holder that does not release by deadline + grace (stopped, hung) loses
  * the slice and is charged for all of it; its late release is ignored.
@@ -50,6 +57,7 @@
 #define EXTEND_MARGIN_NS 1000000ull /* decide on extension 1 ms before the deadline */
 #define CATCHUP_NS 1000000ull       /* a catch-up grant: one launch, then drain */
 #define STALL_NS 2000000ull         /* a gang's rank draining this long may wait for a peer */
+#define CAP_LATE_NS 1000000ull      /* a grant this late after eligibility keeps a limit's windows joined */
 /* Virtual times saturate here: never inf or nan, whatever the history. */
 #define VTIME_MAX 1e300
 
@@ -276,6 +284,9 @@ static void start_slice(struct device *d, struct device_tenant *best, uint64_t n
     d->slices++;
     d->slice_start = d->charged_until = now;
     d->deadline = now + best->tenant->config.quantum_ns;
+    best->cap_from = best->eligible_at && best->eligible_at <= now && now - best->eligible_at <= CAP_LATE_NS
+                         ? best->eligible_at
+                         : now;
     d->holders = 0;
     d->slice_idle = UINT64_MAX;
     d->gang_start = 0; /* gang_try_start stamps a gang's slices */
@@ -326,9 +337,9 @@ static void gang_try_start(void)
         schedule(d);
 }
 
-static void end_slice(struct device *d);
+static void end_slice(struct device *d, uint64_t ended);
 static void revoke(struct device *d);
-static void holders_gone(struct device *d);
+static void holders_gone(struct device *d, uint64_t ended);
 
 /* The gang `best`, next on d, starts gathering its GPUs. A slice of its
  * own that runs on one of them alone (granted before it used a second
@@ -346,7 +357,7 @@ static void gang_form(struct device_tenant *best)
         } else if (d->state == DEV_RUNNING && d->holder == dt) {
             d->deadline = now;
             if (d->holders == 0)
-                holders_gone(d);
+                holders_gone(d, now);
             else
                 revoke(d);
         }
@@ -382,10 +393,11 @@ static bool same_gang_slice(const struct device *e, const struct device *d)
  * ends on all its GPUs together once no process holds it on any of them:
  * until then the GPU stays the gang's, and a rank that comes back joins
  * (its peers may be waiting in a collective for its next launch). */
-static void holders_gone(struct device *d)
+/* ended: when the last of them released (sent its RELEASE), or now. */
+static void holders_gone(struct device *d, uint64_t ended)
 {
     if (!is_gang(d->holder->tenant) || d->gang_start == 0) {
-        end_slice(d);
+        end_slice(d, ended);
         return;
     }
     for (const struct device *e = devices; e; e = e->next)
@@ -396,7 +408,7 @@ static void holders_gone(struct device *d)
     for (struct device *e = devices; e; e = e->next)
         if ((e->state == DEV_RUNNING || e->state == DEV_REVOKING) && e->holder && e->holder->tenant == t &&
             e->gang_start == stamp)
-            end_slice(e);
+            end_slice(e, ended);
 }
 
 /* A process of the holder asks for d while its slice runs: it joins. Past
@@ -518,13 +530,19 @@ static void uncharge_idle(struct device *d, struct device_tenant *dt, uint64_t i
     d->held_ns -= idle < d->held_ns ? idle : d->held_ns;
 }
 
-static void end_slice(struct device *d)
+/* Ends d's slice, which ended at `ended`: when its last holder sent its
+ * RELEASE (the time this loop took to read it is not the tenant's), or
+ * now. */
+static void end_slice(struct device *d, uint64_t ended)
 {
     uint64_t now = now_ns();
     struct device_tenant *dt = d->holder;
-    uint64_t used = now - d->slice_start;
-    uint64_t due = now < d->deadline ? now : d->deadline; /* when it ended, or should have */
-    charge(d, now);
+    uint64_t end = ended < now ? ended : now;
+    if (end < d->charged_until)
+        end = d->charged_until; /* charged as it went, up to then */
+    uint64_t used = end - d->slice_start;
+    uint64_t due = now < d->deadline ? now : d->deadline; /* when the next grant could have come */
+    charge(d, end);
     /* Device time used: the slice less what every one of its holders left
      * idle (the least any reported: their idle spells may not overlap). */
     uint64_t idle = d->slice_idle == UINT64_MAX ? 0 : d->slice_idle;
@@ -533,12 +551,12 @@ static void end_slice(struct device *d)
     if (idle)
         uncharge_idle(d, dt, idle, now);
     uint64_t busy = used - idle;
-    record_overrun(dt, now > d->deadline ? now - d->deadline : 0);
+    record_overrun(dt, end > d->deadline ? end - d->deadline : 0);
     /* A limit L: no grant until the device time used is at most L of the
      * time since the slice began. */
     double limit = dt->tenant->config.limit;
     if (limit < 1.0) {
-        uint64_t until = d->slice_start + saturate_ns((double)busy / limit);
+        uint64_t until = dt->cap_from + saturate_ns((double)busy / limit);
         dt->eligible_at = until > now ? until : now;
     }
     /* Forget grants still held (a holder revoked after its grace). */
@@ -620,7 +638,7 @@ static void device_timer(void *arg)
         } else if (now < d->deadline) {
             timer_at(&d->timer, d->deadline); /* revoke at the deadline itself */
         } else if (d->holders == 0) {
-            holders_gone(d); /* a gang's GPU nobody holds now */
+            holders_gone(d, now); /* a gang's GPU nobody holds now */
         } else {
             revoke(d);
         }
@@ -649,9 +667,9 @@ static void device_timer(void *arg)
                     d->users[i].client->holds[d->users[i].slot] = 0;
             d->holders = 0;
             d->state = DEV_RUNNING;
-            holders_gone(d);
+            holders_gone(d, now);
         } else {
-            end_slice(d);
+            end_slice(d, now);
         }
         break;
     }
@@ -677,7 +695,7 @@ void sched_acquire(struct client *c, int slot)
         schedule(d);
 }
 
-void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64_t idle_ns)
+void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64_t idle_ns, uint64_t sent_ns)
 {
     struct device *d = c->devices[slot];
     if (more && !c->wants[slot]) {
@@ -703,7 +721,7 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64
         if (d->holders > 0)
             d->holders--;
         if (d->holders == 0)
-            holders_gone(d);
+            holders_gone(d, sent_ns);
     }
     /* A gang's rank that wants more while its gang holds the GPU joins
      * (past the deadline, for one launch): its peers may be waiting in a
@@ -745,7 +763,7 @@ void sched_slot_gone(struct client *c, int slot)
         if (d->holders > 0)
             d->holders--;
         if (d->holders == 0)
-            holders_gone(d);
+            holders_gone(d, now_ns());
     }
     c->holds[slot] = 0;
 }

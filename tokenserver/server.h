@@ -284,6 +284,8 @@ struct device_tenant {
     unsigned refs;             /* slots of its clients that declared the device */
     double vtime;              /* virtual time: device time used / share */
     uint64_t eligible_at;      /* its limit: no grant before this */
+    uint64_t cap_from;         /* its limit: where the window of its current
+                                  slice begins (sched.c, start_slice) */
     unsigned waiting;          /* clients waiting for a grant */
     bool tenant_waits;         /* its tenant waits on some GPU: tenant.waiting
                                   > 0, mirrored here so that the scheduler's
@@ -364,7 +366,7 @@ void devices_free_all(void);
 int sched_device_init(struct device *d); /* its timer; -1 on failure */
 void sched_acquire(struct client *c, int slot);
 /* idle_ns: what the client says it left unused of the slice (RELEASE). */
-void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64_t idle_ns);
+void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64_t idle_ns, uint64_t sent_ns);
 /* A client's slot goes away: drop its wait and hold there. */
 void sched_slot_gone(struct client *c, int slot);
 /* A tenant was removed: its entries go from every device. */

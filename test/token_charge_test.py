@@ -1,0 +1,169 @@
+"""A slice is charged from when the server granted it until its holder
+released it, less what the holder left idle: the time either side takes to
+wake and read the other's message is not the tenant's device time. Both
+ends are stopped (SIGSTOP) while a message waits for them, so that the
+wake-up the test stands for is 300 ms long and cannot be mistaken for noise:
+
+1. The server is stopped while a holder's RELEASE waits in its socket: the
+   slice is charged until the RELEASE was sent, not until it was read
+   (gpu_ms in the status).
+2. A process of the tenant (the shim in spin, against a stand-in server)
+   is stopped while its GRANT waits in its socket: the RELEASE it sends at
+   the end of the slice counts the slice idle from when the GRANT was
+   sent, not from when the process read it (its idle field).
+3. A tenant with a limit L that used b of a slice is next due b / L after
+   that slice was due, not after it was granted: the server's own lateness
+   (its timer, its loop) is not taken from the tenant's limit. A client
+   that holds each slice for 4 ms at limit 0.5 is granted the next one 8 ms
+   after the last one was due; the median of the difference, over 60
+   slices, is the server's lateness before this rule, about 0 with it."""
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+
+import gsproto as gp
+from testlib import BUILD, SPIN, Checks, Machine, Server, wait_for
+
+STOP_S = 0.3
+MEM_LEASE, MEM_LEASED = 16, 17
+checks = Checks()
+machine = Machine()
+
+# ---- 1. the server reads a RELEASE late ------------------------------------
+# A long quantum: the deadline is not reached while the server is stopped,
+# so the RELEASE is the first thing it sees again.
+server = Server(machine, {"t": "quantum_ms = 1000\n"})
+wait_for(lambda: os.path.exists(server.socket("t")), 5.0)
+client = gp.Client(server.socket("t"))
+client.device(0, gp.uuid_bytes(1))
+client.acquire(0)
+grant = client.expect(gp.GRANT, 5.0)
+checks.expect(grant is not None, "the lone tenant is granted its GPU")
+if grant:
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        client.release(0, grant["grant"])
+        time.sleep(STOP_S)
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    time.sleep(0.2)
+    st = server.status()
+    tenant = [t for t in st["tenants"] if t["name"] == "t"][0]
+    gpu_ms = tenant["devices"][0]["gpu_ms"]
+    checks.expect(gpu_ms < 100, "a slice released at once and read %.0f ms later by a stopped server is charged "
+                  "%.1f ms: until it was released, not until the server read it" % (STOP_S * 1000, gpu_ms))
+client.close()
+server.stop()
+
+# ---- 3. a limit's windows follow each other -------------------------------
+QUANTUM_MS, HOLD_NS, LIMIT = 20, 4_000_000, 0.5
+server = Server(machine, {"c": "limit = %g\nquantum_ms = %d\n" % (LIMIT, QUANTUM_MS)})
+wait_for(lambda: os.path.exists(server.socket("c")), 5.0)
+client = gp.Client(server.socket("c"))
+client.device(0, gp.uuid_bytes(2))
+client.acquire(0)
+starts, held = [], []
+for i in range(61):
+    g = client.expect(gp.GRANT, 5.0)
+    if g is None:
+        break
+    start = g["deadline"] - QUANTUM_MS * 1_000_000  # when the server granted it
+    starts.append(start)
+    release = gp.encode(gp.RELEASE, struct.pack("<IQQI", 0, g["grant"], 0, gp.RELEASE_MORE if i < 60 else 0))
+    while time.monotonic_ns() < start + HOLD_NS:
+        pass
+    held.append(time.monotonic_ns() - start)
+    client.sock.send(release)
+time.sleep(0.1)
+charged_ms = [t for t in server.status()["tenants"] if t["name"] == "c"][0]["devices"][0]["gpu_ms"]
+client.close()
+server.stop()
+checks.expect(len(starts) == 61, "the capped client got its 61 slices (%d)" % len(starts))
+if len(starts) == 61:
+    # The server charges each slice until the RELEASE was sent, a little
+    # after the client read its clock: spread that over the slices.
+    late_send = (charged_ms * 1e6 - sum(held)) / len(held)
+    excess = sorted(starts[i + 1] - starts[i] - (held[i] + late_send) / LIMIT for i in range(60))
+    median_us = excess[30] / 1000
+    checks.expect(-25 < median_us < 25, "each slice is granted b / L after the last one was due: median difference "
+                  "%.1f us (p10 %.1f, p90 %.1f us; RELEASE sent %.1f us after the clock read)"
+                  % (median_us, excess[6] / 1000, excess[54] / 1000, late_send / 1000))
+
+# ---- 2. the shim reads a GRANT late ----------------------------------------
+# A stand-in server: grants the first ACQUIRE to a stopped process, with a
+# deadline 0.5 s after the process is let go, and records its RELEASE; later
+# requests get slices of 100 ms, until the program ends.
+path = os.path.join(tempfile.mkdtemp(prefix="gpuslice-charge-"), "gpuslice.sock")
+released = {}
+stop = threading.Event()
+
+
+def stand_in_server(listener, pid_box):
+    conn = None
+    granted = 0
+    while not stop.is_set():
+        readable, _, _ = select.select([listener] + ([conn] if conn else []), [], [], 0.01)
+        if listener in readable:
+            conn, _ = listener.accept()
+        if conn not in readable:
+            continue
+        data = conn.recv(70000)
+        if not data:
+            conn = None
+            continue
+        mtype = struct.unpack_from("<H", data, 6)[0]
+        body = data[16:]
+        if mtype == gp.HELLO:
+            conn.send(gp.encode(gp.WELCOME, b"t".ljust(64, b"\0")))
+        elif mtype == MEM_LEASE:
+            _, mid, need, want = struct.unpack("<IQQQ", body)
+            conn.send(gp.encode(MEM_LEASED, struct.pack("<QIQQQ", mid, 1, want, 1 << 34, want)))
+        elif mtype == gp.ACQUIRE and not granted:
+            granted = 1
+            pid = pid_box[0]
+            os.kill(pid, signal.SIGSTOP)
+            sent = time.monotonic_ns()
+            deadline = sent + int(STOP_S * 1e9) + 500_000_000
+            conn.send(gp.encode(gp.GRANT, struct.pack("<IQQI", 0, 1, deadline, 0)))
+            time.sleep(STOP_S)
+            os.kill(pid, signal.SIGCONT)
+        elif mtype == gp.RELEASE and "idle_ns" not in released:
+            slot, grant_id, idle_ns, flags = struct.unpack("<IQQI", body)
+            released.update(grant=grant_id, idle_ns=idle_ns)
+        if granted and (mtype == gp.ACQUIRE or (mtype == gp.RELEASE and struct.unpack("<IQQI", body)[3] & 1)) \
+                and "idle_ns" in released:
+            granted += 1
+            conn.send(gp.encode(gp.GRANT, struct.pack("<IQQI", 0, granted, time.monotonic_ns() + 100_000_000, 0)))
+
+
+env = dict(machine.env)
+env.update({"LD_PRELOAD": os.path.join(BUILD, "shim", "libgpuslice.so"), "GPUSLICE_SOCKET": path})
+pid_box = [0]
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+listener.bind(path)
+listener.listen(1)
+thread = threading.Thread(target=stand_in_server, args=(listener, pid_box), daemon=True)
+proc = subprocess.Popen([SPIN, "--seconds", "1.5", "--kernel-us", "500"], env=env, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+pid_box[0] = proc.pid
+thread.start()
+try:
+    out, err = proc.communicate(timeout=30)
+except subprocess.TimeoutExpired:
+    proc.kill()
+    out, err = proc.communicate()
+finally:
+    stop.set()
+thread.join(5)
+idle_ms = released.get("idle_ns", 0) / 1e6
+checks.expect(released.get("grant") == 1, "the process released its slice (%s; spin: %s)" % (released, err[-300:]))
+checks.expect(idle_ms >= STOP_S * 1000 * 0.9, "a GRANT read %.0f ms late by a stopped process: the RELEASE counts "
+              "the slice idle for %.1f ms, from when the GRANT was sent" % (STOP_S * 1000, idle_ms))
+checks.expect(idle_ms < STOP_S * 1000 + 200, "and not much more (%.1f ms): the work after it was not idle" % idle_ms)
+checks.finish()
