@@ -329,7 +329,7 @@ static void read_socket_locked(uint64_t now)
             disconnected_locked("bad message");
             return;
         }
-        handle_locked(&msg, now, sent_ns < now ? sent_ns : now);
+        handle_locked(&msg, now, sent_ns && sent_ns < now ? sent_ns : now);
         if (sock < 0)
             return;
     }

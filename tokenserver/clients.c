@@ -231,7 +231,7 @@ static void client_readable(void *arg, uint32_t events)
             client_drop(c, what);
             break;
         }
-        handle(c, &msg, sent_ns);
+        handle(c, &msg, sent_ns ? sent_ns : now_ns());
     }
     if (gone || c->closing)
         client_close(c, NULL);

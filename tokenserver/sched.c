@@ -12,12 +12,13 @@
  *     every holder reports it left the GPU idle (it had synchronized and
  *     not launched again): overrun past the deadline is charged to the
  *     tenant that caused it, and a tenant that synchronizes often is
- *     charged the device time it used, not its own pauses. A release
- *     counts from when it was sent (gpuslice/transport.h), not from when
- *     this loop woke to read it, and a holder counts its slice idle from
- *     when the grant was sent: neither side's wake-up is the tenant's. The report
+ *     charged the device time it used, not its own pauses. The report
  *     comes from the tenant's shim, which the tenant could replace; a
  *     tenant that does that escapes the gate anyway (docs/SECURITY.md).
+ *     A release counts from when it was sent (gpuslice/transport.h), not
+ *     from when this loop woke to read it, and a holder counts its slice
+ *     idle from when the grant was sent: neither side's wake-up is the
+ *     tenant's.
  *   - No banking: a tenant that becomes active again starts no lower than
  *     the smallest virtual time among the active tenants, so idling earns
  *     no catch-up burst, and a newcomer gets its share at once. A release
@@ -392,8 +393,8 @@ static bool same_gang_slice(const struct device *e, const struct device *d)
 /* The last holder of d's slice is gone. A plain slice ends. A gang's slice
  * ends on all its GPUs together once no process holds it on any of them:
  * until then the GPU stays the gang's, and a rank that comes back joins
- * (its peers may be waiting in a collective for its next launch). */
-/* ended: when the last of them released (sent its RELEASE), or now. */
+ * (its peers may be waiting in a collective for its next launch).
+ * ended: when the last of them released (sent its RELEASE), or now. */
 static void holders_gone(struct device *d, uint64_t ended)
 {
     if (!is_gang(d->holder->tenant) || d->gang_start == 0) {

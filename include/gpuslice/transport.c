@@ -38,22 +38,21 @@ ssize_t gs_transport_recv(int fd, void *buf, size_t cap, int flags, uint64_t *se
     ssize_t n = recvmsg(fd, &mh, flags);
     if (n < 0)
         return n;
+    *sent_ns = 0;
     struct timespec mono, real;
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    clock_gettime(CLOCK_REALTIME, &real);
-    uint64_t now = timespec_ns(&mono), age = 0;
-    if (!(mh.msg_flags & MSG_CTRUNC)) {
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS ||
-                c->cmsg_len < CMSG_LEN(sizeof(struct timespec)))
-                continue;
-            struct timespec stamp;
-            memcpy(&stamp, CMSG_DATA(c), sizeof stamp);
-            uint64_t then = timespec_ns(&stamp), real_now = timespec_ns(&real);
-            if (then <= real_now && real_now - then < PLAUSIBLE_AGE_NS && real_now - then < now)
-                age = real_now - then;
-        }
+    if ((mh.msg_flags & MSG_CTRUNC) || clock_gettime(CLOCK_MONOTONIC, &mono) != 0 ||
+        clock_gettime(CLOCK_REALTIME, &real) != 0)
+        return n;
+    uint64_t now = timespec_ns(&mono), real_now = timespec_ns(&real);
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS ||
+            c->cmsg_len < CMSG_LEN(sizeof(struct timespec)))
+            continue;
+        struct timespec stamp;
+        memcpy(&stamp, CMSG_DATA(c), sizeof stamp);
+        uint64_t then = timespec_ns(&stamp);
+        if (then <= real_now && real_now - then < PLAUSIBLE_AGE_NS && real_now - then < now)
+            *sent_ns = now - (real_now - then);
     }
-    *sent_ns = now - age;
     return n;
 }

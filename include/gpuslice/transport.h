@@ -22,9 +22,9 @@ int gs_transport_stamp_messages(int fd);
 
 /* recv(fd, buf, cap, flags), returning what recv would (with MSG_TRUNC,
  * the message's whole length). On success *sent_ns is when the sender
- * queued the message, on CLOCK_MONOTONIC, never later than now; it is
- * now when the socket does not stamp messages or the stamp is not
- * plausible (the real-time clock was set meanwhile). */
+ * queued the message, on CLOCK_MONOTONIC, never later than now; 0 when
+ * that is not known (the socket does not stamp messages, or the stamp is
+ * not plausible: the real-time clock was set meanwhile). */
 ssize_t gs_transport_recv(int fd, void *buf, size_t cap, int flags, uint64_t *sent_ns);
 
 #endif
