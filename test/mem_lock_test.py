@@ -19,7 +19,6 @@ from testlib import BUILD, Checks, Machine
 
 import gsproto as gp
 
-MEM_LEASE, MEM_LEASED = 16, 17
 ANSWER_DELAY_NS = 50_000_000
 checks = Checks()
 
@@ -54,9 +53,9 @@ def fake_server(path, stop):
             elif mtype in (gp.MEM_QUERY, gp.MEM_RESERVE):
                 _, mid, _ = struct.unpack("<IQQ", body)
                 due.append((now + ANSWER_DELAY_NS, gp.encode(gp.MEM_RESULT, struct.pack("<QIQQ", mid, 1, 1 << 30, 0))))
-            elif mtype == MEM_LEASE:
+            elif mtype == gp.MEM_LEASE:
                 _, mid, need, want = struct.unpack("<IQQQ", body)
-                due.append((now + ANSWER_DELAY_NS, gp.encode(MEM_LEASED, struct.pack("<QIQQQ", mid, 1, want, 1 << 30, want))))
+                due.append((now + ANSWER_DELAY_NS, gp.encode(gp.MEM_LEASED, struct.pack("<QIQQQ", mid, 1, want, 1 << 30, want))))
         if conn and now - last_extend >= 10_000_000:
             last_extend = now
             for slot, g in holding.items():

@@ -31,7 +31,6 @@ import gsproto as gp
 from testlib import BUILD, SPIN, Checks, Machine, Server, wait_for
 
 STOP_S = 0.3
-MEM_LEASE, MEM_LEASED = 16, 17
 checks = Checks()
 machine = Machine()
 
@@ -121,9 +120,9 @@ def stand_in_server(listener, pid_box):
         body = data[16:]
         if mtype == gp.HELLO:
             conn.send(gp.encode(gp.WELCOME, b"t".ljust(64, b"\0")))
-        elif mtype == MEM_LEASE:
+        elif mtype == gp.MEM_LEASE:
             _, mid, need, want = struct.unpack("<IQQQ", body)
-            conn.send(gp.encode(MEM_LEASED, struct.pack("<QIQQQ", mid, 1, want, 1 << 34, want)))
+            conn.send(gp.encode(gp.MEM_LEASED, struct.pack("<QIQQQ", mid, 1, want, 1 << 34, want)))
         elif mtype == gp.ACQUIRE and not granted:
             granted = 1
             pid = pid_box[0]
@@ -136,7 +135,7 @@ def stand_in_server(listener, pid_box):
         elif mtype == gp.RELEASE and "idle_ns" not in released:
             slot, grant_id, idle_ns, flags = struct.unpack("<IQQI", body)
             released.update(grant=grant_id, idle_ns=idle_ns)
-        if granted and (mtype == gp.ACQUIRE or (mtype == gp.RELEASE and struct.unpack("<IQQI", body)[3] & 1)) \
+        if granted and (mtype == gp.ACQUIRE or (mtype == gp.RELEASE and struct.unpack("<IQQI", body)[3] & gp.RELEASE_MORE)) \
                 and "idle_ns" in released:
             granted += 1
             conn.send(gp.encode(gp.GRANT, struct.pack("<IQQI", 0, granted, time.monotonic_ns() + 100_000_000, 0)))
