@@ -1,22 +1,23 @@
 """A slice is charged from when the server granted it until its holder
 released it, less what the holder left idle: the time either side takes to
-wake and read the other's message is not the tenant's device time. Both
-ends are stopped (SIGSTOP) while a message waits for them, so that the
-wake-up the test stands for is 300 ms long and cannot be mistaken for noise:
+wake and read the other's message is not the tenant's device time. In 1
+and 3 one end is stopped (SIGSTOP) while a message waits for it, so that
+the wake-up the test stands for is 300 ms long and cannot be mistaken for
+noise:
 
 1. The server is stopped while a holder's RELEASE waits in its socket: the
    slice is charged until the RELEASE was sent, not until it was read
    (gpu_ms in the status).
-2. A process of the tenant (the shim in spin, against a stand-in server)
-   is stopped while its GRANT waits in its socket: the RELEASE it sends at
-   the end of the slice counts the slice idle from when the GRANT was
-   sent, not from when the process read it (its idle field).
-3. A tenant with a limit L that used b of a slice is next due b / L after
+2. A tenant with a limit L that used b of a slice is next due b / L after
    that slice was due, not after it was granted: the server's own lateness
    (its timer, its loop) is not taken from the tenant's limit. A client
    that holds each slice for 4 ms at limit 0.5 is granted the next one 8 ms
    after the last one was due; the median of the difference, over 60
-   slices, is the server's lateness before this rule, about 0 with it."""
+   slices, is the server's lateness before this rule, about 0 with it.
+3. A process of the tenant (the shim in spin, against a stand-in server)
+   is stopped while its GRANT waits in its socket: the RELEASE it sends at
+   the end of the slice counts the slice idle from when the GRANT was
+   sent, not from when the process read it (its idle field)."""
 import os
 import select
 import signal
@@ -34,13 +35,25 @@ STOP_S = 0.3
 checks = Checks()
 machine = Machine()
 
+
+def lone_client(tenant, conf, uuid_index):
+    """A server with one tenant, and a client of it that declared a GPU."""
+    server = Server(machine, {tenant: conf})
+    wait_for(lambda: os.path.exists(server.socket(tenant)), 5.0)
+    client = gp.Client(server.socket(tenant))
+    client.device(0, gp.uuid_bytes(uuid_index))
+    return server, client
+
+
+def charged_ms(server, tenant):
+    """The device time the server charged the tenant on its GPU."""
+    return [t for t in server.status()["tenants"] if t["name"] == tenant][0]["devices"][0]["gpu_ms"]
+
+
 # ---- 1. the server reads a RELEASE late ------------------------------------
 # A long quantum: the deadline is not reached while the server is stopped,
 # so the RELEASE is the first thing it sees again.
-server = Server(machine, {"t": "quantum_ms = 1000\n"})
-wait_for(lambda: os.path.exists(server.socket("t")), 5.0)
-client = gp.Client(server.socket("t"))
-client.device(0, gp.uuid_bytes(1))
+server, client = lone_client("t", "quantum_ms = 1000\n", 1)
 client.acquire(0)
 grant = client.expect(gp.GRANT, 5.0)
 checks.expect(grant is not None, "the lone tenant is granted its GPU")
@@ -52,20 +65,15 @@ if grant:
     finally:
         os.kill(server.proc.pid, signal.SIGCONT)
     time.sleep(0.2)
-    st = server.status()
-    tenant = [t for t in st["tenants"] if t["name"] == "t"][0]
-    gpu_ms = tenant["devices"][0]["gpu_ms"]
+    gpu_ms = charged_ms(server, "t")
     checks.expect(gpu_ms < 100, "a slice released at once and read %.0f ms later by a stopped server is charged "
                   "%.1f ms: until it was released, not until the server read it" % (STOP_S * 1000, gpu_ms))
 client.close()
 server.stop()
 
-# ---- 3. a limit's windows follow each other -------------------------------
+# ---- 2. a limit's windows follow each other -------------------------------
 QUANTUM_MS, HOLD_NS, LIMIT = 20, 4_000_000, 0.5
-server = Server(machine, {"c": "limit = %g\nquantum_ms = %d\n" % (LIMIT, QUANTUM_MS)})
-wait_for(lambda: os.path.exists(server.socket("c")), 5.0)
-client = gp.Client(server.socket("c"))
-client.device(0, gp.uuid_bytes(2))
+server, client = lone_client("c", "limit = %g\nquantum_ms = %d\n" % (LIMIT, QUANTUM_MS), 2)
 client.acquire(0)
 starts, held = [], []
 for i in range(61):
@@ -80,21 +88,21 @@ for i in range(61):
     held.append(time.monotonic_ns() - start)
     client.sock.send(release)
 time.sleep(0.1)
-charged_ms = [t for t in server.status()["tenants"] if t["name"] == "c"][0]["devices"][0]["gpu_ms"]
+charged = charged_ms(server, "c")
 client.close()
 server.stop()
 checks.expect(len(starts) == 61, "the capped client got its 61 slices (%d)" % len(starts))
 if len(starts) == 61:
     # The server charges each slice until the RELEASE was sent, a little
     # after the client read its clock: spread that over the slices.
-    late_send = (charged_ms * 1e6 - sum(held)) / len(held)
+    late_send = (charged * 1e6 - sum(held)) / len(held)
     excess = sorted(starts[i + 1] - starts[i] - (held[i] + late_send) / LIMIT for i in range(60))
     median_us = excess[30] / 1000
     checks.expect(-25 < median_us < 25, "each slice is granted b / L after the last one was due: median difference "
                   "%.1f us (p10 %.1f, p90 %.1f us; RELEASE sent %.1f us after the clock read)"
                   % (median_us, excess[6] / 1000, excess[54] / 1000, late_send / 1000))
 
-# ---- 2. the shim reads a GRANT late ----------------------------------------
+# ---- 3. the shim reads a GRANT late ----------------------------------------
 # A stand-in server: grants the first ACQUIRE to a stopped process, with a
 # deadline 0.5 s after the process is let go, and records its RELEASE; later
 # requests get slices of 100 ms, until the program ends.
