@@ -53,6 +53,10 @@ static bool policy_open;        /* GPUSLICE_ON_SERVER_DOWN=open */
 static bool policy_read;
 static bool connect_tried;      /* the gate thread has tried to connect at least once */
 static char socket_path[108];
+/* This process's CLOCK_MONOTONIC minus the protocol's (its time namespace's
+ * offset, gpuslice/transport.h), read at each connection: a forked child,
+ * which connects anew, may be in another namespace than its parent. */
+static int64_t clock_offset_ns;
 /* Memory requests waiting for their MEM_RESULT or MEM_LEASED; guarded by
  * gs_gate_lock. */
 #define MAX_PENDING 64
@@ -194,6 +198,11 @@ static void try_connect_locked(void)
      * then, not from when this process's thread woke to read it. */
     if (gs_transport_stamp_messages(fd) != 0)
         gs_log(GS_LOG_DEBUG, "SO_TIMESTAMPNS: %s", strerror(errno));
+    int64_t offset = gs_transport_clock_offset_ns();
+    if (offset != clock_offset_ns)
+        gs_log(GS_LOG_INFO, "in a time namespace whose CLOCK_MONOTONIC is %+.3f s off the initial one's; "
+               "deadlines are converted", (double)offset / 1e9);
+    clock_offset_ns = offset;
     sock = fd;
     struct gs_msg hello = {.type = GS_MSG_HELLO};
     hello.u.hello.pid = (uint32_t)getpid();
@@ -275,7 +284,7 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
             d->quiet_since_ns = now;
         }
         d->grant = msg->u.grant.grant;
-        d->deadline_ns = msg->u.grant.deadline_ns;
+        d->deadline_ns = gs_transport_clock_from_wire(msg->u.grant.deadline_ns, clock_offset_ns);
         d->catch_up = !extension && (msg->u.grant.flags & GS_GRANT_CATCHUP);
         if (d->state == GS_DEV_DRAIN && d->drain_requested) {
             /* extended while draining: keep draining, then hold again */

@@ -98,14 +98,17 @@ class Server:
     given as {name: "key = value\\n..."}; processes are started inside a
     tenant with tenant_env()."""
 
-    def __init__(self, machine, tenants, grace_ms=250, extra_env=None, args=(), nofile=None, conf=None, cdi_dir=""):
-        """args: more command-line options; nofile: its RLIMIT_NOFILE (soft
+    def __init__(self, machine, tenants, grace_ms=250, extra_env=None, args=(), nofile=None, conf=None, cdi_dir="",
+                 wrapper=()):
+        """args: more command-line options; wrapper: a command that runs it
+        (e.g. unshare's argv); nofile: its RLIMIT_NOFILE (soft
         and hard, or a (soft, hard) pair); conf: the configuration directory path to give it
         (default: a fresh tenants.d); cdi_dir: where it writes its CDI spec ("": none)."""
         self.machine = machine
         self.args = list(args)
         self.nofile = nofile
         self.cdi_dir = cdi_dir
+        self.wrapper = list(wrapper)
         self.conf = conf or os.path.join(machine.dir, "tenants.d")
         self.run_dir = os.path.join(machine.dir, "run")
         os.makedirs(self.conf, exist_ok=True)
@@ -131,7 +134,7 @@ class Server:
                 import resource
                 resource.setrlimit(resource.RLIMIT_NOFILE, limit if isinstance(limit, tuple) else (limit, limit))
 
-        self.proc = subprocess.Popen([SERVER, "--config-dir", self.conf, "--run-dir", self.run_dir,
+        self.proc = subprocess.Popen(self.wrapper + [SERVER, "--config-dir", self.conf, "--run-dir", self.run_dir,
                                       "--grace-ms", str(self.grace_ms), "--log-level", os.environ.get("GS_TEST_LOG_LEVEL", "info"),
                                       "--cdi-dir", self.cdi_dir, "--shim", SHIM] + self.args,
                                      stdout=log, stderr=log, preexec_fn=set_limit)

@@ -5,6 +5,7 @@
  */
 #include "server.h"
 #include "metrics.h"
+#include "gpuslice/transport.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -46,7 +47,8 @@ static void usage(FILE *f)
 "drained slices so that busy tenants split each GPU in proportion to their\n"
 "share, none exceeds its limit, and each stays under its memory cap.\n"
 "\n"
-"Tenants are files CONFIG_DIR/NAME.conf of 'key = value' lines:\n"
+"Tenants are files CONFIG_DIR/NAME.conf of 'key = value' lines ('#' begins\n"
+"a comment, on its own line or after a value):\n"
 "  share = 1          weight, a decimal number from 0.001 to 1000000\n"
 "  limit = 1          largest fraction of a GPU, 0.001 <= limit <= 1\n"
 "  quantum_ms = 20    slice length, a whole number of ms from 1 to 1000\n"
@@ -57,7 +59,9 @@ static void usage(FILE *f)
 "                     at once and gives them back together, so that the\n"
 "                     ranks of a collective (NCCL) run together; off: each\n"
 "                     GPU is granted on its own (independent work per GPU)\n"
-"A tenant file must be a regular file (or a symlink to one) of at most 64 KiB.\n"
+"NAME is 1 to 63 letters, digits, '.', '_' and '-', not beginning with '.'\n"
+"or '-'; other files are ignored. A tenant file must be a regular file (or a\n"
+"symlink to one) of at most 64 KiB.\n"
 "Each tenant gets a socket RUN_DIR/tenants/NAME/gpuslice.sock. Mount that\n"
 "directory into the tenant's containers at /run/gpuslice (or point\n"
 "GPUSLICE_SOCKET at the socket): a process's tenant is the socket it\n"
@@ -92,19 +96,21 @@ static void usage(FILE *f)
 "                         (default " GPUSLICE_SHIM_DEFAULT ")\n"
 "  -g, --grace-ms MS      how long after its deadline a holder may take to\n"
 "                         drain before its slice is taken back and charged\n"
-"                         (default 250)\n"
+"                         (0 to 3600000, default 250)\n"
 "  -l, --log-level LEVEL  error, warn, info or debug (default info)\n"
 "  -m, --metrics ADDR:PORT\n"
 "                         serve Prometheus metrics at http://ADDR:PORT/metrics\n"
-"                         (default 127.0.0.1:29400; ':PORT' for every\n"
-"                         address, '[::1]:PORT' for IPv6, '' for none)\n"
+"                         (default 127.0.0.1:29400). ADDR is numeric:\n"
+"                         ':PORT' for every IPv4 address, '[::1]:PORT' or\n"
+"                         '[::]:PORT' for IPv6, '' for none\n"
 "      --nvidia-dir DIR   the NVIDIA driver's /proc directory, for the GPU\n"
 "                         indexes in the metrics (default /proc/driver/nvidia)\n"
 "  -h, --help             show this help\n"
 "  -V, --version          show the version\n"
 "\n");
     fprintf(f,
-"Limits (a tenant is not trusted: nothing it does may exhaust the server):\n"
+"Limits (a tenant is not trusted: nothing it does may exhaust the server;\n"
+"each N is a whole number from 1 to 1000000):\n"
 "      --max-clients N    connections of all tenants together (default\n"
 "                         65536, and never more than the descriptor limit\n"
 "                         allows: the server raises RLIMIT_NOFILE to its\n"
@@ -120,12 +126,14 @@ static void usage(FILE *f)
 "                         64); a process declaring more is disconnected\n"
 "      --device-linger-ms MS\n"
 "                         a GPU no process has declared for this long is\n"
-"                         forgotten, statistics included (default 10000;\n"
-"                         sooner when --max-devices is reached)\n"
+"                         forgotten, statistics included (0 to 86400000,\n"
+"                         default 10000; sooner when --max-devices is\n"
+"                         reached)\n"
 "      --client-buffer BYTES\n"
 "                         messages queued to a process that does not read\n"
 "                         them; when full, the process is disconnected with\n"
-"                         one log line (default 65536, kernel accounting)\n"
+"                         one log line (4096 to 67108864, default 65536,\n"
+"                         kernel accounting)\n"
 "Messages a client can cause are logged at most 10 times per 10 s per kind\n"
 "and tenant, then counted.\n"
 "\n"
@@ -359,6 +367,12 @@ int main(int argc, char **argv)
         return 2;
     }
     raise_nofile();
+    /* Deadlines on the wire are on the initial time namespace's clock
+     * (gpuslice/transport.h); a server in another namespace converts. */
+    options.clock_offset_ns = gs_transport_clock_offset_ns();
+    if (options.clock_offset_ns)
+        slog(LOG_INFO, "in a time namespace whose CLOCK_MONOTONIC is %+.3f s off the initial one's; "
+                       "deadlines are converted", (double)options.clock_offset_ns / 1e9);
 
     sigset_t mask;
     sigemptyset(&mask);

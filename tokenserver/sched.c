@@ -51,6 +51,7 @@
  * needs; GPUs outside the forming gang run other tenants meanwhile.
  */
 #include "server.h"
+#include "gpuslice/transport.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -258,7 +259,7 @@ static void send_grant(struct client *c, int slot, const struct device *d, uint3
     struct gs_msg msg = {.type = GS_MSG_GRANT};
     msg.u.grant.slot = (uint32_t)slot;
     msg.u.grant.grant = d->grant;
-    msg.u.grant.deadline_ns = d->deadline;
+    msg.u.grant.deadline_ns = gs_transport_clock_to_wire(d->deadline, options.clock_offset_ns);
     msg.u.grant.flags = flags;
     c->wants[slot] = false;
     c->holds[slot] = d->grant;

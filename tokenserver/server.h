@@ -96,6 +96,8 @@ struct server_options {
     unsigned long nofile;             /* RLIMIT_NOFILE after raising it */
     const char *metrics_addr;         /* ADDR:PORT of /metrics; "" = none */
     const char *nvidia_dir;           /* the driver's /proc/driver/nvidia */
+    int64_t clock_offset_ns;          /* CLOCK_MONOTONIC here minus the protocol's
+                                         (a time namespace's offset) */
 };
 extern struct server_options options; /* set by main before the loop starts */
 

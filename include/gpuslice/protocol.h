@@ -154,7 +154,8 @@ struct gs_msg_grant {        /* GRANT, REVOKE, RELEASE */
     uint32_t slot;
     uint64_t grant;          /* server-chosen, never 0 */
     union {                  /* one field on the wire */
-        uint64_t deadline_ns;/* GRANT: CLOCK_MONOTONIC */
+        uint64_t deadline_ns;/* GRANT: CLOCK_MONOTONIC of the initial time
+                                namespace (gpuslice/transport.h) */
         uint64_t idle_ns;    /* RELEASE: time the process left the GPU idle */
     };
     uint32_t flags;          /* RELEASE: GS_RELEASE_MORE */

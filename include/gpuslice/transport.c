@@ -3,12 +3,17 @@
  * The kernel stamps a message on CLOCK_REALTIME when the sender queues it;
  * its age, read against CLOCK_REALTIME now, is subtracted from
  * CLOCK_MONOTONIC now. Both clock reads are vDSO calls, no system call.
+ * And the offset between this process's CLOCK_MONOTONIC and the wire's.
  */
 #include "transport.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 /* An older stamp is taken for a real-time clock that was set meanwhile
  * (the message is then dated now). A message waits this long only for a
@@ -55,4 +60,35 @@ ssize_t gs_transport_recv(int fd, void *buf, size_t cap, int flags, uint64_t *se
             *sent_ns = now - (real_now - then);
     }
     return n;
+}
+
+int64_t gs_transport_clock_offset_ns(void)
+{
+    int fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    /* "monotonic <seconds> <nanoseconds>\nboottime ...\n", seconds signed,
+     * nanoseconds 0 .. 999999999 (a negative offset of 0.5 s is -1 500000000) */
+    char text[256];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, text + len, sizeof text - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == sizeof text - 1)
+            break;
+    }
+    close(fd);
+    text[len] = '\0';
+    for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        long long seconds;
+        long nanoseconds;
+        if (sscanf(line, "monotonic %lld %ld", &seconds, &nanoseconds) == 2 && nanoseconds >= 0 &&
+            nanoseconds < 1000000000L && seconds > -(1ll << 33) && seconds < (1ll << 33))
+            return (int64_t)seconds * 1000000000ll + nanoseconds;
+    }
+    return 0;
 }

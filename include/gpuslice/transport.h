@@ -7,7 +7,15 @@
  * read it, and the shim counts a new slice idle from when GRANT was sent,
  * not from when its thread woke. On a small or busy machine each wake-up
  * costs tens of microseconds, which would otherwise be charged to the
- * tenant as device time. Both sides share CLOCK_MONOTONIC (one kernel).
+ * tenant as device time.
+ *
+ * Times on the wire (GRANT's deadline) are CLOCK_MONOTONIC as the initial
+ * time namespace reads it. A process in another time namespace
+ * (time_namespaces(7): `unshare --time`, a container restored by CRIU)
+ * reads the same clock shifted by its namespace's offset, so each side
+ * converts with gs_transport_clock_offset_ns() as it encodes or decodes
+ * such a time. Message stamps need no conversion: the kernel takes them
+ * on CLOCK_REALTIME, which no namespace shifts.
  */
 #ifndef GPUSLICE_TRANSPORT_H
 #define GPUSLICE_TRANSPORT_H
@@ -26,5 +34,26 @@ int gs_transport_stamp_messages(int fd);
  * that is not known (the socket does not stamp messages, or the stamp is
  * not plausible: the real-time clock was set meanwhile). */
 ssize_t gs_transport_recv(int fd, void *buf, size_t cap, int flags, uint64_t *sent_ns);
+
+/* This process's CLOCK_MONOTONIC minus the wire's: its time namespace's
+ * monotonic offset, from /proc/self/timens_offsets. 0 in the initial
+ * namespace, and where the file is missing (a kernel before 5.6 or without
+ * time namespaces, no /proc) or unreadable. A process's namespace is fixed
+ * for its life; a child forked after unshare(CLONE_NEWTIME) is in another,
+ * so a forked child asks again. */
+int64_t gs_transport_clock_offset_ns(void);
+
+/* A time on this process's CLOCK_MONOTONIC as the wire carries it, and
+ * back, given gs_transport_clock_offset_ns() (modular: both are defined
+ * for every value). */
+static inline uint64_t gs_transport_clock_to_wire(uint64_t local_ns, int64_t offset_ns)
+{
+    return local_ns - (uint64_t)offset_ns;
+}
+
+static inline uint64_t gs_transport_clock_from_wire(uint64_t wire_ns, int64_t offset_ns)
+{
+    return wire_ns + (uint64_t)offset_ns;
+}
 
 #endif
