@@ -49,6 +49,21 @@ checks.expect(wait_for(lambda: "a.conf:2: gang must be auto, on or off, got 'som
 server.write_tenant("a", "share = 2\ngang = off\n")
 checks.expect(wait_for(lambda: tenants()["a"]["gang"] == "off"), "gang = off applies without a restart")
 
+# The README's example tenant file, as a user copies it (comments after
+# the values included), loads with the values it says.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")) as f:
+    readme = f.read()
+example = readme.split("Describe each tenant in", 1)[1].split("```", 2)[1]
+example = "\n".join(line.strip() for line in example.splitlines() if line.strip())
+server.write_tenant("readme", example + "\n")
+checks.expect(wait_for(lambda: "readme" in tenants()), "the README's example tenant file loads (%r; log: %s)"
+              % (example, server.log()[-300:]))
+if "readme" in tenants():
+    t = tenants()["readme"]
+    got = (t["share"], t["limit"], t["quantum_ms"], t["memory"], t["gang"])
+    checks.expect(got == (3, 0.5, 20, 4 << 30, "auto"), "with the values it shows: share, limit, quantum_ms, "
+                  "memory, gang = %s" % (got,))
+
 # A new tenant gets its socket.
 server.write_tenant("c", "share = 1\n")
 checks.expect(wait_for(lambda: os.path.exists(server.socket("c"))), "a new tenant gets its socket within 2 s")

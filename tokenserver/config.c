@@ -247,8 +247,11 @@ int config_parse_text(const char *text, size_t len, const char *path, struct ten
         }
         memcpy(line, start, n);
         line[n] = '\0';
+        char *comment = strchr(line, '#'); /* to the end of the line; no value has a '#' */
+        if (comment)
+            *comment = '\0';
         char *s = trim(line);
-        if (*s == '\0' || *s == '#')
+        if (*s == '\0')
             continue;
         if (!parse_line(s, path, lineno, seen, &c, err, errlen))
             return CONFIG_BAD;

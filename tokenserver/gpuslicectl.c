@@ -34,7 +34,8 @@ static void usage(FILE *f)
 "cdi prints the CDI spec that gpuslice-server --cdi-dir writes for the\n"
 "tenants in the configuration directory (a dry run: no server needed).\n"
 "Files with an error are reported on stderr and left out, as the server\n"
-"does.\n"
+"does, and so are tenants whose name a CDI device cannot have (it must\n"
+"begin with a letter or digit; the server serves them, without a device).\n"
 "\n"
 "top shows the same live, redrawn every second: per GPU its holder, per\n"
 "tenant and GPU a bar of the share achieved (#) against its target (|) and\n"
@@ -50,10 +51,11 @@ static void usage(FILE *f)
 "      --shim PATH    the host's libgpuslice.so, for cdi (default\n"
 "                     " GPUSLICE_SHIM_DEFAULT ")\n"
 "      --json         one JSON object instead of tables; its fields are\n"
-"                     stable (new ones may be added)\n"
+"                     stable (new ones may be added). top --json prints\n"
+"                     one object and exits, or N of them with -n N\n"
 "      --once         top: print one plain frame and exit\n"
-"  -n N               top: print N plain frames, then exit\n"
-"      --interval S   top: seconds between frames (default 1)\n"
+"  -n N               top: print N plain frames (N >= 1), then exit\n"
+"      --interval S   top: seconds between frames, 0.1 to 3600 (default 1)\n"
 "  -h, --help         show this help\n"
 "\n"
 "Exit status: 0 on success, 1 on a usage error, 2 if the server cannot be\n"
@@ -101,8 +103,13 @@ static int print_cdi(const char *config_dir, const char *run_dir, const char *sh
         snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
         snprintf(path, sizeof path, "%s/%s", config_dir, e->d_name);
         struct tenant_config config;
-        if (!config_valid_name(name) || !cdi_valid_device_name(name)) {
+        if (!config_valid_name(name)) {
             fprintf(stderr, "gpuslicectl: %s: '%s' is not a valid tenant name; left out\n", path, name);
+            continue;
+        }
+        if (!cdi_valid_device_name(name)) {
+            fprintf(stderr, "gpuslicectl: %s: tenant '%s' is not a valid CDI device name (it must start with a "
+                            "letter or a digit); left out of the spec, as the server does\n", path, name);
             continue;
         }
         /* The server's own reader: regular files only, never blocking. */

@@ -13,7 +13,8 @@
 #   --build-dir DIR  use this already built meson build directory instead
 #                    of building build-gpu/
 #
-# Exit status: 0 when every row met its target or was skipped, 1 otherwise.
+# Exit status: 0 when every row met its target or was skipped, 1 otherwise,
+# 2 on a usage error or when no GPU is found.
 # Takes about 3 minutes on a GPU (8 at most), under 2 with --simulate.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
     --simulate) simulate=(--simulate) ;;
     --out) out=${2:?--out needs a file}; shift ;;
     --build-dir) build_dir=${2:?--build-dir needs a directory}; shift ;;
-    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
