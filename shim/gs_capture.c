@@ -24,6 +24,7 @@
 #include "gs_contexts.h"
 #include "gs_gate.h"
 #include "gs_hooks.h"
+#include "gs_memory.h"
 #include "gs_log.h"
 
 _Atomic int gs_captures_active;
@@ -140,32 +141,40 @@ static CUresult end_finish(CUstream stream, int ptsz, CUresult rc)
     return rc;
 }
 
+/* After a capture into a graph of its own began (not ToGraph). */
+static CUresult new_graph_began(CUstream stream, int ptsz, CUresult rc)
+{
+    if (rc == CUDA_SUCCESS)
+        gs_graphmem_capture_began(stream, ptsz);
+    return rc;
+}
+
 GS_EXPORT CUresult cuStreamBeginCapture(CUstream stream)
 {
     GS_PROLOGUE(cuStreamBeginCapture);
     begin_prepare(stream, 0);
-    return begin_finish(stream, 0, GS_REAL(cuStreamBeginCapture)(stream));
+    return new_graph_began(stream, 0, begin_finish(stream, 0, GS_REAL(cuStreamBeginCapture)(stream)));
 }
 
 GS_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream stream)
 {
     GS_PROLOGUE(cuStreamBeginCapture_ptsz);
     begin_prepare(stream, 1);
-    return begin_finish(stream, 1, GS_REAL(cuStreamBeginCapture_ptsz)(stream));
+    return new_graph_began(stream, 1, begin_finish(stream, 1, GS_REAL(cuStreamBeginCapture_ptsz)(stream)));
 }
 
 GS_EXPORT CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode)
 {
     GS_PROLOGUE(cuStreamBeginCapture_v2);
     begin_prepare(stream, 0);
-    return begin_finish(stream, 0, GS_REAL(cuStreamBeginCapture_v2)(stream, mode));
+    return new_graph_began(stream, 0, begin_finish(stream, 0, GS_REAL(cuStreamBeginCapture_v2)(stream, mode)));
 }
 
 GS_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode)
 {
     GS_PROLOGUE(cuStreamBeginCapture_v2_ptsz);
     begin_prepare(stream, 1);
-    return begin_finish(stream, 1, GS_REAL(cuStreamBeginCapture_v2_ptsz)(stream, mode));
+    return new_graph_began(stream, 1, begin_finish(stream, 1, GS_REAL(cuStreamBeginCapture_v2_ptsz)(stream, mode)));
 }
 
 GS_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph, const CUgraphNode *deps,

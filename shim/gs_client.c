@@ -61,8 +61,9 @@ static int64_t clock_offset_ns;
  * gs_gate_lock. */
 #define MAX_PENDING 64
 static struct pending {
-    uint64_t id;
+    uint64_t id;             /* 0: a free entry */
     bool done;
+    bool lost;               /* sent on a connection that went down */
     struct gs_msg_mem_result result;
     struct gs_msg_mem_leased leased;
 } pending[MAX_PENDING];
@@ -163,7 +164,12 @@ static void disconnected_locked(const char *why)
         if (d->used && (d->state == GS_DEV_WANT || d->state == GS_DEV_HOLD))
             d->state = GS_DEV_NONE;
     }
-    pthread_cond_broadcast(&gs_gate_cv); /* memory requests in flight are lost */
+    /* Memory requests in flight are lost, even if a new connection is
+     * welcomed before their threads wake to see this one went down. */
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending[i].id && !pending[i].done)
+            pending[i].lost = true;
+    pthread_cond_broadcast(&gs_gate_cv);
     if (policy_open) {
         gs_gate_set_all_open_locked(true);
         if (!logged_open) {
@@ -242,7 +248,7 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
         break;
     case GS_MSG_MEM_RESULT:
         for (int i = 0; i < MAX_PENDING; i++)
-            if (pending[i].id == msg->u.mem_result.id && !pending[i].done) {
+            if (msg->u.mem_result.id && pending[i].id == msg->u.mem_result.id && !pending[i].done) {
                 pending[i].result = msg->u.mem_result;
                 pending[i].done = true;
                 pthread_cond_broadcast(&gs_gate_cv);
@@ -250,7 +256,7 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
         break;
     case GS_MSG_MEM_LEASED:
         for (int i = 0; i < MAX_PENDING; i++)
-            if (pending[i].id == msg->u.leased.id && !pending[i].done) {
+            if (msg->u.leased.id && pending[i].id == msg->u.leased.id && !pending[i].done) {
                 pending[i].leased = msg->u.leased;
                 pending[i].done = true;
                 pthread_cond_broadcast(&gs_gate_cv);
@@ -557,6 +563,13 @@ static void wait_gate_cv_locked(long ms)
     pthread_cond_timedwait(&gs_gate_cv, &gs_gate_lock, &until);
 }
 
+/* Frees an entry of `pending`; a request may be waiting for one. */
+static void free_pending_locked(struct pending *p)
+{
+    p->id = 0;
+    pthread_cond_broadcast(&gs_gate_cv);
+}
+
 /* A free entry of `pending` (waiting on gs_gate_cv while all are taken). */
 static struct pending *take_pending_locked(void)
 {
@@ -579,7 +592,7 @@ static bool await_answer_locked(struct pending *p, uint64_t id, bool sent)
         pthread_cond_wait(&gs_gate_cv, &gs_gate_lock);
         return false;
     }
-    while (connected && !(p->done && p->id == id))
+    while (connected && !p->lost && !(p->done && p->id == id))
         wait_gate_cv_locked(100);
     return p->done && p->id == id;
 }
@@ -609,12 +622,12 @@ static struct pending *request_locked(struct gs_msg *m, uint64_t *id_field)
 {
     struct pending *p = take_pending_locked();
     p->id = *id_field = ++next_request_id;
-    p->done = false;
+    p->done = p->lost = false;
     uint64_t id = p->id;
     bool sent = send_msg(m) == 0;
     if (await_answer_locked(p, id, sent))
         return p;
-    p->id = 0;
+    free_pending_locked(p);
     return NULL;
 }
 
@@ -638,7 +651,7 @@ int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t 
         struct pending *p = request_locked(&m, &m.u.mem.id);
         if (p) {
             *result = p->result;
-            p->id = 0;
+            free_pending_locked(p);
             return 0;
         }
     }
@@ -662,7 +675,7 @@ int gs_client_lease_call(struct gs_dev *d, uint64_t need, uint64_t want, struct 
         struct pending *p = request_locked(&m, &m.u.lease.id);
         if (p) {
             *out = p->leased;
-            p->id = 0;
+            free_pending_locked(p);
             d->mem_cap = out->cap;
             pthread_mutex_unlock(&gs_gate_lock);
             return 0;
@@ -678,6 +691,20 @@ void gs_client_mem_free(struct gs_dev *d, uint64_t bytes)
         struct gs_msg m = {.type = GS_MSG_MEM_FREE};
         m.u.mem.slot = (uint32_t)d->slot;
         m.u.mem.bytes = bytes;
+        send_msg(&m);
+    }
+    pthread_mutex_unlock(&gs_gate_lock);
+}
+
+void gs_client_mem_lease_unanswered(struct gs_dev *d, uint64_t bytes)
+{
+    pthread_mutex_lock(&gs_gate_lock);
+    if (connected) {
+        declare_locked(d);
+        struct gs_msg m = {.type = GS_MSG_MEM_LEASE};
+        m.u.lease.slot = (uint32_t)d->slot;
+        m.u.lease.id = 0;
+        m.u.lease.need = m.u.lease.want = bytes;
         send_msg(&m);
     }
     pthread_mutex_unlock(&gs_gate_lock);
@@ -730,18 +757,30 @@ void gs_client_start_locked(void)
     /* A failure leaves nothing open: the next call that needs the gate
      * thread (a new device's first launch, a memory call) tries again,
      * and a descriptor left behind per try would add up. */
+    /* Whether a failed start was logged (launches that wait try again
+     * every 50 ms); guarded by gs_gate_lock. */
+    static bool warned;
     wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     launcher_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd < 0 || launcher_fd < 0) {
-        gs_log(GS_LOG_ERROR, "eventfd: %s", strerror(errno));
+        if (!warned)
+            gs_log(GS_LOG_ERROR, "eventfd: %s: GPU work waits until the gate thread can start", strerror(errno));
+        warned = true;
         close_wake_fds();
         return;
     }
-    if (pthread_create(&thread, NULL, gate_main, NULL) != 0) {
-        gs_log(GS_LOG_ERROR, "cannot start the gate thread");
+    int err = pthread_create(&thread, NULL, gate_main, NULL);
+    if (err != 0) {
+        if (!warned)
+            gs_log(GS_LOG_ERROR, "cannot start the gate thread (%s): GPU work waits until it can start",
+                   strerror(err));
+        warned = true;
         close_wake_fds();
         return;
     }
+    if (warned)
+        gs_log(GS_LOG_WARN, "the gate thread started after all");
+    warned = false;
     started = true;
 }
 

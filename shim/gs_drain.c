@@ -517,10 +517,21 @@ void gs_drain_start_locked(struct gs_dev *d)
     if (d->drainer_started)
         return;
     pthread_once(&drainer_cv_once, init_drainer_cv);
-    if (pthread_create(&d->drainer, NULL, drainer_main, d) == 0)
+    /* Whether a failed start was logged; guarded by gs_gate_lock. Tried
+     * again by every launch that waits and by every drain: a drain without
+     * a drainer ends at once (gs_gate_begin_drain_locked). */
+    static bool warned;
+    int err = pthread_create(&d->drainer, NULL, drainer_main, d);
+    if (err == 0) {
         d->drainer_started = true;
-    else
-        gs_log(GS_LOG_ERROR, "cannot start the drainer thread: slices will not be drained");
+        if (warned)
+            gs_log(GS_LOG_WARN, "the drainer thread started after all: slices are drained again");
+        warned = false;
+    } else if (!warned) {
+        gs_log(GS_LOG_ERROR, "cannot start the drainer thread (%s): slices end without waiting for their work "
+               "until it starts", strerror(err));
+        warned = true;
+    }
 }
 
 void gs_drain_after_fork_child(void)

@@ -126,6 +126,14 @@ void gs_gate_begin_drain_locked(struct gs_dev *d)
     atomic_store(&d->open, 0);
     d->state = GS_DEV_DRAIN;
     d->drain_requested = true;
+    gs_drain_start_locked(d); /* its start failed before (no threads left): again */
+    if (!d->drainer_started) {
+        /* Nobody can wait for the work: the slice ends now, so that
+         * launches go on (in later slices) instead of waiting for good. */
+        d->drain_requested = false;
+        gs_client_wake();
+        return;
+    }
     gs_drain_wake_locked();
 }
 
@@ -203,6 +211,16 @@ static CUresult context_gate(CUcontext handle, struct gs_ctx **ctx_out, struct g
     pthread_mutex_lock(&gs_gate_lock);
     struct gs_ctx *c = gs_ctx_get_locked(handle);
     struct gs_dev *d = c ? c->dev : NULL;
+    /* A context another thread is releasing lives on unless that release
+     * is its last: its device is known, and nothing of the context is
+     * touched here, so its work is gated and its memory counted like any
+     * other (gs_ctx_use_locked refuses a closing context). */
+    if (c && d && !c->dead) {
+        pthread_mutex_unlock(&gs_gate_lock);
+        *ctx_out = c;
+        *dev_out = d;
+        return CUDA_SUCCESS;
+    }
     bool usable = gs_ctx_use_locked(c);
     pthread_mutex_unlock(&gs_gate_lock);
     if (!usable)
@@ -274,6 +292,11 @@ void gs_gate_track_stream_locked(const struct gs_launch_target *t)
 {
     if (t->kind == GS_STREAM_PER_THREAD)
         return; /* its thread records its own mark */
+    /* Its context died after the launch was resolved (another thread's last
+     * release): the launch fails in the driver, and the entry, which a new
+     * context of the same handle may reuse, must not name its stream. */
+    if (t->ctx->dead)
+        return;
     struct gs_dev *d = t->dev;
     for (int i = 0; i < d->nstreams; i++)
         if (d->streams[i].stream == t->stream && d->streams[i].ctx == t->ctx)
@@ -295,6 +318,10 @@ void gs_gate_track_stream_locked(const struct gs_launch_target *t)
 void gs_gate_wait_admission_locked(struct gs_dev *d, bool (*fits)(struct gs_dev *d, void *arg), void *arg)
 {
     for (;;) {
+        /* Threads whose start failed (a container's pids.max) are started
+         * by the launches that need them; a no-op once they run. */
+        gs_drain_start_locked(d);
+        gs_client_start_locked();
         if (atomic_load(&d->open) && atomic_load(&d->admitted) < atomic_load(&d->budget) &&
             (!fits || fits(d, arg))) {
             atomic_fetch_add(&d->admitted, 1);

@@ -271,6 +271,10 @@ int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t 
 int gs_client_lease_call(struct gs_dev *d, uint64_t need, uint64_t want, struct gs_msg_mem_leased *out);
 /* MEM_FREE for d when connected (takes gs_gate_lock; no answer). */
 void gs_client_mem_free(struct gs_dev *d, uint64_t bytes);
+/* MEM_LEASE of bytes for d when connected, whose answer nobody waits for
+ * (id 0: its MEM_LEASED is dropped): memory the driver has already taken.
+ * Takes gs_gate_lock; safe on the gate thread. */
+void gs_client_mem_lease_unanswered(struct gs_dev *d, uint64_t bytes);
 
 uint64_t gs_now_ns(void);
 

@@ -56,15 +56,37 @@ static struct sized *find_or_add_locked(struct sized **v, size_t *n, size_t *cap
     return &(*v)[(*n)++];
 }
 
-bool gs_graphmem_captured(CUstream stream, int ptsz, uint64_t bytes)
+/* The graph a stream is capturing into, or NULL. */
+static CUgraph capturing_graph(CUstream stream, int ptsz)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     CUgraph graph = NULL;
     if (!GS_REAL(cuStreamGetCaptureInfo_v2) || !GS_REAL(cuStreamGetCaptureInfo_v2_ptsz))
-        return false; /* a driver older than graphs that allocate */
+        return NULL; /* a driver older than graphs that allocate */
     CUresult rc = ptsz ? GS_REAL(cuStreamGetCaptureInfo_v2_ptsz)(stream, &status, NULL, &graph, NULL, NULL)
                        : GS_REAL(cuStreamGetCaptureInfo_v2)(stream, &status, NULL, &graph, NULL, NULL);
-    if (rc != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !graph)
+    return rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_ACTIVE ? graph : NULL;
+}
+
+void gs_graphmem_capture_began(CUstream stream, int ptsz)
+{
+    /* A capture that makes its own graph starts from nothing: a destroyed
+     * graph's handle, which the driver may give out again, must not lend
+     * it the old graph's allocations. */
+    CUgraph graph = capturing_graph(stream, ptsz);
+    if (!graph)
+        return;
+    pthread_mutex_lock(&graphs_lock);
+    struct sized *g = find_locked(graphs, ngraphs, (uint64_t)(uintptr_t)graph);
+    if (g)
+        g->bytes = 0;
+    pthread_mutex_unlock(&graphs_lock);
+}
+
+bool gs_graphmem_captured(CUstream stream, int ptsz, uint64_t bytes)
+{
+    CUgraph graph = capturing_graph(stream, ptsz);
+    if (!graph)
         return false;
     pthread_mutex_lock(&graphs_lock);
     struct sized *g = find_or_add_locked(&graphs, &ngraphs, &graphs_cap, (uint64_t)(uintptr_t)graph);

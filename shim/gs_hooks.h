@@ -5,8 +5,8 @@
  * Hot path: gs_hook_launch_enter for a thread that launched into the same
  * stream before in this slice, while its device holds a slice with budget
  * left and no graph capture is under way in the process, is a few relaxed
- * loads and one atomic add; no lock, no system call, no clock read, no
- * driver call. (The first launch after a synchronization that left the
+ * loads, one atomic add and two loads after it; no lock, no system call,
+ * no clock read, no driver call. (The first launch after a synchronization that left the
  * GPU idle also reads the clock, in gs_idle_end.) Everything else is
  * gs_gate_slow.
  */
@@ -41,10 +41,19 @@ static inline CUresult gs_hook_launch_enter(CUstream stream, int ptsz, struct gs
             __builtin_expect(c->stream_set_gen == GS_RELAXED(d->stream_set_gen), 1) &&
             __builtin_expect(GS_RELAXED(d->open), 1) &&
             __builtin_expect(GS_RELAXED(d->admitted) < GS_RELAXED(d->budget), 1)) {
-            /* Sequentially consistent, with the load after it: a thread
+            /* Sequentially consistent, with the loads after it: a thread
              * that marks the device idle either sees this launch or is
-             * seen by it (gs_idle.c). On x86 the add costs the same. */
+             * seen by it (gs_idle.c); and a drain that closed admission
+             * after the check above (open = 0, then the drainer reads
+             * admitted) either counts this launch and waits for it, or
+             * is seen here, and the launch takes the slow path, which
+             * waits for the next slice. On x86 the add costs the same
+             * and the loads are plain moves. */
             atomic_fetch_add(&d->admitted, 1);
+            if (__builtin_expect(!atomic_load(&d->open), 0)) {
+                atomic_fetch_sub(&d->admitted, 1);
+                break;
+            }
             if (__builtin_expect(atomic_load(&d->idle_since) != 0, 0))
                 gs_idle_end(d);
             a->dev = d;

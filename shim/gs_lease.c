@@ -85,12 +85,16 @@ CUresult gs_lease_take(struct gs_dev *d, uint64_t bytes)
         }
         if (r.status == GS_LEASE_GRANTED) {
             pthread_mutex_lock(&lease_lock);
-            l->granted += r.granted;
+            l->granted = r.granted > UINT64_MAX - l->granted ? UINT64_MAX : l->granted + r.granted;
             pthread_mutex_unlock(&lease_lock);
             arm_tick();
-            continue;
+            /* Less than asked for is no answer a server gives (a wrong
+             * or changed one): counted, and retried like RETRY, so that
+             * it cannot keep this thread asking without pause. */
+            if (r.granted >= need)
+                continue;
         }
-        if (r.status == GS_LEASE_RETRY && tries < RETRY_LIMIT) {
+        if ((r.status == GS_LEASE_RETRY || r.status == GS_LEASE_GRANTED) && tries < RETRY_LIMIT) {
             struct timespec pause = {0, RETRY_SLEEP_NS};
             nanosleep(&pause, NULL);
             continue;
@@ -103,15 +107,27 @@ CUresult gs_lease_take(struct gs_dev *d, uint64_t bytes)
 
 void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes)
 {
-    if (gs_lease_take(d, bytes) == CUDA_SUCCESS)
-        return;
-    gs_log(GS_LOG_WARN, "%llu bytes of device memory taken by the driver past the tenant's cap",
-           (unsigned long long)bytes);
-    /* Counted here; the server learns it at the next declaration. */
+    /* The driver has the memory already: there is nothing to ask, and no
+     * answer to wait for. That matters: the gate thread comes here (a
+     * pool's growth, found by gs_memory_tick), and it is the thread that
+     * reads the server's answers. What the headroom does not cover is
+     * counted here and added to the server's count with a lease nobody
+     * waits for; over the cap the server refuses it and the count errs
+     * low there until the next declaration, as the driver's taking
+     * cannot be undone. */
+    struct lease *l = &leases[d->slot];
     pthread_mutex_lock(&lease_lock);
-    leases[d->slot].granted += bytes;
-    leases[d->slot].held += bytes;
+    uint64_t headroom = l->granted - l->held;
+    uint64_t need = bytes > headroom ? bytes - headroom : 0;
+    l->granted = need > UINT64_MAX - l->granted ? UINT64_MAX : l->granted + need;
+    l->held = bytes > UINT64_MAX - l->held ? UINT64_MAX : l->held + bytes;
+    l->changes++;
     pthread_mutex_unlock(&lease_lock);
+    if (need) {
+        GS_DEBUG("%llu bytes of device memory taken by the driver beyond the headroom; counted",
+                 (unsigned long long)need);
+        gs_client_mem_lease_unanswered(d, need);
+    }
 }
 
 void gs_lease_give(struct gs_dev *d, uint64_t bytes)

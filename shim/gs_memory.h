@@ -23,7 +23,8 @@
  * CUDA_ERROR_OUT_OF_MEMORY when the tenant's cap leaves no room. */
 CUresult gs_lease_take(struct gs_dev *d, uint64_t bytes);
 /* Counts bytes as held although the cap may not allow them: memory the
- * driver already took (a context larger than its estimate). */
+ * driver already took (a context larger than its estimate, a pool's
+ * growth). Never waits for the server: the gate thread calls it too. */
 void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes);
 /* No longer held: back to headroom; headroom far beyond what the process
  * uses goes back to the server at once. */
@@ -74,6 +75,10 @@ void gs_pools_after_fork_child(void);
 /* cuMemAllocAsync of bytes into stream: if the stream is capturing, the
  * bytes are the graph's (taken at its first launch) and it returns true. */
 bool gs_graphmem_captured(CUstream stream, int ptsz, uint64_t bytes);
+/* stream began capturing into a graph of its own (cuStreamBeginCapture):
+ * that graph allocates nothing yet, whatever an old graph of the same
+ * handle did. */
+void gs_graphmem_capture_began(CUstream stream, int ptsz);
 /* Around a graph launch: the first launch of an executable graph that
  * allocates reserves what it allocates (CUDA_ERROR_OUT_OF_MEMORY past the
  * cap), then counts what the device's graph memory holds. */
