@@ -177,8 +177,10 @@ void device_undeclare(struct client *c, int slot)
     mem_slot_gone(c, slot);
     sched_slot_gone(c, slot);
     struct device_tenant *dt = device_tenant_find(d, c->tenant);
-    if (dt && dt->refs > 0 && --dt->refs == 0)
+    if (dt && dt->refs > 0 && --dt->refs == 0) {
         c->tenant->devices--;
+        sched_gang_changed(c->tenant);
+    }
     c->devices[slot] = NULL;
     for (size_t i = 0; i < d->nusers; i++)
         if (d->users[i].client == c && d->users[i].slot == slot) {
@@ -222,9 +224,11 @@ struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16]
         *why = "gpuslice-server is out of memory";
         return NULL;
     }
-    if (dt->refs++ == 0)
-        t->devices++;
     c->devices[slot] = d;
+    if (dt->refs++ == 0) {
+        t->devices++;
+        sched_gang_changed(t);
+    }
     return d;
 }
 

@@ -285,7 +285,7 @@ static void start_slice(struct device *d, struct device_tenant *best, uint64_t n
     d->grant++;
     d->slices++;
     d->slice_start = d->charged_until = now;
-    d->deadline = now + best->tenant->config.quantum_ns;
+    d->deadline = d->slice_deadline = now + best->tenant->config.quantum_ns;
     best->cap_from = best->eligible_at && best->eligible_at <= now && now - best->eligible_at <= CAP_LATE_NS
                          ? best->eligible_at
                          : now;
@@ -357,7 +357,7 @@ static void gang_form(struct device_tenant *best)
         if (d->state == DEV_IDLE) {
             reserve(d, dt);
         } else if (d->state == DEV_RUNNING && d->holder == dt) {
-            d->deadline = now;
+            d->deadline = d->slice_deadline = now;
             if (d->holders == 0)
                 holders_gone(d, now);
             else
@@ -398,7 +398,10 @@ static bool same_gang_slice(const struct device *e, const struct device *d)
  * ended: when the last of them released (sent its RELEASE), or now. */
 static void holders_gone(struct device *d, uint64_t ended)
 {
-    if (!is_gang(d->holder->tenant) || d->gang_start == 0) {
+    /* A gang's slice stays one even if the tenant stopped being a gang
+     * meanwhile (a rank exited): its GPUs end together, or one would be
+     * left running for nobody. */
+    if (d->gang_start == 0) {
         end_slice(d, ended);
         return;
     }
@@ -411,6 +414,14 @@ static void holders_gone(struct device *d, uint64_t ended)
         if ((e->state == DEV_RUNNING || e->state == DEV_REVOKING) && e->holder && e->holder->tenant == t &&
             e->gang_start == stamp)
             end_slice(e, ended);
+}
+
+/* Whether a process of d's holder may join its slice now: not once a
+ * gang's slice is past its grace (it is being taken back; catch-up grants
+ * must not keep it). */
+static bool can_join(const struct device *d, uint64_t now)
+{
+    return !d->gang_start || now < d->slice_deadline + options.grace_ns;
 }
 
 /* A process of the holder asks for d while its slice runs: it joins. Past
@@ -553,7 +564,7 @@ static void end_slice(struct device *d, uint64_t ended)
     if (idle)
         uncharge_idle(d, dt, idle, now);
     uint64_t busy = used - idle;
-    record_overrun(dt, end > d->deadline ? end - d->deadline : 0);
+    record_overrun(dt, end > d->slice_deadline ? end - d->slice_deadline : 0);
     /* A limit L: no grant until the device time used is at most L of the
      * time since the slice began. */
     double limit = dt->tenant->config.limit;
@@ -588,7 +599,7 @@ static void revoke(struct device *d)
             client_send(c, &msg);
         }
     }
-    uint64_t grace_end = d->deadline + options.grace_ns;
+    uint64_t grace_end = d->slice_deadline + options.grace_ns;
     /* A gang's drain may wait for a peer's launch: look again soon. */
     uint64_t check = d->gang_start ? now_ns() + STALL_NS : grace_end;
     timer_at(&d->timer, check < grace_end ? check : grace_end);
@@ -632,9 +643,18 @@ static void device_timer(void *arg)
              * so that a long run is never billed at once. */
             charge(d, now);
             d->deadline += d->holder->tenant->config.quantum_ns;
-            for (size_t i = 0; i < d->nusers; i++)
-                if (d->users[i].client->holds[d->users[i].slot] == d->grant)
-                    send_grant(d->users[i].client, d->users[i].slot, d, 0);
+            d->slice_deadline = d->deadline;
+            for (size_t i = 0; i < d->nusers; i++) {
+                struct client *c = d->users[i].client;
+                int slot = d->users[i].slot;
+                if (c->holds[slot] != d->grant)
+                    continue;
+                /* A holder that asked again (a RELEASE of a stale grant
+                 * with MORE) is answered by the extension. */
+                if (c->wants[slot] && d->holder->waiting > 0)
+                    add_waiting(d->holder, -1);
+                send_grant(c, slot, d, 0);
+            }
             uint64_t margin = d->holder->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
             timer_at(&d->timer, d->deadline - margin);
         } else if (now < d->deadline) {
@@ -646,9 +666,9 @@ static void device_timer(void *arg)
         }
         break;
     case DEV_REVOKING:
-        if (d->gang_start && now < d->deadline + options.grace_ns) {
+        if (d->gang_start && now < d->slice_deadline + options.grace_ns) {
             gang_catch_up(d, now);
-            uint64_t check = now + STALL_NS, grace_end = d->deadline + options.grace_ns;
+            uint64_t check = now + STALL_NS, grace_end = d->slice_deadline + options.grace_ns;
             timer_at(&d->timer, check < grace_end ? check : grace_end);
             break;
         }
@@ -661,7 +681,7 @@ static void device_timer(void *arg)
                 slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: did not release within %llu ms of its deadline; slice revoked",
                      c->tenant->name, c->pid, (unsigned long long)(options.grace_ns / 1000000));
         }
-        if (d->gang_start && is_gang(d->holder->tenant)) {
+        if (d->gang_start) {
             /* Its late holders count as gone; the gang's other GPUs may
              * still be draining. */
             for (size_t i = 0; i < d->nusers; i++)
@@ -687,7 +707,7 @@ void sched_acquire(struct client *c, int slot)
         return; /* declared devices always have their tenant's entry */
     c->wants[slot] = true;
     /* Join the running slice of its own tenant. */
-    if (d->state == DEV_RUNNING && d->holder == dt) {
+    if (d->state == DEV_RUNNING && d->holder == dt && can_join(d, now_ns())) {
         join(c, slot, d, now_ns());
         return;
     }
@@ -730,7 +750,7 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64
      * collective for it. Once the slice is being revoked it waits: a peer
      * whose drain stalls gets it a catch-up grant (gang_catch_up). */
     if (more && d->gang_start && c->wants[slot] && d->state == DEV_RUNNING && d->holder &&
-        d->holder->tenant == c->tenant) {
+        d->holder->tenant == c->tenant && can_join(d, now_ns())) {
         struct device_tenant *dt = d->holder;
         c->wants[slot] = false;
         if (dt->waiting > 0)
@@ -744,9 +764,6 @@ void sched_slot_gone(struct client *c, int slot)
     struct device *d = c->devices[slot];
     if (!d)
         return;
-    /* The gang's set of GPUs may change: gather it afresh. */
-    if (forming_gang == c->tenant)
-        gang_cancel();
     if (c->wants[slot]) {
         c->wants[slot] = false;
         struct device_tenant *dt = device_tenant_find(d, c->tenant);
@@ -768,6 +785,12 @@ void sched_slot_gone(struct client *c, int slot)
             holders_gone(d, now_ns());
     }
     c->holds[slot] = 0;
+}
+
+void sched_gang_changed(struct tenant *t)
+{
+    if (forming_gang == t)
+        gang_cancel();
 }
 
 void sched_tenant_gone(struct tenant *t)

@@ -326,6 +326,9 @@ struct device {
     struct device_tenant *holder;
     uint64_t grant;            /* current grant id */
     uint64_t slice_start, deadline;
+    uint64_t slice_deadline;   /* the slice's own deadline: a gang rank's
+                                  catch-up grant moves `deadline`, never
+                                  this, which grace and overrun count from */
     uint64_t charged_until;    /* the holder is charged up to here */
     unsigned holders;          /* clients holding the current grant */
     uint64_t gang_start;       /* which gang start began the slice (sched.c) */
@@ -371,6 +374,9 @@ void sched_acquire(struct client *c, int slot);
 void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64_t idle_ns, uint64_t sent_ns);
 /* A client's slot goes away: drop its wait and hold there. */
 void sched_slot_gone(struct client *c, int slot);
+/* t's set of GPUs changed (devices.c, after counting it): a gang that
+ * gathers its GPUs gathers them afresh. */
+void sched_gang_changed(struct tenant *t);
 /* A tenant was removed: its entries go from every device. */
 void sched_tenant_gone(struct tenant *t);
 /* Whether the tenant of entry dt is in line for its GPU: a process of it

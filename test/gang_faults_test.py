@@ -1,0 +1,201 @@
+"""Gangs whose processes change, exit or misbehave never keep a GPU from
+the other tenants (protocol clients, no GPU work):
+
+1. A rank exits while its gang gathers its GPUs: the tenant is no longer a
+   gang, and the GPU reserved for it goes to its remaining process or to
+   another tenant (before: it stayed reserved for good).
+2. A gang declares one more GPU while it gathers and never asks for it:
+   it gathers afresh, and the other tenant still gets its GPU.
+3. A gang's process releases one of its two GPUs, then exits: both GPUs of
+   the slice end, and a tenant waiting for the first is granted (before:
+   it stayed "running" for nobody, with no timer, and was never freed, so
+   a tenant could fill the server's table of GPUs this way).
+4. A gang that keeps trading catch-up grants between its two GPUs (a
+   RELEASE with MORE on one each time the other is granted) loses them at
+   its deadline plus the grace period, once (before: never).
+5. A holder's RELEASE of a wrong grant id, with MORE, is answered by the
+   slice's extension: after it releases, it is not granted an empty slice
+   while another tenant waits (before: the other tenant waited for it)."""
+import struct
+import time
+
+import gsproto as gp
+from testlib import Checks, Machine, Server, wait_for
+
+checks = Checks()
+machine = Machine()
+QUANTUM = "quantum_ms = 20\n"
+
+
+def devices(server):
+    return {d["uuid"]: d for d in server.status()["devices"]}
+
+
+def grants(client, want, timeout):
+    """Reads messages for up to timeout s; {slot: grant id} of the GRANTs,
+    stopping once `want` slots are granted."""
+    held = {}
+    end = time.monotonic() + timeout
+    try:
+        while len(held) < want and time.monotonic() < end:
+            m = client.recv(max(0.01, end - time.monotonic()))
+            if m and m[0] == gp.GRANT:
+                held[m[1]["slot"]] = m[1]["grant"]
+            elif m and m[0] == gp.ERROR:
+                print("server: %s" % m[1]["reason"])
+    except gp.Closed:
+        pass
+    return held
+
+
+X, Y, W = gp.uuid_bytes(1), gp.uuid_bytes(2), gp.uuid_bytes(3)
+
+# ---- 1. a rank exits while its gang gathers ----------------------------------
+server = Server(machine, {"victim": QUANTUM, "other": QUANTUM, "team": QUANTUM})
+victim = gp.Client(server.socket("victim"))
+victim.device(0, Y)
+victim.acquire(0)
+held_y = grants(victim, 1, 2.0)
+rank2 = gp.Client(server.socket("team"))
+rank2.device(0, X)
+rank1 = gp.Client(server.socket("team"))
+rank1.device(0, X)
+rank1.device(1, Y)          # team uses two GPUs: a gang
+time.sleep(0.05)
+rank2.acquire(0)            # it gathers: X reserved for it, Y busy
+time.sleep(0.05)
+rank1.close()               # a rank exits: team uses X alone now
+time.sleep(0.05)
+if held_y:
+    victim.release(0, held_y[0])
+checks.expect(bool(grants(rank2, 1, 3.0)), "1: a gang whose rank exited while it gathered: its remaining process "
+              "is granted X")
+other = gp.Client(server.socket("other"))
+other.device(0, X)
+other.acquire(0)
+checks.expect(bool(grants(other, 1, 3.0)), "1: and another tenant gets X after it")
+server.stop()
+
+# ---- 2. a GPU declared while the gang gathers, never asked for ---------------
+server = Server(machine, {"victim": QUANTUM, "evil": QUANTUM})
+victim = gp.Client(server.socket("victim"))
+victim.device(0, X)
+victim.acquire(0)
+held_x = grants(victim, 1, 2.0)
+evil = gp.Client(server.socket("evil"))
+evil.device(0, X)
+evil.device(1, Y)
+evil.acquire(0)
+evil.acquire(1)             # it gathers: Y reserved, X busy
+time.sleep(0.05)
+evil.device(2, W)           # one more GPU, never asked for
+time.sleep(0.05)
+if held_x:
+    victim.release(0, held_x[0])
+time.sleep(0.1)
+victim.acquire(0)
+checks.expect(bool(grants(victim, 1, 3.0)), "2: a gang that declared a GPU while it gathered does not keep X from "
+              "the other tenant")
+server.stop()
+
+# ---- 3. a gang's process releases one GPU, then exits ------------------------
+server = Server(machine, {"victim": QUANTUM, "b": QUANTUM}, args=["--max-devices", "4", "--device-linger-ms", "100"])
+victim = gp.Client(server.socket("victim"))
+b = gp.Client(server.socket("b"))
+b.device(0, Y)
+b.device(1, X)
+b.acquire(0)
+b.acquire(1)
+held = grants(b, 2, 2.0)
+checks.expect(len(held) == 2, "3: the gang holds Y and X (%s)" % held)
+victim.device(0, Y)
+victim.acquire(0)
+if 0 in held:
+    b.release(0, held[0])
+time.sleep(0.05)            # Y's deadline passes while X is held
+b.close()
+checks.expect(bool(grants(victim, 1, 3.0)), "3: the tenant waiting for Y is granted after the gang's process exited")
+victim.close()
+for r in range(3):          # the same, with fresh GPUs and nobody waiting
+    u, v = gp.uuid_bytes(100 + 2 * r), gp.uuid_bytes(101 + 2 * r)
+    b = gp.Client(server.socket("b"))
+    b.device(0, u)
+    b.device(1, v)
+    b.acquire(0)
+    b.acquire(1)
+    held = grants(b, 2, 2.0)
+    if 0 in held:
+        b.release(0, held[0])
+    time.sleep(0.01)
+    b.close()
+    time.sleep(0.05)
+checks.expect(wait_for(lambda: all(d["state"] == "idle" for d in devices(server).values()), 3.0),
+              "3: no GPU is left running for a gone gang (%s)"
+              % [(d["state"], d["holder"]) for d in devices(server).values()])
+late = gp.Client(server.socket("victim"))
+late.device(0, gp.uuid_bytes(7))
+late.device(1, gp.uuid_bytes(8))
+try:
+    answer = late.recv(1.0)
+except gp.Closed:
+    answer = "closed"
+
+checks.expect(answer is None or answer[0] != gp.ERROR, "3: and GPUs can still be declared (--max-devices 4): %s"
+              % (answer,))
+server.stop()
+
+# ---- 4. catch-up grants traded between two GPUs ------------------------------
+GRACE_MS = 250
+server = Server(machine, {"victim": QUANTUM, "evil": QUANTUM}, grace_ms=GRACE_MS)
+evil = gp.Client(server.socket("evil"))
+victim = gp.Client(server.socket("victim"))
+evil.device(0, X)
+evil.device(1, Y)
+evil.acquire(0)
+evil.acquire(1)
+held = grants(evil, 2, 2.0)
+victim.device(0, X)
+victim.acquire(0)
+start = time.monotonic()
+if 0 in held:
+    evil.release(0, held.pop(0), more=True)
+victim_after = None
+traded = 0
+while time.monotonic() - start < 3.0 and victim_after is None:
+    m = evil.recv(0.02)
+    if m and m[0] == gp.GRANT:
+        slot = m[1]["slot"]
+        held[slot] = m[1]["grant"]
+        traded += 1
+        if 1 - slot in held:
+            evil.release(1 - slot, held.pop(1 - slot), more=True)
+    r = victim.recv(0)
+    if r and r[0] == gp.GRANT:
+        victim_after = time.monotonic() - start
+checks.expect(victim_after is not None and victim_after < (20 + GRACE_MS) / 1000 + 0.5,
+              "4: a gang trading catch-up grants loses the GPU the victim waits for after %s s (%d grants traded; "
+              "its deadline + grace: %.2f s)" % ("%.2f" % victim_after if victim_after is not None else "> 3",
+                                                   traded, (20 + GRACE_MS) / 1000))
+server.stop()
+
+# ---- 5. a RELEASE of a wrong grant id, with MORE -----------------------------
+server = Server(machine, {"a": "quantum_ms = 200\n", "v": QUANTUM})
+a = gp.Client(server.socket("a"))
+a.device(0, X)
+a.acquire(0)
+g = grants(a, 1, 1.0).get(0)
+if g:
+    a.send(gp.RELEASE, struct.pack("<IQQI", 0, g + 7, 0, gp.RELEASE_MORE))
+    time.sleep(0.3)         # extended: nobody else waits
+    a.release(0, g)
+time.sleep(0.05)
+v = gp.Client(server.socket("v"))
+v.device(0, X)
+asked = time.monotonic()
+v.acquire(0)
+granted = bool(grants(v, 1, 2.0))
+waited_ms = (time.monotonic() - asked) * 1000
+checks.expect(granted and waited_ms < 100, "5: after a stale RELEASE with MORE and its real release, the holder "
+              "gets no empty slice: another tenant is granted the idle GPU in %.0f ms" % waited_ms)
+server.stop()
+checks.finish()
