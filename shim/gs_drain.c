@@ -56,6 +56,7 @@ static struct gs_thread_mark *thread_marks;
 #define THREAD_MARKS 4
 static __thread struct gs_thread_mark *my_marks[THREAD_MARKS];
 static pthread_key_t exit_key;
+static bool exit_key_made;   /* written once, under exit_key_once */
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 /* Wakes drainers; used with gs_gate_lock; waits time out on
  * CLOCK_MONOTONIC (set up by init_drainer_cv). */
@@ -95,15 +96,21 @@ static void thread_exited(void *unused)
 {
     (void)unused;
     pthread_mutex_lock(&gs_gate_lock);
-    for (int i = 0; i < THREAD_MARKS; i++)
-        if (my_marks[i])
-            my_marks[i]->orphan = true;
+    for (int i = 0; i < THREAD_MARKS; i++) {
+        struct gs_thread_mark *m = my_marks[i];
+        if (m && m->dead)
+            free(m); /* unlinked when its context died: only this thread had it */
+        else if (m)
+            m->orphan = true;
+        my_marks[i] = NULL;
+    }
     pthread_mutex_unlock(&gs_gate_lock);
 }
 
 static void make_exit_key(void)
 {
-    if (pthread_key_create(&exit_key, thread_exited) != 0)
+    exit_key_made = pthread_key_create(&exit_key, thread_exited) == 0;
+    if (!exit_key_made)
         gs_log(GS_LOG_WARN, "pthread_key_create failed: marks of exited threads are kept");
 }
 
@@ -136,8 +143,12 @@ struct gs_thread_mark *gs_drain_thread_mark(struct gs_ctx *ctx, struct gs_dev *d
         m->event = event;
         m->next = thread_marks;
         thread_marks = m;
-        my_marks[free_index] = m; /* a dead mark is unlinked already; its memory stays with its thread */
-        pthread_setspecific(exit_key, m);
+        /* A dead mark in the slot was unlinked when its context died, and
+         * only this thread still had it. */
+        free(my_marks[free_index]);
+        my_marks[free_index] = m;
+        if (exit_key_made)
+            pthread_setspecific(exit_key, m);
     }
     gs_ctx_unuse_locked(ctx);
     pthread_mutex_unlock(&gs_gate_lock);

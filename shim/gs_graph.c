@@ -152,11 +152,22 @@ static CUresult graph_launch(CUgraphExec exec, CUstream stream, int ptsz, CUresu
     atomic_fetch_add(&t.dev->graphs_submitted, 1);
     atomic_fetch_add(&t.dev->graph_ns_submitted, fit.est_ns);
     pthread_mutex_lock(&gs_gate_lock);
-    if (recorded && nmeasurements < MAX_MEASUREMENTS && !t.ctx->dead)
+    bool kept = recorded && nmeasurements < MAX_MEASUREMENTS && !t.ctx->dead;
+    if (kept)
         measurements[nmeasurements++] = (struct measurement){t.dev, t.ctx, exec, start, end};
-    if (measure)
-        gs_ctx_unuse_locked(t.ctx);
+    /* Not kept (the table filled meanwhile): the events go back to the
+     * pool; measuring (a use of the context) kept it alive till here. */
+    bool give_back = recorded && !kept;
     pthread_mutex_unlock(&gs_gate_lock);
+    if (give_back) {
+        gs_ctx_event_give(t.ctx, start, true);
+        gs_ctx_event_give(t.ctx, end, true);
+    }
+    if (measure) {
+        pthread_mutex_lock(&gs_gate_lock);
+        gs_ctx_unuse_locked(t.ctx);
+        pthread_mutex_unlock(&gs_gate_lock);
+    }
     gs_hook_launch_exit(&admit, rc);
     return rc;
 }
@@ -232,8 +243,17 @@ void gs_graph_measure(struct gs_dev *d)
             gs_ctx_pop();
         }
         pthread_mutex_lock(&gs_gate_lock);
-        if (!done && pushed && nmeasurements < MAX_MEASUREMENTS)
+        bool again = !done && pushed && nmeasurements < MAX_MEASUREMENTS;
+        if (again)
             measurements[nmeasurements++] = m; /* not finished: later */
+        else if (!done) {
+            /* Dropped unfinished: its events go back to the pool (recorded
+             * again, they are simply reused). */
+            pthread_mutex_unlock(&gs_gate_lock);
+            gs_ctx_event_give(m.ctx, m.start, true);
+            gs_ctx_event_give(m.ctx, m.end, true);
+            pthread_mutex_lock(&gs_gate_lock);
+        }
         struct graph_cost *cost = m.exec && ms > 0 ? cost_of_locked(m.exec, false) : NULL;
         if (cost) {
             uint64_t ns = (uint64_t)((double)ms * 1e6);
