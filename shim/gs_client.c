@@ -683,31 +683,33 @@ int gs_client_lease_call(struct gs_dev *d, uint64_t need, uint64_t want, struct 
     }
 }
 
-void gs_client_mem_free(struct gs_dev *d, uint64_t bytes)
+/* Sends m, a message about d that has no answer, if connected (a message
+ * lost with a connection is covered by the declaration on reconnecting). */
+static void send_unanswered(struct gs_dev *d, const struct gs_msg *m)
 {
     pthread_mutex_lock(&gs_gate_lock);
     if (connected) {
         declare_locked(d);
-        struct gs_msg m = {.type = GS_MSG_MEM_FREE};
-        m.u.mem.slot = (uint32_t)d->slot;
-        m.u.mem.bytes = bytes;
-        send_msg(&m);
+        send_msg(m);
     }
     pthread_mutex_unlock(&gs_gate_lock);
 }
 
+void gs_client_mem_free(struct gs_dev *d, uint64_t bytes)
+{
+    struct gs_msg m = {.type = GS_MSG_MEM_FREE};
+    m.u.mem.slot = (uint32_t)d->slot;
+    m.u.mem.bytes = bytes;
+    send_unanswered(d, &m);
+}
+
 void gs_client_mem_lease_unanswered(struct gs_dev *d, uint64_t bytes)
 {
-    pthread_mutex_lock(&gs_gate_lock);
-    if (connected) {
-        declare_locked(d);
-        struct gs_msg m = {.type = GS_MSG_MEM_LEASE};
-        m.u.lease.slot = (uint32_t)d->slot;
-        m.u.lease.id = 0;
-        m.u.lease.need = m.u.lease.want = bytes;
-        send_msg(&m);
-    }
-    pthread_mutex_unlock(&gs_gate_lock);
+    struct gs_msg m = {.type = GS_MSG_MEM_LEASE};
+    m.u.lease.slot = (uint32_t)d->slot;
+    m.u.lease.id = 0; /* its MEM_LEASED matches no request */
+    m.u.lease.need = m.u.lease.want = bytes;
+    send_unanswered(d, &m);
 }
 
 void gs_client_wait_locked(bool for_grant)

@@ -48,19 +48,25 @@ def grants(client, want, timeout):
     return held
 
 
+def process(server, tenant, gpus, ask=()):
+    """A client of tenant that declared gpus (slot i: gpus[i]) and asked
+    for the slots in ask."""
+    client = gp.Client(server.socket(tenant))
+    for slot, uuid in enumerate(gpus):
+        client.device(slot, uuid)
+    for slot in ask:
+        client.acquire(slot)
+    return client
+
+
 X, Y, W = gp.uuid_bytes(1), gp.uuid_bytes(2), gp.uuid_bytes(3)
 
 # ---- 1. a rank exits while its gang gathers ----------------------------------
 server = Server(machine, {"victim": QUANTUM, "other": QUANTUM, "team": QUANTUM})
-victim = gp.Client(server.socket("victim"))
-victim.device(0, Y)
-victim.acquire(0)
+victim = process(server, "victim", [Y], ask=[0])
 held_y = grants(victim, 1, 2.0)
-rank2 = gp.Client(server.socket("team"))
-rank2.device(0, X)
-rank1 = gp.Client(server.socket("team"))
-rank1.device(0, X)
-rank1.device(1, Y)          # team uses two GPUs: a gang
+rank2 = process(server, "team", [X])
+rank1 = process(server, "team", [X, Y])  # team uses two GPUs: a gang
 time.sleep(0.05)
 rank2.acquire(0)            # it gathers: X reserved for it, Y busy
 time.sleep(0.05)
@@ -70,23 +76,15 @@ if held_y:
     victim.release(0, held_y[0])
 checks.expect(bool(grants(rank2, 1, 3.0)), "1: a gang whose rank exited while it gathered: its remaining process "
               "is granted X")
-other = gp.Client(server.socket("other"))
-other.device(0, X)
-other.acquire(0)
+other = process(server, "other", [X], ask=[0])
 checks.expect(bool(grants(other, 1, 3.0)), "1: and another tenant gets X after it")
 server.stop()
 
 # ---- 2. a GPU declared while the gang gathers, never asked for ---------------
 server = Server(machine, {"victim": QUANTUM, "evil": QUANTUM})
-victim = gp.Client(server.socket("victim"))
-victim.device(0, X)
-victim.acquire(0)
+victim = process(server, "victim", [X], ask=[0])
 held_x = grants(victim, 1, 2.0)
-evil = gp.Client(server.socket("evil"))
-evil.device(0, X)
-evil.device(1, Y)
-evil.acquire(0)
-evil.acquire(1)             # it gathers: Y reserved, X busy
+evil = process(server, "evil", [X, Y], ask=[0, 1])  # it gathers: Y reserved, X busy
 time.sleep(0.05)
 evil.device(2, W)           # one more GPU, never asked for
 time.sleep(0.05)
@@ -101,11 +99,7 @@ server.stop()
 # ---- 3. a gang's process releases one GPU, then exits ------------------------
 server = Server(machine, {"victim": QUANTUM, "b": QUANTUM}, args=["--max-devices", "4", "--device-linger-ms", "100"])
 victim = gp.Client(server.socket("victim"))
-b = gp.Client(server.socket("b"))
-b.device(0, Y)
-b.device(1, X)
-b.acquire(0)
-b.acquire(1)
+b = process(server, "b", [Y, X], ask=[0, 1])
 held = grants(b, 2, 2.0)
 checks.expect(len(held) == 2, "3: the gang holds Y and X (%s)" % held)
 victim.device(0, Y)
@@ -118,11 +112,7 @@ checks.expect(bool(grants(victim, 1, 3.0)), "3: the tenant waiting for Y is gran
 victim.close()
 for r in range(3):          # the same, with fresh GPUs and nobody waiting
     u, v = gp.uuid_bytes(100 + 2 * r), gp.uuid_bytes(101 + 2 * r)
-    b = gp.Client(server.socket("b"))
-    b.device(0, u)
-    b.device(1, v)
-    b.acquire(0)
-    b.acquire(1)
+    b = process(server, "b", [u, v], ask=[0, 1])
     held = grants(b, 2, 2.0)
     if 0 in held:
         b.release(0, held[0])
@@ -132,9 +122,7 @@ for r in range(3):          # the same, with fresh GPUs and nobody waiting
 checks.expect(wait_for(lambda: all(d["state"] == "idle" for d in devices(server).values()), 3.0),
               "3: no GPU is left running for a gone gang (%s)"
               % [(d["state"], d["holder"]) for d in devices(server).values()])
-late = gp.Client(server.socket("victim"))
-late.device(0, gp.uuid_bytes(7))
-late.device(1, gp.uuid_bytes(8))
+late = process(server, "victim", [gp.uuid_bytes(7), gp.uuid_bytes(8)])
 try:
     answer = late.recv(1.0)
 except gp.Closed:
@@ -147,12 +135,8 @@ server.stop()
 # ---- 4. catch-up grants traded between two GPUs ------------------------------
 GRACE_MS = 250
 server = Server(machine, {"victim": QUANTUM, "evil": QUANTUM}, grace_ms=GRACE_MS)
-evil = gp.Client(server.socket("evil"))
+evil = process(server, "evil", [X, Y], ask=[0, 1])
 victim = gp.Client(server.socket("victim"))
-evil.device(0, X)
-evil.device(1, Y)
-evil.acquire(0)
-evil.acquire(1)
 held = grants(evil, 2, 2.0)
 victim.device(0, X)
 victim.acquire(0)
@@ -180,17 +164,14 @@ server.stop()
 
 # ---- 5. a RELEASE of a wrong grant id, with MORE -----------------------------
 server = Server(machine, {"a": "quantum_ms = 200\n", "v": QUANTUM})
-a = gp.Client(server.socket("a"))
-a.device(0, X)
-a.acquire(0)
+a = process(server, "a", [X], ask=[0])
 g = grants(a, 1, 1.0).get(0)
 if g:
     a.send(gp.RELEASE, struct.pack("<IQQI", 0, g + 7, 0, gp.RELEASE_MORE))
     time.sleep(0.3)         # extended: nobody else waits
     a.release(0, g)
 time.sleep(0.05)
-v = gp.Client(server.socket("v"))
-v.device(0, X)
+v = process(server, "v", [X])
 asked = time.monotonic()
 v.acquire(0)
 granted = bool(grants(v, 1, 2.0))

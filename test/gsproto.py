@@ -121,6 +121,34 @@ class Client:
         self.sock.close()
 
 
+def stand_in_messages(listener, stop, tenant=b"t"):
+    """For a test that plays the server to a shim: accepts connections on
+    the listening socket and yields (conn, type, body) for each message,
+    until the event stop is set. What any server answers the same way
+    (HELLO with WELCOME, MEM_LEASE with all it wants) is answered here, not
+    yielded."""
+    conn = None
+    while not stop.is_set():
+        readable, _, _ = select.select([listener] + ([conn] if conn else []), [], [], 0.01)
+        if listener in readable:
+            conn, _ = listener.accept()
+        if conn not in readable:
+            continue
+        data = conn.recv(70000)
+        if not data:
+            conn = None
+            continue
+        mtype = struct.unpack_from("<H", data, 6)[0]
+        body = data[16:]
+        if mtype == HELLO:
+            conn.send(encode(WELCOME, tenant.ljust(64, b"\0")))
+        elif mtype == MEM_LEASE:
+            _, mid, need, want = struct.unpack("<IQQQ", body)
+            conn.send(encode(MEM_LEASED, struct.pack("<QIQQQ", mid, 1, want, 1 << 34, want)))
+        else:
+            yield conn, mtype, body
+
+
 def uuid_bytes(i):
     """A made-up GPU UUID numbered i."""
     return struct.pack("<QQ", 0x5eed0000 + i, 0xfeedface)

@@ -15,7 +15,6 @@ carries them on the initial namespace's clock and each side converts
 Needs unshare(1) with --time and the right to create time namespaces
 (root); skipped (77) otherwise."""
 import os
-import select
 import socket
 import struct
 import subprocess
@@ -96,27 +95,10 @@ def held_in_namespace(offset_s):
     def stand_in():
         """Grants the first ACQUIRE a slice of 300 ms and records its
         RELEASE; later requests get slices of 100 ms, until spin ends."""
-        conn = None
         granted = 0
-        while not stop.is_set():
-            readable, _, _ = select.select([listener] + ([conn] if conn else []), [], [], 0.01)
-            if listener in readable:
-                conn, _ = listener.accept()
-            if conn not in readable:
-                continue
-            data = conn.recv(70000)
-            if not data:
-                conn = None
-                continue
-            mtype = struct.unpack_from("<H", data, 6)[0]
-            body = data[16:]
+        for conn, mtype, body in gp.stand_in_messages(listener, stop):
             more = mtype == gp.RELEASE and struct.unpack("<IQQI", body)[3] & gp.RELEASE_MORE
-            if mtype == gp.HELLO:
-                conn.send(gp.encode(gp.WELCOME, b"t".ljust(64, b"\0")))
-            elif mtype == gp.MEM_LEASE:
-                _, mid, need, want = struct.unpack("<IQQQ", body)
-                conn.send(gp.encode(gp.MEM_LEASED, struct.pack("<QIQQQ", mid, 1, want, 1 << 34, want)))
-            elif mtype == gp.RELEASE and granted == 1 and "released_ms" not in result:
+            if mtype == gp.RELEASE and granted == 1 and "released_ms" not in result:
                 result["released_ms"] = (time.monotonic_ns() - result["granted"]) / 1e6
             if (mtype == gp.ACQUIRE or more) and granted == 0:
                 granted = 1

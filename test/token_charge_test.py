@@ -19,7 +19,6 @@ noise:
    the end of the slice counts the slice idle from when the GRANT was
    sent, not from when the process read it (its idle field)."""
 import os
-import select
 import signal
 import socket
 import struct
@@ -112,26 +111,9 @@ stop = threading.Event()
 
 
 def stand_in_server(listener, pid_box):
-    conn = None
     granted = 0
-    while not stop.is_set():
-        readable, _, _ = select.select([listener] + ([conn] if conn else []), [], [], 0.01)
-        if listener in readable:
-            conn, _ = listener.accept()
-        if conn not in readable:
-            continue
-        data = conn.recv(70000)
-        if not data:
-            conn = None
-            continue
-        mtype = struct.unpack_from("<H", data, 6)[0]
-        body = data[16:]
-        if mtype == gp.HELLO:
-            conn.send(gp.encode(gp.WELCOME, b"t".ljust(64, b"\0")))
-        elif mtype == gp.MEM_LEASE:
-            _, mid, need, want = struct.unpack("<IQQQ", body)
-            conn.send(gp.encode(gp.MEM_LEASED, struct.pack("<QIQQQ", mid, 1, want, 1 << 34, want)))
-        elif mtype == gp.ACQUIRE and not granted:
+    for conn, mtype, body in gp.stand_in_messages(listener, stop):
+        if mtype == gp.ACQUIRE and not granted:
             granted = 1
             pid = pid_box[0]
             os.kill(pid, signal.SIGSTOP)
