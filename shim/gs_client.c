@@ -605,6 +605,7 @@ static bool await_answer_locked(struct pending *p, uint64_t id, bool sent)
 static bool wait_connected_locked(uint64_t first_try)
 {
     while (!connected) {
+        gs_client_start_locked(); /* its start may have failed: again (a no-op once it runs) */
         bool server_maybe_up = !connect_tried || sock >= 0;
         if (policy_open && (!server_maybe_up || gs_now_ns() - first_try >= OPEN_WELCOME_WAIT_NS))
             return false;

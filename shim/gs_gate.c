@@ -92,6 +92,10 @@ void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now)
         allowance = 0;
     } else if (d->catch_up) {
         allowance = admitted > d->admitted_at_grant ? 0 : 1;
+    } else if (!d->drainer_started) {
+        /* Nothing measures or counts finished work (the drainer could not
+         * start): admission is open until the deadline, unbounded. */
+        allowance = 1u << 30;
     } else if (d->kernel_ns <= 0) {
         allowance = FIRST_SLICE_ALLOWANCE;
         if (admitted - d->completed >= FIRST_SLICE_ALLOWANCE)

@@ -46,11 +46,33 @@ for failures in (1, 2):
                   % (failures, "none: hung" if rc is None else rc, err[-400:]))
     checks.expect("cannot start the" in err, "and the failure is logged")
 
+# The drainer never starts (every thread start of the shim fails but the
+# gate thread's): slices end without waiting for their work, and the
+# program still runs to its end.
+env = server.tenant_env("t", FAIL_THREADS_EXCEPT=2)
+env["LD_PRELOAD"] = FAIL_THREADS + ":" + env["LD_PRELOAD"]
+rc, out, err = run([SPIN, "--seconds", "0.5", "--kernel-us", "1000", "--blocking-sync"], env, 30)
+checks.expect(rc == 0 and "cannot start the drainer" in err, "with no drainer at all the program runs to its end "
+              "(exit %s; %s)" % ("none: hung" if rc is None else rc, err[-300:]))
+line = parse_line(out, "spin") or {}
+checks.expect(int(line.get("kernels", 0)) > 16, "and it launched more than a first slice's allowance (%s kernels)"
+              % line.get("kernels"))
+
+# A program whose first CUDA call allocates: the gate thread's start fails
+# three times, the third from the allocation itself, which must try again.
+env = server.tenant_env("t", FAIL_THREADS=3)
+env["LD_PRELOAD"] = FAIL_THREADS + ":" + env["LD_PRELOAD"]
+rc, out, err = run([RELEASE_RACE, "1024"], env, 30)
+checks.expect(rc == 0, "an allocation whose gate thread could not start at first completes (exit %s; %s)"
+              % ("none: hung" if rc is None else rc, err[-300:]))
+
 # ---- 2. an allocation while another thread releases the context -------------
 rc, out, err = run([RELEASE_RACE, "1024"], server.tenant_env("t"), 30)
 line = parse_line(out, "release_race") or {}
 checks.expect(rc == 0, "release_race ran to its end (exit %s; %s)" % ("none: hung" if rc is None else rc, err[-400:]))
 checks.expect(line.get("release") == "CUDA_SUCCESS", "the other thread's release succeeded (%s)" % line.get("release"))
+checks.expect(line.get("pending") == "1", "and was still under way when the allocation was made (%s)"
+              % line.get("pending"))
 checks.expect(line.get("async_alloc") == "CUDA_ERROR_OUT_OF_MEMORY",
               "1 GiB asked for during the release, cap 512 MiB: %s (CUDA_ERROR_OUT_OF_MEMORY expected)"
               % line.get("async_alloc"))

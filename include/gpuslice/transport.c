@@ -64,6 +64,14 @@ ssize_t gs_transport_recv(int fd, void *buf, size_t cap, int flags, uint64_t *se
 
 int64_t gs_transport_clock_offset_ns(void)
 {
+    /* The file shows the namespace this process's children get; after an
+     * unshare(CLONE_NEWTIME) without exec that is not its own, and its
+     * own offset cannot be read: 0 then. */
+    char own[64], children[64];
+    ssize_t own_len = readlink("/proc/self/ns/time", own, sizeof own);
+    ssize_t children_len = readlink("/proc/self/ns/time_for_children", children, sizeof children);
+    if (own_len > 0 && children_len > 0 && (own_len != children_len || memcmp(own, children, (size_t)own_len) != 0))
+        return 0;
     int fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;

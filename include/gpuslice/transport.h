@@ -38,7 +38,9 @@ ssize_t gs_transport_recv(int fd, void *buf, size_t cap, int flags, uint64_t *se
 /* This process's CLOCK_MONOTONIC minus the wire's: its time namespace's
  * monotonic offset, from /proc/self/timens_offsets. 0 in the initial
  * namespace, and where the file is missing (a kernel before 5.6 or without
- * time namespaces, no /proc) or unreadable. A process's namespace is fixed
+ * time namespaces, no /proc) or unreadable, or describes another namespace
+ * than the process's own (it called unshare(CLONE_NEWTIME) itself: the
+ * file then shows its children's). A process's namespace is fixed
  * for its life; a child forked after unshare(CLONE_NEWTIME) is in another,
  * so a forked child asks again. */
 int64_t gs_transport_clock_offset_ns(void);

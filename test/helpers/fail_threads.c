@@ -1,7 +1,8 @@
 /*
- * fail_threads.so: preloaded before libgpuslice.so, fails the first
- * FAIL_THREADS (default 1) pthread_create calls that libgpuslice.so makes,
- * with EAGAIN, as a container at its pids.max limit would. Test code.
+ * fail_threads.so: preloaded before libgpuslice.so, fails pthread_create
+ * calls that libgpuslice.so makes, with EAGAIN, as a container at its
+ * pids.max limit would: the first FAIL_THREADS (default 1), or, with
+ * FAIL_THREADS_EXCEPT=N, every one but the Nth. Test code.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -13,7 +14,7 @@
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
-static _Atomic int failed;
+static _Atomic int failed; /* the calls of libgpuslice.so so far */
 
 int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *), void *arg)
 {
@@ -22,13 +23,15 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)
     if (!symbol)
         return EAGAIN;
     memcpy(&real, &symbol, sizeof real); /* ISO C has no object-to-function cast */
-    const char *limit_text = getenv("FAIL_THREADS");
-    int limit = limit_text ? atoi(limit_text) : 1;
+    const char *limit_text = getenv("FAIL_THREADS"), *except_text = getenv("FAIL_THREADS_EXCEPT");
+    int limit = limit_text ? atoi(limit_text) : 1, except = except_text ? atoi(except_text) : 0;
     Dl_info info;
-    if (dladdr(__builtin_return_address(0), &info) && info.dli_fname && strstr(info.dli_fname, "libgpuslice") &&
-        atomic_fetch_add(&failed, 1) < limit) {
-        fprintf(stderr, "fail_threads: a pthread_create of libgpuslice.so fails (EAGAIN)\n");
-        return EAGAIN;
+    if (dladdr(__builtin_return_address(0), &info) && info.dli_fname && strstr(info.dli_fname, "libgpuslice")) {
+        int n = atomic_fetch_add(&failed, 1) + 1;
+        if (except ? n != except : n <= limit) {
+            fprintf(stderr, "fail_threads: a pthread_create of libgpuslice.so fails (EAGAIN)\n");
+            return EAGAIN;
+        }
     }
     return real(thread, attr, start, arg);
 }

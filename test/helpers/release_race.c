@@ -11,11 +11,14 @@
  * (CUDA_ERROR_OUT_OF_MEMORY), as it is at any other time; the program must
  * not hang afterwards (its pool is read again, its memory freed, more
  * kernels launched). Prints "release_race: async_alloc=NAME
- * release=NAME launches=N" and exits 0 when every other call succeeded.
+ * release=NAME pending=0|1 launches=N" (pending: the release was still
+ * under way when the allocation was made, as the test needs) and exits 0
+ * when every other call succeeded.
  */
 #include <cuda.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,7 @@
 
 static CUdevice dev;
 static CUresult release_rc = CUDA_ERROR_UNKNOWN;
+static _Atomic int released;
 
 #define CALL(x)                                                                    \
     do {                                                                           \
@@ -51,6 +55,7 @@ static void *releaser(void *arg)
         return NULL;
     usleep(100000); /* the long kernel is running and being drained */
     release_rc = cuDevicePrimaryCtxRelease(dev);
+    atomic_store(&released, 1);
     return NULL;
 }
 
@@ -91,10 +96,11 @@ int main(int argc, char **argv)
     pthread_t thread;
     if (pthread_create(&thread, NULL, releaser, NULL) != 0)
         return 1;
-    uint64_t ns = 600000000ull;
+    uint64_t ns = 2000000000ull; /* the release waits for the drainer, which waits for this */
     void *params[] = {&ns};
     CALL(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL));
     usleep(250000); /* the release waits for the drainer's round */
+    int pending = !atomic_load(&released);
     CUresult alloc_rc = cuMemAllocAsync(&big, alloc_bytes, stream);
     pthread_join(thread, NULL);
     CALL(cuStreamSynchronize(stream));
@@ -113,7 +119,7 @@ int main(int argc, char **argv)
     }
     CALL(cuStreamSynchronize(stream));
     CALL(cuMemGetInfo(&free_bytes, &total_bytes));
-    printf("release_race: async_alloc=%s release=%s launches=%ld\n", name_of(alloc_rc), name_of(release_rc),
-           launches);
+    printf("release_race: async_alloc=%s release=%s pending=%d launches=%ld\n", name_of(alloc_rc),
+           name_of(release_rc), pending, launches);
     return 0;
 }
