@@ -15,7 +15,14 @@ the other tenants (protocol clients, no GPU work):
    its deadline plus the grace period, once (before: never).
 5. A holder's RELEASE of a wrong grant id, with MORE, is answered by the
    slice's extension: after it releases, it is not granted an empty slice
-   while another tenant waits (before: the other tenant waited for it)."""
+   while another tenant waits (before: the other tenant waited for it).
+6. The same on a gang's GPU: no second join is counted for a process that
+   holds the slice, so its releases end it (before: it ran to its deadline
+   plus the grace period).
+7. A gang of two processes, one GPU each: one exits while the other works
+   on. The tenant is no longer a gang, and the GPU nobody holds goes to the
+   tenant waiting for it (before: it stayed the gang's while the other
+   GPU's slice was extended)."""
 import struct
 import time
 
@@ -165,18 +172,58 @@ server.stop()
 # ---- 5. a RELEASE of a wrong grant id, with MORE -----------------------------
 server = Server(machine, {"a": "quantum_ms = 200\n", "v": QUANTUM})
 a = process(server, "a", [X], ask=[0])
+v = process(server, "v", [X])
 g = grants(a, 1, 1.0).get(0)
 if g:
     a.send(gp.RELEASE, struct.pack("<IQQI", 0, g + 7, 0, gp.RELEASE_MORE))
     time.sleep(0.3)         # extended: nobody else waits
     a.release(0, g)
 time.sleep(0.05)
-v = process(server, "v", [X])
 asked = time.monotonic()
 v.acquire(0)
 granted = bool(grants(v, 1, 2.0))
 waited_ms = (time.monotonic() - asked) * 1000
-checks.expect(granted and waited_ms < 100, "5: after a stale RELEASE with MORE and its real release, the holder "
-              "gets no empty slice: another tenant is granted the idle GPU in %.0f ms" % waited_ms)
+checks.expect(granted and waited_ms < 50, "5: after a stale RELEASE with MORE and its real release, the holder "
+              "gets no empty slice (200 ms): another tenant is granted the idle GPU in %.0f ms" % waited_ms)
+server.stop()
+
+# ---- 6. the same on a gang's GPU ----------------------------------------------
+server = Server(machine, {"g": "quantum_ms = 200\n", "v": QUANTUM}, grace_ms=250)
+gang = process(server, "g", [X, Y], ask=[0, 1])
+v = process(server, "v", [X])
+held = grants(gang, 2, 2.0)
+if len(held) == 2:
+    gang.send(gp.RELEASE, struct.pack("<IQQI", 0, held[0] + 7, 0, gp.RELEASE_MORE))
+    time.sleep(0.05)
+    gang.release(0, held[0])
+    gang.release(1, held[1])
+time.sleep(0.05)
+asked = time.monotonic()
+v.acquire(0)
+granted = bool(grants(v, 1, 2.0))
+waited_ms = (time.monotonic() - asked) * 1000
+checks.expect(granted and waited_ms < 50, "6: a gang that sent a stale RELEASE with MORE and then released both GPUs "
+              "holds neither: another tenant is granted X in %.0f ms (its slice ran to 200 ms + grace before)"
+              % waited_ms)
+server.stop()
+
+# ---- 7. a rank of a gang exits while its peer works on -------------------------
+# Slices of 200 ms: the rank exits well before its deadline.
+server = Server(machine, {"team": "quantum_ms = 200\n", "victim": QUANTUM})
+rank1 = process(server, "team", [X])
+rank2 = process(server, "team", [Y])  # two processes, one GPU each: a gang
+time.sleep(0.05)
+rank1.acquire(0)
+rank2.acquire(0)
+got1, got2 = grants(rank1, 1, 2.0), grants(rank2, 1, 2.0)
+checks.expect(bool(got1) and bool(got2), "7: the gang of two processes holds X and Y")
+victim = process(server, "victim", [Y], ask=[0])
+time.sleep(0.01)
+exited = time.monotonic()
+rank2.close()               # the rank on Y exits; the one on X keeps its slice
+granted = bool(grants(victim, 1, 2.0))
+waited_ms = (time.monotonic() - exited) * 1000
+checks.expect(granted, "7: the tenant waiting for Y is granted once the gang's rank there exited, while the other "
+              "rank holds X (after %.0f ms)" % waited_ms)
 server.stop()
 checks.finish()

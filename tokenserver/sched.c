@@ -394,25 +394,25 @@ static bool same_gang_slice(const struct device *e, const struct device *d)
 /* The last holder of d's slice is gone. A plain slice ends. A gang's slice
  * ends on all its GPUs together once no process holds it on any of them:
  * until then the GPU stays the gang's, and a rank that comes back joins
- * (its peers may be waiting in a collective for its next launch).
+ * (its peers may be waiting in a collective for its next launch). A gang
+ * slice whose tenant is no longer a gang (a rank exited) ends where nobody
+ * holds it, each GPU on its own, so that none is left running for nobody.
  * ended: when the last of them released (sent its RELEASE), or now. */
 static void holders_gone(struct device *d, uint64_t ended)
 {
-    /* A gang's slice stays one even if the tenant stopped being a gang
-     * meanwhile (a rank exited): its GPUs end together, or one would be
-     * left running for nobody. */
     if (d->gang_start == 0) {
         end_slice(d, ended);
         return;
     }
-    for (const struct device *e = devices; e; e = e->next)
-        if (same_gang_slice(e, d) && e->holders > 0)
-            return;
-    uint64_t stamp = d->gang_start;
     const struct tenant *t = d->holder->tenant;
+    uint64_t stamp = d->gang_start;
+    if (is_gang(t))
+        for (const struct device *e = devices; e; e = e->next)
+            if (same_gang_slice(e, d) && e->holders > 0)
+                return;
     for (struct device *e = devices; e; e = e->next)
         if ((e->state == DEV_RUNNING || e->state == DEV_REVOKING) && e->holder && e->holder->tenant == t &&
-            e->gang_start == stamp)
+            e->gang_start == stamp && (e == d || e->holders == 0))
             end_slice(e, ended);
 }
 
@@ -755,7 +755,8 @@ void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64
         c->wants[slot] = false;
         if (dt->waiting > 0)
             add_waiting(dt, -1);
-        join(c, slot, d, now_ns());
+        if (c->holds[slot] != d->grant) /* a stale RELEASE: it holds the slice still */
+            join(c, slot, d, now_ns());
     }
 }
 
@@ -791,6 +792,15 @@ void sched_gang_changed(struct tenant *t)
 {
     if (forming_gang == t)
         gang_cancel();
+    if (is_gang(t))
+        return;
+    /* No longer a gang: its gang slices' GPUs that nobody holds end now
+     * (they waited for their peers; there are none any more). */
+    uint64_t now = now_ns();
+    for (struct device *d = devices; d; d = d->next)
+        if ((d->state == DEV_RUNNING || d->state == DEV_REVOKING) && d->holder && d->holder->tenant == t &&
+            d->gang_start && d->holders == 0)
+            end_slice(d, now);
 }
 
 void sched_tenant_gone(struct tenant *t)

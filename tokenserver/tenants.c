@@ -180,9 +180,12 @@ static void apply_file(int conf_fd, const char *name)
     }
     if (t) {
         bool changed = memcmp(&t->config, &config, sizeof config) != 0;
+        bool gang_changed = t->config.gang != config.gang;
         t->config = config;
         if (changed)
             log_settings(t, "");
+        if (gang_changed)
+            sched_gang_changed(t); /* whether it is a gang may have changed */
         return;
     }
     t = calloc(1, sizeof *t);
