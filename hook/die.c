@@ -16,6 +16,17 @@ void die(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "gpuslice-hook: %s\n", line);
+    /* One line, whatever a container's annotation or image put in it:
+     * control bytes are shown as \xNN. */
+    char shown[4 * sizeof line];
+    size_t n = 0;
+    for (const unsigned char *c = (const unsigned char *)line; *c && n + 5 < sizeof shown; c++) {
+        if (*c < 0x20 || *c == 0x7f)
+            n += (size_t)snprintf(shown + n, sizeof shown - n, "\\x%02x", *c);
+        else
+            shown[n++] = (char)*c;
+    }
+    shown[n] = '\0';
+    fprintf(stderr, "gpuslice-hook: %s\n", shown);
     exit(1);
 }

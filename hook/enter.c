@@ -25,10 +25,31 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Whether /proc is of this process's PID namespace: only then does
+ * /proc/PID name the process the runtime means. */
+static bool proc_is_ours(void)
+{
+    char self[32];
+    ssize_t n = readlink("/proc/self", self, sizeof self - 1);
+    if (n <= 0)
+        return false;
+    self[n] = '\0';
+    char mine[32];
+    snprintf(mine, sizeof mine, "%d", (int)getpid());
+    return strcmp(self, mine) == 0;
+}
+
 bool enter_container_mounts(const struct oci_container *c)
 {
     if (getppid() == c->pid)
         return false; /* createContainer: already there */
+    /* Not the init's child, and /proc is not of our PID namespace (the
+     * hook runs inside the container's, through a wrapper): state.pid
+     * cannot be found there, and /proc/PID would be another process. */
+    if (!proc_is_ours())
+        die("container %s: /proc is not of the hook's PID namespace, so its init (pid %d) cannot be found "
+            "there; run gpuslice-hook directly from the runtime (not through a wrapper) at createContainer",
+            c->id, (int)c->pid);
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)c->pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -66,6 +66,9 @@ void place_bind(struct root *r, int source, bool dir, const char *target);
 /* openat2(RESOLVE_IN_ROOT): opens rel inside the root without leaving it
  * through symlinks or "..". Returns the fd or -1 with errno. */
 int open_in_root(const struct root *r, const char *rel, int flags);
+/* openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): opens rel below r->fd,
+ * refusing any symlink and "..". Returns the fd or -1 with errno. */
+int open_beneath(const struct root *r, const char *rel, int flags);
 
 /* ---- scratch.c -------------------------------------------------------------- */
 

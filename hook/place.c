@@ -47,7 +47,7 @@ static int open_walk(const struct root *r, const char *rel, int flags)
         errno = saved;
         cur = next;
     }
-    if (cur < 0 || (flags & ~O_CLOEXEC) == O_PATH)
+    if (cur < 0 || (flags & ~(O_CLOEXEC | O_NOFOLLOW)) == O_PATH)
         return cur;
     char self[64];
     snprintf(self, sizeof self, "/proc/self/fd/%d", cur);
@@ -69,6 +69,18 @@ int open_in_root(const struct root *r, const char *rel, int flags)
     long fd = syscall(SYS_openat2, r->fd, rel, &how, sizeof how);
     if (fd < 0 && errno == ENOSYS)
         return open_walk(r, rel, flags);
+    return (int)fd;
+}
+
+int open_beneath(const struct root *r, const char *rel, int flags)
+{
+    struct open_how how = {
+        .flags = (unsigned long long)(flags | O_CLOEXEC),
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+    };
+    long fd = syscall(SYS_openat2, r->fd, rel, &how, sizeof how);
+    if (fd < 0 && errno == ENOSYS)
+        return open_walk(r, rel, flags); /* refuses symlinks and ".." too */
     return (int)fd;
 }
 
@@ -97,7 +109,9 @@ static void nearest_ancestor(const struct root *r, const char *rel, char *out, s
 void place_bind(struct root *r, int source, bool dir, const char *target)
 {
     const char *rel = target + strspn(target, "/");
-    int fd = open_in_root(r, rel, O_PATH);
+    /* The target itself is never followed: an image's link there would
+     * send the mount onto whatever it names (the shim's own file, say). */
+    int fd = open_in_root(r, rel, O_PATH | O_NOFOLLOW);
     if (fd < 0 && errno != ENOENT)
         die("cannot resolve %s in the container's root %s: %s", target, r->path, strerror(errno));
     if (fd < 0) {
@@ -111,6 +125,8 @@ void place_bind(struct root *r, int source, bool dir, const char *target)
     struct stat st;
     if (fstat(fd, &st) != 0)
         die("cannot stat %s in the container: %s", target, strerror(errno));
+    if (S_ISLNK(st.st_mode))
+        die("the image's %s is a symbolic link; gpuslice mounts %s there", target, dir ? "a directory" : "a file");
     if (dir != !!S_ISDIR(st.st_mode))
         die("the image's %s is %sa directory; gpuslice mounts %s there", target, dir ? "not " : "",
             dir ? "a directory" : "a file");

@@ -37,7 +37,8 @@
 static char staging[4096];
 static bool staging_mounted;
 static struct overlay {
-    char path[4096];         /* where it is mounted, absolute */
+    int fd;                  /* O_PATH: its root, for the read-only remount */
+    unsigned long flags;     /* MS_NOSUID, MS_NODEV, MS_NOEXEC of what it covers */
     bool readonly;
 } overlays[MAX_OVERLAYS];
 static size_t noverlays;
@@ -110,8 +111,9 @@ static void unescape(char *s)
 }
 
 /* The mount points strictly below dir, outermost only (a recursive bind
- * carries the ones below them). Returns how many went into out. */
-static size_t submounts(const char *dir, char out[][4096], size_t cap)
+ * carries the ones below them), with their mount IDs. Returns how many went
+ * into out. */
+static size_t submounts(const char *dir, char out[][4096], int ids[], size_t cap)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
     if (!f)
@@ -121,6 +123,7 @@ static size_t submounts(const char *dir, char out[][4096], size_t cap)
     while (fgets(line, sizeof line, f)) {
         /* id parent major:minor root mountpoint ... */
         char *save = NULL, *field = strtok_r(line, " ", &save);
+        int id = field ? atoi(field) : 0;
         for (int i = 0; i < 4 && field; i++)
             field = strtok_r(NULL, " ", &save);
         if (!field)
@@ -138,22 +141,59 @@ static size_t submounts(const char *dir, char out[][4096], size_t cap)
         /* a later mount may contain earlier ones: drop those */
         size_t flen = strlen(field);
         for (size_t i = 0; i < n;) {
-            if (strncmp(out[i], field, flen) == 0 && out[i][flen] == '/')
-                memmove(out[i], out[--n], sizeof out[i]);
-            else
+            if (strncmp(out[i], field, flen) == 0 && out[i][flen] == '/') {
+                --n;
+                memmove(out[i], out[n], sizeof out[i]);
+                ids[i] = ids[n];
+            } else {
                 i++;
+            }
         }
         if (n == cap)
             die("more than %zu mounts below %s", cap, dir);
+        ids[n] = id;
         snprintf(out[n++], 4096, "%s", field);
     }
     fclose(f);
     return n;
 }
 
+/* The mount ID of what fd is open on (/proc/self/fdinfo), or -1. */
+static int mount_id_of(int fd)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    int id = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "mnt_id: %d", &id) == 1)
+            break;
+    fclose(f);
+    return id;
+}
+
+/* Opens rel below the directory at dirfd without following a symlink or
+ * leaving it, and checks that it is the root of mount `id`: a directory on
+ * the way that was swapped meanwhile (another container writing to a
+ * shared volume or root) fails here instead of redirecting a mount to the
+ * host's files. Dies otherwise. */
+static int open_mount_below(int dirfd, const char *rel, int id, const char *shown)
+{
+    struct root below = {.fd = dirfd, .path = shown};
+    int fd = open_beneath(&below, rel, O_PATH);
+    if (fd < 0)
+        die("cannot open the mount %s: %s", shown, strerror(errno));
+    if (mount_id_of(fd) != id)
+        die("%s is not the mount it was a moment ago (a directory on its path changed): not touching it", shown);
+    return fd;
+}
+
 /* Covers the directory open at dirfd (absolute path dir) with an overlay
  * whose upper layer is on the staging tmpfs. */
-static void overlay_over(int dirfd, const char *dir, bool readonly)
+static void overlay_over(const struct root *r, const char *ancestor_rel, int dirfd, const char *dir, bool readonly,
+                         unsigned long flags)
 {
     if (noverlays == MAX_OVERLAYS)
         die("too many overlays");
@@ -171,13 +211,20 @@ static void overlay_over(int dirfd, const char *dir, bool readonly)
         chown(upper, st.st_uid, st.st_gid) != 0 || chmod(upper, st.st_mode & 07777) != 0)
         die("cannot prepare the overlay layers in %s: %s", layer, strerror(errno));
 
+    /* The runtime's mounts below dir, by the paths mountinfo gives; each
+     * is opened below dirfd and checked before anything is mounted, and
+     * every mount is made through /proc/self/fd on what was opened, never
+     * by walking a path again (the host's root is this process's root). */
     static char below[MAX_SUBMOUNTS][4096];
-    size_t nbelow = submounts(dir, below, MAX_SUBMOUNTS);
+    static int ids[MAX_SUBMOUNTS];
+    size_t nbelow = submounts(dir, below, ids, MAX_SUBMOUNTS);
+    size_t dlen = strlen(dir);
     for (size_t i = 0; i < nbelow; i++) {
-        char aside[4160];
+        char aside[4160], from[64];
         snprintf(aside, sizeof aside, "%s/m%zu", layer, i);
+        int mfd = open_mount_below(dirfd, below[i] + dlen + 1, ids[i], below[i]);
         struct stat mst;
-        if (stat(below[i], &mst) != 0)
+        if (fstat(mfd, &mst) != 0)
             die("cannot stat the mount %s: %s", below[i], strerror(errno));
         int made;
         if (S_ISDIR(mst.st_mode)) {
@@ -186,21 +233,37 @@ static void overlay_over(int dirfd, const char *dir, bool readonly)
             int fd = open(aside, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
             made = fd < 0 ? -1 : close(fd);
         }
-        if (made != 0 || mount(below[i], aside, NULL, MS_BIND | MS_REC, NULL) != 0)
+        snprintf(from, sizeof from, "/proc/self/fd/%d", mfd);
+        if (made != 0 || mount(from, aside, NULL, MS_BIND | MS_REC, NULL) != 0)
             die("cannot set the mount %s aside: %s", below[i], strerror(errno));
+        close(mfd);
     }
 
-    char options[9000];
+    char options[9000], onto[64];
     snprintf(options, sizeof options, "lowerdir=/proc/self/fd/%d,upperdir=%s,workdir=%s", dirfd, upper, work);
-    if (mount("overlay", dir, "overlay", 0, options) != 0)
+    snprintf(onto, sizeof onto, "/proc/self/fd/%d", dirfd);
+    if (mount("overlay", onto, "overlay", flags, options) != 0)
         die("cannot mount an overlay over %s: %s", dir, strerror(errno));
+    /* The overlay's root: what the same path inside the root leads to now
+     * (dirfd itself names the directory under it). */
+    int ofd = open_in_root(r, ancestor_rel, O_PATH | O_DIRECTORY);
+    struct statfs osf;
+    if (ofd < 0 || fstatfs(ofd, &osf) != 0 || osf.f_type != OVERLAYFS_SUPER_MAGIC)
+        die("cannot open the overlay over %s", dir);
     for (size_t i = 0; i < nbelow; i++) {
-        char aside[4160];
+        char aside[4160], to[64];
         snprintf(aside, sizeof aside, "%s/m%zu", layer, i);
-        if (mount(aside, below[i], NULL, MS_BIND | MS_REC, NULL) != 0)
+        struct root over = {.fd = ofd, .path = dir};
+        int tfd = open_beneath(&over, below[i] + dlen + 1, O_PATH);
+        if (tfd < 0)
+            die("cannot open %s in the overlay: %s", below[i], strerror(errno));
+        snprintf(to, sizeof to, "/proc/self/fd/%d", tfd);
+        if (mount(aside, to, NULL, MS_BIND | MS_REC, NULL) != 0)
             die("cannot bind the mount %s back: %s", below[i], strerror(errno));
+        close(tfd);
     }
-    snprintf(overlays[index].path, sizeof overlays[index].path, "%s", dir);
+    overlays[index].fd = ofd;
+    overlays[index].flags = flags;
     overlays[index].readonly = readonly;
     noverlays++;
 }
@@ -233,7 +296,10 @@ void scratch_make(struct root *r, const char *ancestor_rel, const char *rel, boo
     if (n <= 0 || (size_t)n >= sizeof dir_path - 1)
         die("cannot tell where /%s is: %s", ancestor_rel, n < 0 ? strerror(errno) : "path too long");
     dir_path[n] = '\0';
-    overlay_over(afd, dir_path, r->readonly || (sv.f_flag & ST_RDONLY));
+    /* The overlay keeps what the covered mount forbids. */
+    unsigned long flags = ((sv.f_flag & ST_NOSUID) ? MS_NOSUID : 0) | ((sv.f_flag & ST_NODEV) ? MS_NODEV : 0) |
+                          ((sv.f_flag & ST_NOEXEC) ? MS_NOEXEC : 0);
+    overlay_over(r, ancestor_rel, afd, dir_path, r->readonly || (sv.f_flag & ST_RDONLY), flags);
     close(afd);
     afd = open_in_root(r, ancestor_rel, O_PATH | O_DIRECTORY);
     if (afd < 0)
@@ -244,9 +310,14 @@ void scratch_make(struct root *r, const char *ancestor_rel, const char *rel, boo
 
 void scratch_finish(void)
 {
-    for (size_t i = 0; i < noverlays; i++)
-        if (overlays[i].readonly && mount(NULL, overlays[i].path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0)
-            die("cannot make the overlay over %s read-only: %s", overlays[i].path, strerror(errno));
+    for (size_t i = 0; i < noverlays; i++) {
+        char self[64];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", overlays[i].fd);
+        if (overlays[i].readonly &&
+            mount(NULL, self, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | overlays[i].flags, NULL) != 0)
+            die("cannot make an overlay read-only: %s", strerror(errno));
+        close(overlays[i].fd);
+    }
     if (staging_mounted && umount2(staging, MNT_DETACH) != 0)
         die("cannot unmount %s: %s", staging, strerror(errno));
 }

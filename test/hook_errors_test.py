@@ -63,6 +63,9 @@ refused("unknown tenant", run_hook(state("team-zz")), "unknown tenant 'team-zz'"
 refused("no server directory", run_hook(state("team-a"), run=os.path.join(work, "nowhere")),
         os.path.join(work, "nowhere"), "gpuslice-server")
 refused("no preload list", run_hook(state("team-a")), "preload list", "ld.so.preload")
+# An annotation is the container's to choose: control bytes in it are
+# shown escaped, so that it cannot add lines to the runtime's log.
+refused("name with a newline", run_hook(state("x\ngpuslice-hook: container c1 OK")), "x\\x0agpuslice-hook")
 refused("malformed state", run_hook("{\"pid\": 12, "), "state", "JSON")
 refused("state without pid", run_hook({"bundle": bundle}), "pid")
 refused("malformed config.json", run_hook(state("team-a"), config="[1,2"), "config.json")
