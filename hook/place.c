@@ -118,7 +118,7 @@ void place_bind(struct root *r, int source, bool dir, const char *target)
         char ancestor[4096];
         nearest_ancestor(r, rel, ancestor, sizeof ancestor);
         scratch_make(r, ancestor, rel, dir);
-        fd = open_in_root(r, rel, O_PATH);
+        fd = open_in_root(r, rel, O_PATH | O_NOFOLLOW);
         if (fd < 0)
             die("cannot open the new mount point %s: %s", target, strerror(errno));
     }
@@ -143,9 +143,16 @@ void place_bind(struct root *r, int source, bool dir, const char *target)
     struct statvfs sv;
     if (fstatvfs(source, &sv) != 0)
         die("cannot statvfs the source of %s: %s", target, strerror(errno));
-    fd = open_in_root(r, rel, O_PATH);
+    /* The mount as it is now at the target, never through a symlink, and
+     * it must be the source's (a peer may rename the mounted-on file and
+     * put a link in its place). */
+    fd = open_in_root(r, rel, O_PATH | O_NOFOLLOW);
     if (fd < 0)
         die("cannot reopen %s after mounting it: %s", target, strerror(errno));
+    struct stat mounted, src;
+    if (fstat(fd, &mounted) != 0 || fstat(source, &src) != 0 || mounted.st_dev != src.st_dev ||
+        mounted.st_ino != src.st_ino)
+        die("%s is not the mount just made there (it changed meanwhile): not touching it", target);
     snprintf(to, sizeof to, "/proc/self/fd/%d", fd);
     unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV;
     if (sv.f_flag & ST_NOEXEC)

@@ -134,7 +134,12 @@ static size_t submounts(const char *dir, char out[][4096], int ids[], size_t cap
         bool covered = false;
         for (size_t i = 0; i < n && !covered; i++) {
             size_t l = strlen(out[i]);
-            covered = strcmp(out[i], field) == 0 || (strncmp(out[i], field, l) == 0 && field[l] == '/');
+            if (strcmp(out[i], field) == 0) {
+                ids[i] = id; /* mounted again on the same path: the later one is on top */
+                covered = true;
+            } else {
+                covered = strncmp(out[i], field, l) == 0 && field[l] == '/';
+            }
         }
         if (covered)
             continue;
@@ -172,6 +177,34 @@ static int mount_id_of(int fd)
             break;
     fclose(f);
     return id;
+}
+
+/* The parent mount ID and the mount point of mount `id`, from
+ * /proc/self/mountinfo; false if it is not there. */
+static bool mount_entry(int id, int *parent, char *point, size_t cap)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return false;
+    char line[8192];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *save = NULL, *field = strtok_r(line, " ", &save);
+        if (!field || atoi(field) != id)
+            continue;
+        char *parent_field = strtok_r(NULL, " ", &save);
+        strtok_r(NULL, " ", &save); /* major:minor */
+        strtok_r(NULL, " ", &save); /* root */
+        char *mount_point = strtok_r(NULL, " ", &save);
+        if (!parent_field || !mount_point)
+            break;
+        unescape(mount_point);
+        *parent = atoi(parent_field);
+        snprintf(point, cap, "%s", mount_point);
+        found = true;
+    }
+    fclose(f);
+    return found;
 }
 
 /* Opens rel below the directory at dirfd without following a symlink or
@@ -250,6 +283,14 @@ static void overlay_over(const struct root *r, const char *ancestor_rel, int dir
     struct statfs osf;
     if (ofd < 0 || fstatfs(ofd, &osf) != 0 || osf.f_type != OVERLAYFS_SUPER_MAGIC)
         die("cannot open the overlay over %s", dir);
+    /* ... and it must be this overlay: a mount on the covered directory's
+     * mount, at its path (not a directory a peer swapped in meanwhile). */
+    int parent = -1;
+    char point[4096];
+    if (!mount_entry(mount_id_of(ofd), &parent, point, sizeof point) || parent != mount_id_of(dirfd) ||
+        strcmp(point, dir) != 0)
+        die("the overlay over %s is not where it was mounted (a directory on its path changed): not touching it",
+            dir);
     for (size_t i = 0; i < nbelow; i++) {
         char aside[4160], to[64];
         snprintf(aside, sizeof aside, "%s/m%zu", layer, i);

@@ -281,6 +281,10 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
         if (!extension && d->state != GS_DEV_WANT)
             break;
         if (!extension) {
+            /* A new slice's budget starts from nothing: what the last one
+             * left unused (an unbounded one, without a drainer) is not
+             * carried into it. */
+            atomic_store(&d->budget, atomic_load(&d->admitted));
             /* The slice is charged from when the server granted it, and
              * nothing of this process ran on the GPU since. */
             gs_idle_slice_begin_locked(d, sent_ns);

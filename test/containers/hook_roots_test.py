@@ -19,7 +19,9 @@ runtime runs it at createContainer).
 3. The runtime's /run is a read-only tmpfs mounted nosuid, nodev, noexec:
    the overlay the hook puts over it keeps those flags (before: it dropped
    them).
-4. The hook runs in the container's PID namespace with the host's /proc,
+4. Two mounts stacked on the same path below a covered directory: the top
+   one is kept (the first version of the fd-based code refused this).
+5. The hook runs in the container's PID namespace with the host's /proc,
    through a wrapper (not the init's child): it cannot find the init
    there and refuses (before: it entered /proc/1's mount namespace, the
    host init's, and mounted there, exiting 0).
@@ -156,7 +158,24 @@ checks.expect("rc=0" in out, "3: the hook serves a root whose /run is a read-onl
 checks.expect(all(flag in top for flag in ("ro", "nosuid", "nodev", "noexec")),
               "3: the overlay over /run keeps ro, nosuid, nodev, noexec (%s)" % (options[-1] if options else "none"))
 
-# ---- 4. run through a wrapper, in the container's PID namespace -----------------
+# ---- 4. two mounts stacked on one path below a covered directory ---------------
+# The image lacks /etc/ld.so.preload, so /etc is covered; the runtime's
+# /etc/hosts has a second mount on top of the first (a volume, say): the
+# one on top is the container's and must be the one kept.
+b = fresh_root("stacked")
+hosts = os.path.join(b, "rootfs", "etc", "hosts")
+open(hosts, "w").close()
+for name, text in (("lower", "lower\n"), ("upper", "upper\n")):
+    with open(os.path.join(work, name), "w") as f:
+        f.write(text)
+out, err = hook_in_namespace(b, before='mount --bind "%s" "%s"; mount --bind "%s" "%s"'
+                             % (os.path.join(work, "lower"), hosts, os.path.join(work, "upper"), hosts),
+                             after='cat "%s"' % hosts)
+checks.expect("rc=0" in out and out.strip().endswith("upper"),
+              "4: with two mounts stacked on /etc/hosts the hook serves the container and keeps the top one (%s; %s)"
+              % (out.strip().replace("\n", " "), err.strip()))
+
+# ---- 5. run through a wrapper, in the container's PID namespace -----------------
 # At createContainer the hook is in the container's PID namespace while /proc
 # is still the host's; run from the init's child (not the init itself),
 # state.pid (1) cannot be looked up there: /proc/1 is the host's init.
@@ -167,6 +186,6 @@ script = ('printf \'{"ociVersion":"1.0.2","id":"c","pid":1,"bundle":"%s",'
 p = subprocess.run(["unshare", "-m", "-p", "--fork", "--propagation", "private", "sh", "-c", script], env=env,
                    capture_output=True, text=True)
 checks.expect("rc=1" in p.stdout and "not of the hook's PID namespace" in p.stderr,
-              "4: the hook run through a wrapper with the host's /proc refuses, rather than enter the host's init's "
+              "5: the hook run through a wrapper with the host's /proc refuses, rather than enter the host's init's "
               "mounts (%s; %s)" % (p.stdout.strip(), p.stderr.strip()))
 checks.finish()
