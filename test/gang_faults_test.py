@@ -66,6 +66,14 @@ def process(server, tenant, gpus, ask=()):
     return client
 
 
+def ms_to_grant(client, slot=0):
+    """ACQUIRE on slot and wait for the GRANT: (granted, milliseconds)."""
+    asked = time.monotonic()
+    client.acquire(slot)
+    granted = bool(grants(client, 1, 2.0))
+    return granted, (time.monotonic() - asked) * 1000
+
+
 X, Y, W = gp.uuid_bytes(1), gp.uuid_bytes(2), gp.uuid_bytes(3)
 
 # ---- 1. a rank exits while its gang gathers ----------------------------------
@@ -179,10 +187,7 @@ if g:
     time.sleep(0.3)         # extended: nobody else waits
     a.release(0, g)
 time.sleep(0.05)
-asked = time.monotonic()
-v.acquire(0)
-granted = bool(grants(v, 1, 2.0))
-waited_ms = (time.monotonic() - asked) * 1000
+granted, waited_ms = ms_to_grant(v)
 checks.expect(granted and waited_ms < 50, "5: after a stale RELEASE with MORE and its real release, the holder "
               "gets no empty slice (200 ms): another tenant is granted the idle GPU in %.0f ms" % waited_ms)
 server.stop()
@@ -198,10 +203,7 @@ if len(held) == 2:
     gang.release(0, held[0])
     gang.release(1, held[1])
 time.sleep(0.05)
-asked = time.monotonic()
-v.acquire(0)
-granted = bool(grants(v, 1, 2.0))
-waited_ms = (time.monotonic() - asked) * 1000
+granted, waited_ms = ms_to_grant(v)
 checks.expect(granted and waited_ms < 50, "6: a gang that sent a stale RELEASE with MORE and then released both GPUs "
               "holds neither: another tenant is granted X in %.0f ms (its slice ran to 200 ms + grace before)"
               % waited_ms)
