@@ -110,6 +110,22 @@ static void unescape(char *s)
     *out = '\0';
 }
 
+/* Splits a line of /proc/self/mountinfo ("id parent major:minor root
+ * mountpoint ...") in place: its mount ID, its parent's, and its mount
+ * point unescaped. False for a line that is not one. */
+static bool mountinfo_line(char *line, int *id, int *parent, char **point)
+{
+    char *save = NULL, *fields[5];
+    for (int i = 0; i < 5; i++)
+        if (!(fields[i] = strtok_r(i ? NULL : line, " ", &save)))
+            return false;
+    *id = atoi(fields[0]);
+    *parent = atoi(fields[1]);
+    unescape(fields[4]);
+    *point = fields[4];
+    return true;
+}
+
 /* The mount points strictly below dir, outermost only (a recursive bind
  * carries the ones below them), with their mount IDs. Returns how many went
  * into out. */
@@ -121,14 +137,10 @@ static size_t submounts(const char *dir, char out[][4096], int ids[], size_t cap
     size_t n = 0, dlen = strlen(dir);
     char line[8192];
     while (fgets(line, sizeof line, f)) {
-        /* id parent major:minor root mountpoint ... */
-        char *save = NULL, *field = strtok_r(line, " ", &save);
-        int id = field ? atoi(field) : 0;
-        for (int i = 0; i < 4 && field; i++)
-            field = strtok_r(NULL, " ", &save);
-        if (!field)
+        int id, parent;
+        char *field;
+        if (!mountinfo_line(line, &id, &parent, &field))
             continue;
-        unescape(field);
         if (strncmp(field, dir, dlen) != 0 || field[dlen] != '/')
             continue;
         bool covered = false;
@@ -189,17 +201,11 @@ static bool mount_entry(int id, int *parent, char *point, size_t cap)
     char line[8192];
     bool found = false;
     while (!found && fgets(line, sizeof line, f)) {
-        char *save = NULL, *field = strtok_r(line, " ", &save);
-        if (!field || atoi(field) != id)
+        int line_id, line_parent;
+        char *mount_point;
+        if (!mountinfo_line(line, &line_id, &line_parent, &mount_point) || line_id != id)
             continue;
-        char *parent_field = strtok_r(NULL, " ", &save);
-        strtok_r(NULL, " ", &save); /* major:minor */
-        strtok_r(NULL, " ", &save); /* root */
-        char *mount_point = strtok_r(NULL, " ", &save);
-        if (!parent_field || !mount_point)
-            break;
-        unescape(mount_point);
-        *parent = atoi(parent_field);
+        *parent = line_parent;
         snprintf(point, cap, "%s", mount_point);
         found = true;
     }

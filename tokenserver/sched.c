@@ -391,6 +391,16 @@ static bool same_gang_slice(const struct device *e, const struct device *d)
            e->holder->tenant == d->holder->tenant && e->gang_start == d->gang_start;
 }
 
+/* Ends t's gang slices that no process holds: those of gang start `stamp`,
+ * or every one if stamp is 0. */
+static void end_unheld_gang_slices(const struct tenant *t, uint64_t stamp, uint64_t ended)
+{
+    for (struct device *e = devices; e; e = e->next)
+        if ((e->state == DEV_RUNNING || e->state == DEV_REVOKING) && e->holder && e->holder->tenant == t &&
+            e->gang_start && (!stamp || e->gang_start == stamp) && e->holders == 0)
+            end_slice(e, ended);
+}
+
 /* The last holder of d's slice is gone. A plain slice ends. A gang's slice
  * ends on all its GPUs together once no process holds it on any of them:
  * until then the GPU stays the gang's, and a rank that comes back joins
@@ -405,15 +415,11 @@ static void holders_gone(struct device *d, uint64_t ended)
         return;
     }
     const struct tenant *t = d->holder->tenant;
-    uint64_t stamp = d->gang_start;
     if (is_gang(t))
         for (const struct device *e = devices; e; e = e->next)
             if (same_gang_slice(e, d) && e->holders > 0)
                 return;
-    for (struct device *e = devices; e; e = e->next)
-        if ((e->state == DEV_RUNNING || e->state == DEV_REVOKING) && e->holder && e->holder->tenant == t &&
-            e->gang_start == stamp && (e == d || e->holders == 0))
-            end_slice(e, ended);
+    end_unheld_gang_slices(t, d->gang_start, ended); /* d among them: its holders are gone */
 }
 
 /* Whether a process of d's holder may join its slice now: not once a
@@ -796,11 +802,7 @@ void sched_gang_changed(struct tenant *t)
         return;
     /* No longer a gang: its gang slices' GPUs that nobody holds end now
      * (they waited for their peers; there are none any more). */
-    uint64_t now = now_ns();
-    for (struct device *d = devices; d; d = d->next)
-        if ((d->state == DEV_RUNNING || d->state == DEV_REVOKING) && d->holder && d->holder->tenant == t &&
-            d->gang_start && d->holders == 0)
-            end_slice(d, now);
+    end_unheld_gang_slices(t, 0, now_ns());
 }
 
 void sched_tenant_gone(struct tenant *t)
