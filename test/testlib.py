@@ -79,11 +79,22 @@ def wait_for(cond, timeout=2.0, step=0.02):
     return cond()
 
 
+def load_note():
+    """For a failure message that judges timing: how loaded the machine
+    was (its load average over the last minute, and its CPUs)."""
+    try:
+        with open("/proc/loadavg") as f:
+            load1 = float(f.read().split()[0])
+    except (OSError, ValueError):
+        return ""
+    return " [load average %.2f on %d CPUs]" % (load1, os.cpu_count() or 1)
+
+
 def parse_line(text, prefix):
     """Turns 'prefix: a=1 b=2' (the last such line) into a dict of strings."""
     for line in reversed(text.splitlines()):
         if line.startswith(prefix + ":"):
-            return dict(kv.split("=", 1) for kv in line.split()[1:])
+            return dict(kv.split("=", 1) for kv in line[len(prefix) + 1:].split())
     return None
 
 

@@ -7,9 +7,13 @@
  *
  * What one client can take is bounded: its messages queued in the kernel
  * (SO_SNDBUF = --client-buffer; a client that lets it fill is dropped),
- * CLIENT_BATCH messages handled per wake-up (then the loop serves the
- * others), GS_MAX_DEVICES device slots, and its tenant's limits
- * (accept.c, devices.c).
+ * CLIENT_BATCH messages handled per wake-up, GS_MAX_DEVICES device slots,
+ * and its tenant's limits (accept.c, devices.c). What one tenant can take
+ * is bounded too: TENANT_BATCH messages of all its clients together per
+ * round of the loop. The rest waits in the kernel (epoll is
+ * level-triggered, and puts a descriptor it reported again behind the
+ * others that are ready), so a tenant with hundreds of busy connections
+ * gets no more of the loop than one with a single connection.
  */
 #include "server.h"
 #include "metrics.h"
@@ -24,6 +28,7 @@
 #include <unistd.h>
 
 #define CLIENT_BATCH 32
+#define TENANT_BATCH 16
 #define HELLO_TIMEOUT_NS 5000000000ull
 
 /* Every connection, and how many; owned by the loop's thread. */
@@ -202,7 +207,15 @@ static void client_readable(void *arg, uint32_t events)
     bool gone = false;
     /* At most CLIENT_BATCH messages: the rest waits for the next round
      * (epoll is level-triggered), so that others are served in between. */
+    struct tenant *t = c->tenant;
+    if (t->read_round != loop_round()) {
+        t->read_round = loop_round();
+        t->read_count = 0;
+    }
     for (int handled = 0; handled < CLIENT_BATCH && !c->closing; handled++) {
+        if (t->read_count >= TENANT_BATCH && !(events & (EPOLLHUP | EPOLLERR)))
+            return; /* the tenant's share of this round is spent */
+        t->read_count++;
         uint64_t sent_ns;
         ssize_t n = gs_transport_recv(c->fd, buf, sizeof buf, MSG_TRUNC | MSG_DONTWAIT, &sent_ns);
         if (n < 0 && errno == EINTR)

@@ -1,7 +1,8 @@
 /*
  * The GPUs clients declare (DEVICE: a slot and a UUID), and their limits.
- * A UUID is whatever a client says, so what declarations can make is
- * bounded: GS_MAX_DEVICES slots per client (the protocol's), at most
+ * A UUID is a claim: where the NVIDIA driver is there, the process must
+ * have the GPU's device node (gpu_access.c). Where it is not, a UUID is
+ * whatever a client says, so what declarations can make is bounded: GS_MAX_DEVICES slots per client (the protocol's), at most
  * --max-devices-per-tenant GPUs declared by one tenant's clients at once,
  * and --max-devices in all. A device keeps the list of client slots that
  * declare it (the scheduler walks that, so idle connections elsewhere cost
@@ -165,6 +166,7 @@ static bool add_user(struct device *d, struct client *c, int slot)
         d->users = grown;
         d->users_cap = cap;
     }
+    c->user_index[slot] = d->nusers;
     d->users[d->nusers++] = (struct device_user){.client = c, .slot = slot};
     return true;
 }
@@ -182,11 +184,13 @@ void device_undeclare(struct client *c, int slot)
         sched_gang_changed(c->tenant);
     }
     c->devices[slot] = NULL;
-    for (size_t i = 0; i < d->nusers; i++)
-        if (d->users[i].client == c && d->users[i].slot == slot) {
-            d->users[i] = d->users[--d->nusers];
-            break;
-        }
+    /* O(1): the last user takes the slot's place in the list. */
+    size_t i = c->user_index[slot];
+    if (i < d->nusers && d->users[i].client == c && d->users[i].slot == slot) {
+        d->users[i] = d->users[--d->nusers];
+        if (i < d->nusers)
+            d->users[i].client->user_index[d->users[i].slot] = i;
+    }
     if (d->nusers == 0)
         d->unused_since = now_ns();
 }
@@ -197,6 +201,10 @@ struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16]
     struct device *d = device_find(uuid);
     if (d && c->devices[slot] == d)
         return d;
+    if (!gpu_access_allowed(c->peer.pid, uuid, now_ns(), reason, sizeof reason)) {
+        *why = reason;
+        return NULL;
+    }
     device_undeclare(c, slot);
     struct tenant *t = c->tenant;
     const struct device_tenant *known = d ? device_tenant_find(d, t) : NULL;

@@ -23,6 +23,7 @@ static int epoll_fd = -1;
 static bool stopping;
 static struct epoll_event batch[LOOP_BATCH];
 static int batch_next, batch_len;
+static uint64_t round_number;
 
 uint64_t now_ns(void)
 {
@@ -58,6 +59,11 @@ void loop_del(struct loop_watch *w)
             batch[i].data.ptr = NULL;
 }
 
+uint64_t loop_round(void)
+{
+    return round_number;
+}
+
 void loop_stop(void)
 {
     stopping = true;
@@ -74,6 +80,7 @@ int loop_run(void)
             return -1;
         }
         batch_len = n;
+        round_number++;
         for (batch_next = 0; batch_next < batch_len && !stopping;) {
             struct epoll_event ev = batch[batch_next++];
             struct loop_watch *w = ev.data.ptr;

@@ -35,6 +35,8 @@ struct server_options options = {
     .client_buffer = 65536,
     .metrics_addr = "127.0.0.1:29400",
     .nvidia_dir = "/proc/driver/nvidia",
+    .verify_gpus = VERIFY_GPUS_AUTO,
+    .device_node_dir = "/dev",
 };
 
 static void usage(FILE *f)
@@ -103,8 +105,22 @@ static void usage(FILE *f)
 "                         (default 127.0.0.1:29400). ADDR is numeric:\n"
 "                         ':PORT' for every IPv4 address, '[::1]:PORT' or\n"
 "                         '[::]:PORT' for IPv6, '' for none\n"
-"      --nvidia-dir DIR   the NVIDIA driver's /proc directory, for the GPU\n"
-"                         indexes in the metrics (default /proc/driver/nvidia)\n"
+"      --nvidia-dir DIR   the NVIDIA driver's /proc directory: the GPUs of the\n"
+"                         node, their indexes (metrics) and device minor\n"
+"                         numbers (default /proc/driver/nvidia)\n"
+"      --verify-gpus auto|on|off\n"
+"                         whether a GPU a process declares must be one it\n"
+"                         was given: listed in DIR/gpus, with its device\n"
+"                         node (character device 195:N) at\n"
+"                         NODE_DIR/nvidiaN in the process's root, as a\n"
+"                         container runtime creates only the nodes of the\n"
+"                         GPUs a container was allocated. A process that\n"
+"                         declares another GPU gets an ERROR and is\n"
+"                         disconnected. auto (default): on when DIR/gpus\n"
+"                         exists; off: any UUID is accepted (needed for MIG\n"
+"                         instances, whose UUIDs DIR/gpus does not list)\n"
+"      --device-node-dir NODE_DIR\n"
+"                         where processes find /dev/nvidiaN (default /dev)\n"
 "  -h, --help             show this help\n"
 "  -V, --version          show the version\n"
 "\n");
@@ -243,6 +259,8 @@ enum {
     OPT_CDI_DIR,
     OPT_SHIM,
     OPT_NVIDIA_DIR,
+    OPT_VERIFY_GPUS,
+    OPT_DEVICE_NODE_DIR,
 };
 
 /* Parses the command line into options; returns -1 to exit 0 (help,
@@ -266,6 +284,8 @@ static int parse_options(int argc, char **argv)
         {"client-buffer", required_argument, NULL, OPT_CLIENT_BUFFER},
         {"metrics", required_argument, NULL, 'm'},
         {"nvidia-dir", required_argument, NULL, OPT_NVIDIA_DIR},
+        {"verify-gpus", required_argument, NULL, OPT_VERIFY_GPUS},
+        {"device-node-dir", required_argument, NULL, OPT_DEVICE_NODE_DIR},
         {NULL, 0, NULL, 0},
     };
     int opt, index = 0;
@@ -279,6 +299,25 @@ static int parse_options(int argc, char **argv)
         case OPT_SHIM: options.shim_path = optarg; break;
         case 'm': options.metrics_addr = optarg; break;
         case OPT_NVIDIA_DIR: options.nvidia_dir = optarg; break;
+        case OPT_DEVICE_NODE_DIR:
+            if (optarg[0] != '/') {
+                fprintf(stderr, "gpuslice-server: --device-node-dir needs an absolute path, got '%s'\n", optarg);
+                return 1;
+            }
+            options.device_node_dir = optarg;
+            break;
+        case OPT_VERIFY_GPUS:
+            if (strcmp(optarg, "auto") == 0)
+                options.verify_gpus = VERIFY_GPUS_AUTO;
+            else if (strcmp(optarg, "on") == 0)
+                options.verify_gpus = VERIFY_GPUS_ON;
+            else if (strcmp(optarg, "off") == 0)
+                options.verify_gpus = VERIFY_GPUS_OFF;
+            else {
+                fprintf(stderr, "gpuslice-server: --verify-gpus must be auto, on or off, got '%s'\n", optarg);
+                return 1;
+            }
+            break;
         case 'g':
             if (!parse_uint(optarg, 0, 3600000, &v)) {
                 fprintf(stderr, "gpuslice-server: --grace-ms needs milliseconds (0..3600000), got '%s'\n", optarg);
@@ -406,6 +445,13 @@ int main(int argc, char **argv)
                    "(%u per tenant), %lu descriptors",
          options.config_dir, options.run_dir, accept_client_budget(), options.max_clients_per_tenant,
          options.max_devices, options.max_devices_per_tenant, options.nofile);
+    if (gpu_access_checked(now_ns()))
+        slog(LOG_INFO, "a GPU a process declares must be listed in %s/gpus and have its device node in %s "
+                       "in the process's root", options.nvidia_dir, options.device_node_dir);
+    else
+        slog(options.verify_gpus == VERIFY_GPUS_OFF ? LOG_INFO : LOG_WARN,
+             "GPU UUIDs that processes declare are not checked (%s)",
+             options.verify_gpus == VERIFY_GPUS_OFF ? "--verify-gpus off" : "no NVIDIA driver list of GPUs here");
 
     int rc = loop_run();
     metrics_close();

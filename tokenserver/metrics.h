@@ -3,7 +3,6 @@
  *
  *   metrics_counters.c  server-wide counters (reloads, dropped clients)
  *   metrics_target.c    the share of a GPU a busy tenant should get now
- *   gpu_index.c         GPU index by UUID, from the NVIDIA driver's /proc
  *   metrics_snapshot.c  a copy of every figure at one instant
  *   metrics_render.c    text exposition format 0.0.4 from a snapshot,
  *                       written a piece at a time
@@ -56,13 +55,6 @@ const char *reload_result_name(int result);
 double device_tenant_target_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
 /* Whether dt is busy on d: it holds d or waits for it. */
 bool device_tenant_busy(const struct device *d, const struct device_tenant *dt);
-
-/* ---- gpu_index.c ------------------------------------------------------------------ */
-
-/* The GPU's index as nvidia-smi and dcgm-exporter number it (PCI bus
- * order), from options.nvidia_dir/gpus/{*}/information; -1 if unknown.
- * The directory is read again at most every 10 s. */
-int gpu_index_of(const uint8_t uuid[16], uint64_t now);
 
 /* ---- metrics_snapshot.c, metrics_render.c ------------------------------------------ */
 

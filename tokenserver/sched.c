@@ -8,25 +8,30 @@
  * the device time it used divided by its share; the waiting tenant with the
  * smallest virtual time goes next. So busy tenants split the device in
  * proportion to their shares.
- *   - The time charged is from grant to the last release, less the time
- *     every holder reports it left the GPU idle (it had synchronized and
- *     not launched again): overrun past the deadline is charged to the
- *     tenant that caused it, and a tenant that synchronizes often is
- *     charged the device time it used, not its own pauses. The report
- *     comes from the tenant's shim, which the tenant could replace; a
- *     tenant that does that escapes the gate anyway (docs/SECURITY.md).
+ *   - The time charged is what the server sees: from grant to the last
+ *     release, so overrun past the deadline is charged to the tenant that
+ *     caused it. The holders also report the time they left the GPU idle
+ *     (they had synchronized and not launched again). That is a claim the
+ *     server cannot check, so it refunds at most IDLE_REFUND_MAX of the
+ *     slice: a tenant that claims every slice idle gains at most
+ *     1 / (1 - IDLE_REFUND_MAX) of its weight in held time (3.2 %), and a
+ *     limit is always judged on held time, refund or not.
  *     A release counts from when it was sent (gpuslice/transport.h), not
  *     from when this loop woke to read it, and a holder counts its slice
  *     idle from when the grant was sent: neither side's wake-up is the
  *     tenant's.
- *   - No banking: a tenant that becomes active again starts no lower than
- *     the smallest virtual time among the active tenants, so idling earns
- *     no catch-up burst, and a newcomer gets its share at once. A release
- *     with GS_RELEASE_MORE keeps the tenant active.
+ *   - No banking, no debt from idle times: each GPU keeps a floor, the
+ *     largest "smallest virtual time among its active tenants" seen so far
+ *     (device.vtime_floor). A tenant that becomes active, newcomers
+ *     included, starts at max(its own virtual time, the floor): idling
+ *     earns no catch-up burst, and device time it used while nobody else
+ *     wanted the GPU (alone, its virtual time was the floor) is not
+ *     counted against it when it comes back. A release with
+ *     GS_RELEASE_MORE keeps the tenant active.
  *   - Work-conserving: with nobody else waiting, or when the holder would
  *     be next again anyway (goes_next), the holder's slice is extended
  *     shortly before its deadline instead of being drained.
- *   - Limits: after a slice that began at s and used b ns of device time, a
+ *   - Limits: after a slice that began at s and was held for b ns, a
  *     tenant with limit L is not granted again before s + b / L, alone or
  *     not; so it never exceeds L over any window longer than a slice or
  *     two. A grant that comes less than CAP_LATE_NS after the tenant was
@@ -60,6 +65,8 @@
 #define CATCHUP_NS 1000000ull       /* a catch-up grant: one launch, then drain */
 #define STALL_NS 2000000ull         /* a gang's rank draining this long may wait for a peer */
 #define CAP_LATE_NS 1000000ull      /* a grant this late after eligibility keeps a limit's windows joined */
+/* The most of a slice refunded for idle time its holders claim. */
+#define IDLE_REFUND_MAX (1.0 / 32)
 /* Virtual times saturate here: never inf or nan, whatever the history. */
 #define VTIME_MAX 1e300
 
@@ -161,11 +168,20 @@ static double min_active_vtime(const struct device *d, const struct device_tenan
     return min;
 }
 
+/* Raises d's floor to the smallest virtual time among its active tenants. */
+static void raise_floor(struct device *d)
+{
+    double min = min_active_vtime(d, NULL);
+    if (min > d->vtime_floor)
+        d->vtime_floor = min;
+}
+
 static void activate(struct device *d, struct device_tenant *dt)
 {
     if (dt->active)
         return;
-    double floor = min_active_vtime(d, dt);
+    raise_floor(d);
+    double floor = d->vtime_floor;
     if (floor > dt->vtime) {
         if (log_level >= LOG_DEBUG)
             slog(LOG_DEBUG, "tenant %s: active again; virtual time raised by %.0f ns", dt->tenant->name,
@@ -173,6 +189,14 @@ static void activate(struct device *d, struct device_tenant *dt)
         dt->vtime = floor;
     }
     dt->active = true;
+}
+
+/* dt is no longer active unless it still waits for d; the floor keeps
+ * what it had reached. */
+static void deactivate_unless_waiting(struct device *d, struct device_tenant *dt)
+{
+    raise_floor(d);
+    dt->active = waits_for(dt);
 }
 
 static void record_usage(struct device_tenant *dt, uint64_t end, uint64_t used)
@@ -565,17 +589,17 @@ static void end_slice(struct device *d, uint64_t ended)
     /* Device time used: the slice less what every one of its holders left
      * idle (the least any reported: their idle spells may not overlap). */
     uint64_t idle = d->slice_idle == UINT64_MAX ? 0 : d->slice_idle;
-    if (idle > used)
-        idle = used;
+    uint64_t refund_max = saturate_ns((double)used * IDLE_REFUND_MAX);
+    if (idle > refund_max)
+        idle = refund_max; /* a claim: bounded (see the top of this file) */
     if (idle)
         uncharge_idle(d, dt, idle, now);
-    uint64_t busy = used - idle;
     record_overrun(dt, end > d->slice_deadline ? end - d->slice_deadline : 0);
-    /* A limit L: no grant until the device time used is at most L of the
-     * time since the slice began. */
+    /* A limit L: no grant until the time the GPU was held is at most L of
+     * the time since the slice began. */
     double limit = dt->tenant->config.limit;
     if (limit < 1.0) {
-        uint64_t until = dt->cap_from + saturate_ns((double)busy / limit);
+        uint64_t until = dt->cap_from + saturate_ns((double)used / limit);
         dt->eligible_at = until > now ? until : now;
     }
     /* Forget grants still held (a holder revoked after its grace). */
@@ -585,7 +609,7 @@ static void end_slice(struct device *d, uint64_t ended)
     d->state = DEV_IDLE;
     d->holder = NULL;
     d->holders = 0;
-    dt->active = waits_for(dt);
+    deactivate_unless_waiting(d, dt);
     d->handoffs++;
     schedule(d); /* it grants first and sets the timer after: handoffs are the hot path */
     if (d->state == DEV_RUNNING && d->holder != dt)
@@ -779,7 +803,7 @@ void sched_slot_gone(struct client *c, int slot)
             if (dt->waiting == 0) {
                 dt->wait_ns += now_ns() - dt->waiting_since; /* waited, then left */
                 if (dt != d->holder)
-                    dt->active = waits_for(dt);
+                    deactivate_unless_waiting(d, dt);
             }
         }
     }

@@ -18,7 +18,9 @@
  *   admin.c        the admin socket gpuslicectl talks to
  *   cdi.c          the CDI spec and the preload list containers get
  *   peers.c        who a client is: host PID, container and pod, from the kernel
- *   metrics*.c, http_request.c, histogram.c, gpu_index.c
+ *   nvidia_gpus.c  the NVIDIA driver's GPUs: index and device minor by UUID
+ *   gpu_access.c   whether a client's process may use a GPU it declares
+ *   metrics*.c, http_request.c, histogram.c
  *                  the Prometheus endpoint (declared in metrics.h)
  *
  * The server is single-threaded: every object here belongs to the loop's
@@ -52,6 +54,8 @@ int loop_mod(struct loop_watch *w, uint32_t events);
 void loop_del(struct loop_watch *w);
 /* Runs until loop_stop; returns 0, or -1 on an epoll failure. */
 int loop_run(void);
+/* The number of the current round (one epoll_wait and its batch). */
+uint64_t loop_round(void);
 void loop_stop(void);
 uint64_t now_ns(void);
 
@@ -96,10 +100,16 @@ struct server_options {
     unsigned long nofile;             /* RLIMIT_NOFILE after raising it */
     const char *metrics_addr;         /* ADDR:PORT of /metrics; "" = none */
     const char *nvidia_dir;           /* the driver's /proc/driver/nvidia */
+    int verify_gpus;                  /* enum verify_gpus */
+    const char *device_node_dir;      /* where a process finds nvidiaN, in its root */
     int64_t clock_offset_ns;          /* CLOCK_MONOTONIC here minus the protocol's
                                          (a time namespace's offset) */
 };
 extern struct server_options options; /* set by main before the loop starts */
+
+/* Whether a declared GPU is checked against the process's device nodes:
+ * AUTO, where the driver's list of GPUs exists (options.nvidia_dir/gpus). */
+enum verify_gpus { VERIFY_GPUS_AUTO, VERIFY_GPUS_ON, VERIFY_GPUS_OFF };
 
 /* ---- config.c, config_file.c --------------------------------------------------- */
 
@@ -191,6 +201,8 @@ struct tenant {
     unsigned waiting;        /* its clients' slots waiting for a grant, on
                                 all GPUs: the sum of its device entries'
                                 `waiting` (sched.c keeps both) */
+    uint64_t read_round;     /* the loop round read_count counts in */
+    unsigned read_count;     /* messages of its clients handled in that round */
     struct tenant *next;
 };
 
@@ -224,6 +236,30 @@ void peer_identify(int fd, struct peer *p);
 /* Finds the container ID and pod UID in the text of a /proc/PID/cgroup. */
 void peer_parse_cgroup(const char *text, struct peer *p);
 
+/* ---- nvidia_gpus.c ------------------------------------------------------------ */
+
+/* The GPU's index as nvidia-smi and dcgm-exporter number it (PCI bus
+ * order), from options.nvidia_dir/gpus/{*}/information; -1 if unknown.
+ * The directory is read again at most every 10 s. */
+int gpu_index_of(const uint8_t uuid[16], uint64_t now);
+/* The minor number N of the GPU's /dev/nvidiaN; -1 if the driver does not
+ * list the UUID (read again first if it was not read at `now`). */
+int gpu_minor_of(const uint8_t uuid[16], uint64_t now);
+/* Whether the driver's list of GPUs exists on this node. */
+bool nvidia_gpus_known(uint64_t now);
+
+/* ---- gpu_access.c ------------------------------------------------------------- */
+
+/* Whether the process pid may use the GPU uuid: the driver lists the
+ * GPU, and the process's root has its device node (a character device
+ * 195:N at options.device_node_dir/nvidiaN, reached without following a
+ * symlink), as a container runtime gives only the GPUs a container was
+ * allocated. True when checks are off (options.verify_gpus, or AUTO on a
+ * node without the driver's list). Else false with a reason in why. */
+bool gpu_access_allowed(uint32_t pid, const uint8_t uuid[16], uint64_t now, char *why, size_t whylen);
+/* Whether declarations are checked (for the start-up log). */
+bool gpu_access_checked(uint64_t now);
+
 /* ---- accept.c --------------------------------------------------------------- */
 
 int accept_init(void);
@@ -250,6 +286,7 @@ struct client {
     bool closing;            /* dropped; closed at its next event */
     uint64_t connected_ns;
     struct device *devices[GS_MAX_DEVICES];  /* by the client's slot */
+    size_t user_index[GS_MAX_DEVICES];        /* the slot's place in its device's users */
     bool wants[GS_MAX_DEVICES];               /* ACQUIRE outstanding */
     uint64_t holds[GS_MAX_DEVICES];           /* grant held, 0 = none */
     uint64_t mem_held[GS_MAX_DEVICES];        /* device memory counted for it:
@@ -334,6 +371,8 @@ struct device {
     uint64_t gang_start;       /* which gang start began the slice (sched.c) */
     uint64_t slice_idle;       /* the least idle time a holder of the slice
                                   reported; UINT64_MAX: none yet */
+    double vtime_floor;        /* the largest smallest virtual time among
+                                  its active tenants so far (sched.c) */
     struct device_tenant *tenants;
     size_t ntenants;
     uint32_t *entry_of;        /* by tenant index: 1 + its entry's position

@@ -1,16 +1,21 @@
 /*
- * GPU indexes by UUID, as nvidia-smi, NVML and dcgm-exporter number GPUs
- * (the "gpu" label), so that gpuslice's series join dcgm-exporter's. The
- * shim reports only UUIDs; the index comes from the NVIDIA driver's
- * /proc/driver/nvidia/gpus/BUS_ID/information ("GPU UUID: GPU-..."): NVML
- * numbers GPUs in PCI bus order, which is the order of those directory
- * names. Without the driver (fakecuda, or a container without /proc of
- * the host) every index is unknown and the label is left out.
+ * The GPUs the NVIDIA driver knows on this node, by UUID, from its
+ * /proc/driver/nvidia/gpus/BUS_ID/information ("GPU UUID: GPU-...",
+ * "Device Minor: N"):
+ *   - the index, as nvidia-smi, NVML and dcgm-exporter number GPUs (the
+ *     "gpu" label), so that gpuslice's series join dcgm-exporter's: NVML
+ *     numbers GPUs in PCI bus order, the order of those directory names;
+ *   - the minor number of its device node /dev/nvidiaN, by which the
+ *     server checks that a process may use a GPU it declares
+ *     (gpu_access.c).
+ * Without the driver (fakecuda, or a container without /proc of the host)
+ * every GPU is unknown: the index label is left out, and declarations
+ * cannot be checked.
  *
  * The directory is read again at most every REREAD_NS, when asked, so a
- * GPU that appears later gets its index; procfs reads do not block.
+ * GPU that appears later is found; procfs reads do not block.
  */
-#include "metrics.h"
+#include "server.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -28,8 +33,10 @@ static struct {
     char bus[32];
     uint8_t uuid[16];
     bool known;
+    int minor;               /* -1 if the file does not say */
 } gpus[MAX_GPUS];
 static int ngpus;
+static bool have_gpus_dir;   /* options.nvidia_dir/gpus could be opened */
 static uint64_t read_at;
 static bool ever_read;
 
@@ -56,8 +63,25 @@ static bool parse_uuid(const char *text, uint8_t uuid[16])
     return true;
 }
 
-/* Reads the UUID in DIR/information of one GPU. */
-static bool read_information(int gpus_fd, const char *bus, uint8_t uuid[16])
+/* The number after "KEY:" in text, or -1. */
+static int number_after(const char *text, const char *key)
+{
+    const char *line = strstr(text, key);
+    if (!line)
+        return -1;
+    line += strlen(key);
+    while (*line == ' ' || *line == '\t')
+        line++;
+    long v = 0;
+    if (*line < '0' || *line > '9')
+        return -1;
+    while (*line >= '0' && *line <= '9' && v < 1000000)
+        v = v * 10 + (*line++ - '0');
+    return v < 1000000 ? (int)v : -1;
+}
+
+/* Reads the UUID and the minor number in DIR/information of one GPU. */
+static bool read_information(int gpus_fd, const char *bus, uint8_t uuid[16], int *minor)
 {
     char path[64], text[4096];
     snprintf(path, sizeof path, "%s/information", bus);
@@ -70,6 +94,7 @@ static bool read_information(int gpus_fd, const char *bus, uint8_t uuid[16])
     if (n <= 0)
         return false;
     text[n] = '\0';
+    *minor = number_after(text, "Device Minor:");
     const char *line = strstr(text, "GPU UUID:");
     if (!line)
         return false;
@@ -90,8 +115,9 @@ static void reread(void)
     snprintf(path, sizeof path, "%s/gpus", options.nvidia_dir);
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     ngpus = 0;
+    have_gpus_dir = fd >= 0;
     if (fd < 0)
-        return; /* no NVIDIA driver here: indexes unknown */
+        return; /* no NVIDIA driver here: GPUs unknown */
     DIR *dir = fdopendir(fd);
     if (!dir) {
         if (close(fd) != 0)
@@ -104,20 +130,49 @@ static void reread(void)
             snprintf(gpus[ngpus++].bus, sizeof gpus[0].bus, "%s", e->d_name);
     qsort(gpus, (size_t)ngpus, sizeof gpus[0], by_bus);
     for (int i = 0; i < ngpus; i++)
-        gpus[i].known = read_information(dirfd(dir), gpus[i].bus, gpus[i].uuid);
+        gpus[i].known = read_information(dirfd(dir), gpus[i].bus, gpus[i].uuid, &gpus[i].minor);
     if (closedir(dir) != 0)
         slog(LOG_WARN, "closedir: %s", strerror(errno));
 }
 
-int gpu_index_of(const uint8_t uuid[16], uint64_t now)
+static void reread_if_due(uint64_t now)
 {
     if (!ever_read || now - read_at >= REREAD_NS) {
         reread();
         read_at = now;
         ever_read = true;
     }
+}
+
+static int find(const uint8_t uuid[16])
+{
     for (int i = 0; i < ngpus; i++)
         if (gpus[i].known && memcmp(gpus[i].uuid, uuid, 16) == 0)
             return i;
     return -1;
+}
+
+int gpu_index_of(const uint8_t uuid[16], uint64_t now)
+{
+    reread_if_due(now);
+    return find(uuid);
+}
+
+bool nvidia_gpus_known(uint64_t now)
+{
+    reread_if_due(now);
+    return have_gpus_dir;
+}
+
+int gpu_minor_of(const uint8_t uuid[16], uint64_t now)
+{
+    reread_if_due(now);
+    int i = find(uuid);
+    if (i < 0 && now != read_at) {
+        /* perhaps a GPU that appeared since (hot plug, a driver reload) */
+        reread();
+        read_at = now;
+        i = find(uuid);
+    }
+    return i < 0 ? -1 : gpus[i].minor;
 }

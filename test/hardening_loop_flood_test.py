@@ -1,0 +1,58 @@
+"""One tenant cannot take the event loop from the others. 256 connections
+of one tenant declare their device slots as ever new GPUs as fast as the
+server reads them; another tenant's ACQUIRE -> GRANT stays fast. Before,
+the loop read up to 32 messages per connection per round (8192 a round for
+this tenant), and forgetting a device's user scanned up to 4096 users:
+the other tenant's grants took 49-52 ms (median), up to 1.9 s. Now a
+tenant's connections together get TENANT_BATCH messages a round
+(tokenserver/clients.c) and a device forgets a user in O(1).
+
+Latency is measured by a client of the other tenant
+(test/helpers/hostile_tenant.c `latency`): 400 grants, by count. Before
+this change, p99 28 ms and median 2.3 ms in this test."""
+import os
+import subprocess
+import time
+
+from testlib import BUILD, Checks, Machine, Server, load_note, parse_line
+
+HOSTILE = os.path.join(BUILD, "test", "hostile_tenant")
+SAMPLES = 400
+
+checks = Checks()
+machine = Machine()
+# The flood keeps the server busy, so on a machine of two CPUs whatever
+# else runs takes turns with it: the server runs at nice -10, as a node's
+# token server should, so that what is measured is its loop, not the
+# machine's CPU scheduler (a round costs the server about 0.2 ms of CPU).
+server = Server(machine, {"evil": "share = 1\n", "good": "share = 1\n"}, nofile=4096,
+                wrapper=["nice", "-n", "-10"] if os.geteuid() == 0 else [])
+
+
+def latency():
+    out = subprocess.run([HOSTILE, "latency", server.socket("good"), "cd" * 16, str(SAMPLES)],
+                         capture_output=True, text=True, timeout=120).stdout
+    return parse_line(out, "latency_us")
+
+
+def ms(figures, key):
+    return float(figures[key]) / 1e3
+
+
+flood = subprocess.Popen([HOSTILE, "flood", server.socket("evil"), "256", "60"], stdout=subprocess.DEVNULL)
+try:
+    time.sleep(1.0)  # the flood is under way once its connections are accepted
+    flooded = latency()
+finally:
+    flood.kill()
+    flood.wait()
+checks.expect(flooded is not None, "the other tenant is granted during the flood")
+if flooded:
+    checks.expect(ms(flooded, "p99") <= 2.0 and ms(flooded, "p50") <= 1.0,
+                  "with 256 connections of another tenant flooding the loop, ACQUIRE -> GRANT p99 is %.2f ms "
+                  "(at most 2), median %.2f ms (at most 1), max %.2f ms%s"
+                  % (ms(flooded, "p99"), ms(flooded, "p50"), ms(flooded, "max"), load_note()))
+status = server.status()
+checks.expect(any(t["name"] == "good" for t in status["tenants"]), "the status still answers")
+server.stop()
+checks.finish()
