@@ -39,7 +39,7 @@
  * over a third of the thread's wake-ups, and they did nothing
  * (docs/BENCHMARKS.md, "The shim's CPU"). */
 #define TICK_NS 50000000ull
-#define OPEN_WELCOME_WAIT_NS 2000000000ull /* see gs_client_mem_call_locked */
+#define OPEN_WELCOME_WAIT_NS 2000000000ull /* see wait_connected_locked */
 
 /* The gate thread's state; guarded by gs_gate_lock. */
 static bool started;
@@ -138,10 +138,10 @@ static void declare_locked(struct gs_dev *d)
 static void send_release(struct gs_dev *d, bool more, uint64_t now)
 {
     struct gs_msg msg = {.type = GS_MSG_RELEASE};
-    msg.u.grant.slot = (uint32_t)d->slot;
-    msg.u.grant.grant = d->grant;
-    msg.u.grant.idle_ns = gs_idle_take_locked(d, now);
-    msg.u.grant.flags = more ? GS_RELEASE_MORE : 0;
+    msg.u.release.slot = (uint32_t)d->slot;
+    msg.u.release.grant = d->grant;
+    msg.u.release.idle_ns = gs_idle_take_locked(d, now);
+    msg.u.release.flags = more ? GS_RELEASE_MORE : 0;
     send_msg(&msg);
 }
 
@@ -636,24 +636,17 @@ static struct pending *request_locked(struct gs_msg *m, uint64_t *id_field)
     return NULL;
 }
 
-int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t bytes,
-                              struct gs_msg_mem_result *result)
+int gs_client_mem_query_locked(struct gs_dev *d, struct gs_msg_mem_result *result)
 {
     gs_client_start_locked();
-    bool wants_answer = type == GS_MSG_MEM_RESERVE || type == GS_MSG_MEM_QUERY;
     uint64_t first_try = gs_now_ns();
     for (;;) { /* until answered: the connection may go down meanwhile */
         if (!wait_connected_locked(first_try))
             return -1;
         declare_locked(d);
-        struct gs_msg m = {.type = type};
-        m.u.mem.slot = (uint32_t)d->slot;
-        m.u.mem.bytes = bytes;
-        if (!wants_answer) {
-            send_msg(&m);
-            return 0;
-        }
-        struct pending *p = request_locked(&m, &m.u.mem.id);
+        struct gs_msg m = {.type = GS_MSG_MEM_QUERY};
+        m.u.mem_query.slot = (uint32_t)d->slot;
+        struct pending *p = request_locked(&m, &m.u.mem_query.id);
         if (p) {
             *result = p->result;
             free_pending_locked(p);

@@ -257,13 +257,12 @@ void gs_client_after_fork_child(void);
  * drainer round brings. Called with gs_gate_lock held; returns with it
  * held. */
 void gs_client_wait_locked(bool for_grant);
-/* Sends a memory message for d and, for RESERVE and QUERY, waits for the
- * answer. Called with gs_gate_lock held. Returns 0 with *result filled (for
- * RESERVE and QUERY), or -1 when the server is unreachable and the policy
- * is open: the caller then goes ahead uncounted by the server. Under the
- * wait policy it waits for the server instead. */
-int gs_client_mem_call_locked(struct gs_dev *d, enum gs_msg_type type, uint64_t bytes,
-                              struct gs_msg_mem_result *result);
+
+/* MEM_QUERY for d: its tenant's cap and count there. Called with
+ * gs_gate_lock held. Returns 0 with *result filled, or -1 when the server
+ * is unreachable and the policy is open: the caller then goes on without
+ * the server's figures. Under the wait policy it waits for the server. */
+int gs_client_mem_query_locked(struct gs_dev *d, struct gs_msg_mem_result *result);
 
 /* MEM_LEASE for d: takes gs_gate_lock, sends, and waits for the answer
  * without holding it (the gate thread reads it). Returns 0 with *out

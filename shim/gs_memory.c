@@ -169,7 +169,7 @@ static bool query_cap(struct gs_dev *d, uint64_t *cap, uint64_t *used)
 {
     struct gs_msg_mem_result result;
     pthread_mutex_lock(&gs_gate_lock);
-    int rc = gs_client_mem_call_locked(d, GS_MSG_MEM_QUERY, 0, &result);
+    int rc = gs_client_mem_query_locked(d, &result);
     if (rc == 0)
         d->mem_cap = result.cap;
     pthread_mutex_unlock(&gs_gate_lock);

@@ -9,11 +9,12 @@ import struct
 import time
 
 MAGIC = 0x434C5347
-VERSION = 1
+VERSION = 2
 HELLO, WELCOME, ERROR, DEVICE, ACQUIRE, GRANT, REVOKE, RELEASE = 1, 2, 3, 4, 5, 6, 7, 8
 STATUS_REQUEST, STATUS_REPLY = 9, 10
-MEM_RESERVE, MEM_FREE, MEM_QUERY, MEM_DECLARE, MEM_RESULT = 11, 12, 13, 14, 15
-MEM_LEASE, MEM_LEASED = 16, 17
+MEM_FREE, MEM_QUERY, MEM_DECLARE, MEM_RESULT = 12, 13, 14, 15
+MEM_LEASE, MEM_LEASED, MEM_RECALL = 16, 17, 18
+LEASE_REFUSED, LEASE_GRANTED, LEASE_RETRY = 0, 1, 2
 RELEASE_MORE = 1
 
 
@@ -35,8 +36,13 @@ def decode(data):
         slot, grant, deadline, flags = struct.unpack("<IQQI", b)
         return mtype, {"slot": slot, "grant": grant, "deadline": deadline}
     if mtype == MEM_RESULT:
-        mid, ok, cap, used = struct.unpack("<QIQQ", b)
-        return mtype, {"id": mid, "ok": ok, "cap": cap, "used": used}
+        mid, cap, used = struct.unpack("<QQQ", b)
+        return mtype, {"id": mid, "cap": cap, "used": used}
+    if mtype == MEM_LEASED:
+        mid, status, granted, cap, used = struct.unpack("<QIQQQ", b)
+        return mtype, {"id": mid, "status": status, "granted": granted, "cap": cap, "used": used}
+    if mtype == MEM_RECALL:
+        return mtype, {"slot": struct.unpack("<I", b)[0]}
     if mtype == STATUS_REPLY:
         return mtype, {"text": b}
     return mtype, {}
@@ -87,11 +93,30 @@ class Client:
     def acquire(self, slot=0):
         self.send(ACQUIRE, struct.pack("<I", slot))
 
-    def release(self, slot, grant, more=False):
-        self.send(RELEASE, struct.pack("<IQQI", slot, grant, 0, RELEASE_MORE if more else 0))
+    def release(self, slot, grant, more=False, idle_ns=0):
+        self.send(RELEASE, struct.pack("<IQQI", slot, grant, idle_ns, RELEASE_MORE if more else 0))
 
-    def mem(self, mtype, slot, bytes_, mid=0):
-        self.send(mtype, struct.pack("<IQQ", slot, mid, bytes_))
+    def mem(self, mtype, slot, bytes_):
+        """MEM_FREE or MEM_DECLARE."""
+        self.send(mtype, struct.pack("<IQ", slot, bytes_))
+
+    def query(self, slot, mid):
+        """MEM_QUERY: answered with MEM_RESULT."""
+        self.send(MEM_QUERY, struct.pack("<IQ", slot, mid))
+
+    def lease(self, slot, mid, need, want=None):
+        """MEM_LEASE: answered with MEM_LEASED."""
+        self.send(MEM_LEASE, struct.pack("<IQQQ", slot, mid, need, need if want is None else want))
+
+    def lease_granted(self, slot, mid, need, want=None, timeout=5.0):
+        """MEM_LEASE, retried while the server says RETRY; the final MEM_LEASED."""
+        end = time.monotonic() + timeout
+        while True:
+            self.lease(slot, mid, need, want)
+            answer = self.expect(MEM_LEASED, max(0.01, end - time.monotonic()))
+            if answer is None or answer["status"] != LEASE_RETRY or time.monotonic() > end:
+                return answer
+            time.sleep(0.001)
 
     def expect(self, mtype, timeout=5.0):
         """Waits for a message of mtype, skipping others; its fields, or None."""

@@ -44,7 +44,7 @@ evil = gsproto.Client(server.socket("evil"))
 try:
     for i in range(2000):
         evil.device(i % 16, gsproto.uuid_bytes(100000 + i))
-    evil.mem(gsproto.MEM_QUERY, 0, 0, mid=1)
+    evil.query(0, 1)
     alive = evil.expect(gsproto.MEM_RESULT, 5.0) is not None
 except (OSError, gsproto.Closed):
     alive = False

@@ -24,7 +24,7 @@ for i in range(TENANTS):
         c.device(g, gsproto.uuid_bytes(g))
     conns.append(c)
 # Every DEVICE is handled once this last client's query is answered.
-conns[-1].mem(gsproto.MEM_QUERY, GPUS - 1, 0, mid=7)
+conns[-1].query(GPUS - 1, 7)
 conns[-1].expect(gsproto.MEM_RESULT)
 
 latencies, stop = [], threading.Event()

@@ -50,9 +50,9 @@ def fake_server(path, stop):
                 conn.send(gp.encode(gp.GRANT, struct.pack("<IQQI", slot, grant, now + 20_000_000, 0)))
             elif mtype == gp.RELEASE:
                 holding.pop(struct.unpack_from("<I", body)[0], None)
-            elif mtype in (gp.MEM_QUERY, gp.MEM_RESERVE):
-                _, mid, _ = struct.unpack("<IQQ", body)
-                due.append((now + ANSWER_DELAY_NS, gp.encode(gp.MEM_RESULT, struct.pack("<QIQQ", mid, 1, 1 << 30, 0))))
+            elif mtype == gp.MEM_QUERY:
+                _, mid = struct.unpack("<IQ", body)
+                due.append((now + ANSWER_DELAY_NS, gp.encode(gp.MEM_RESULT, struct.pack("<QQQ", mid, 1 << 30, 0))))
             elif mtype == gp.MEM_LEASE:
                 _, mid, need, want = struct.unpack("<IQQQ", body)
                 due.append((now + ANSWER_DELAY_NS, gp.encode(gp.MEM_LEASED, struct.pack("<QIQQQ", mid, 1, want, 1 << 30, want))))

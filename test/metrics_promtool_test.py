@@ -26,8 +26,7 @@ server = MetricsServer(machine, {"a": "share = 3\nmemory = 1G\n", "b": "share = 
 a, b = gsproto.Client(server.socket("a")), gsproto.Client(server.socket("b"))
 for c in (a, b):
     c.device(0, gsproto.uuid_bytes(1))
-a.mem(gsproto.MEM_RESERVE, 0, 1 << 20, mid=1)
-a.expect(gsproto.MEM_RESULT)
+a.lease_granted(0, 1, 1 << 20)
 for _ in range(3):
     a.acquire(0)
     g = a.expect(gsproto.GRANT)

@@ -39,12 +39,11 @@ b = gsproto.Client(server.socket("b"))
 b.device(0, U1)
 
 # Memory: 300 MiB counted, 800 MiB more refused (1 GiB cap), 100 MiB freed.
-a.mem(gsproto.MEM_RESERVE, 0, 300 * MiB, mid=1)
-ok1 = a.expect(gsproto.MEM_RESULT)
-a.mem(gsproto.MEM_RESERVE, 0, 800 * MiB, mid=2)
-ok2 = a.expect(gsproto.MEM_RESULT)
+ok1 = a.lease_granted(0, 1, 300 * MiB)
+ok2 = a.lease_granted(0, 2, 800 * MiB)
 a.mem(gsproto.MEM_FREE, 0, 100 * MiB)
-checks.expect(ok1 and ok1["ok"] == 1 and ok2 and ok2["ok"] == 0, "300 MiB counted, 800 MiB more refused")
+checks.expect(ok1 and ok1["status"] == gsproto.LEASE_GRANTED and ok1["granted"] == 300 * MiB and ok2 and
+              ok2["status"] == gsproto.LEASE_REFUSED, "300 MiB counted, 800 MiB more refused")
 
 # Five handoffs a -> b on GPU 1: b waits while a holds.
 for _ in range(5):

@@ -200,8 +200,7 @@ def populated_server(machine, ntenants, ngpus, extra=None):
         c = gsproto.Client(server.socket("t%03d" % i))
         for slot in range(ngpus):
             c.device(slot, gsproto.uuid_bytes(slot))
-            c.mem(gsproto.MEM_RESERVE, slot, (1 + slot) << 20, mid=slot)
-            c.expect(gsproto.MEM_RESULT)
+            c.lease_granted(slot, slot + 1, (1 + slot) << 20)
             c.grant_latency(slot)
         clients.append(c)
     return server, clients

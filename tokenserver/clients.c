@@ -126,6 +126,7 @@ void client_drop(struct client *c, const char *what)
 /* sent_ns: when the client queued msg (gpuslice/transport.h). */
 static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
 {
+    struct sched_event ev = {.slot = NULL};
     if (!c->greeted && msg->type != GS_MSG_HELLO) {
         client_drop(c, "first message was not HELLO");
         return;
@@ -146,58 +147,64 @@ static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
         break;
     }
     case GS_MSG_DEVICE: {
-        int slot = (int)msg->u.device.slot;
-        if (c->devices[slot] && (c->wants[slot] || c->holds[slot]) &&
-            memcmp(c->devices[slot]->uuid, msg->u.device.uuid, 16) != 0) {
+        const struct sched_slot *s = &c->slots[msg->u.device.slot];
+        if (s->device && (s->wants || s->holds) && memcmp(s->device->uuid, msg->u.device.uuid, 16) != 0) {
             client_drop(c, "re-declared a device slot it is using");
             return;
         }
         const char *why = NULL;
-        if (!device_declare(c, slot, msg->u.device.uuid, &why)) {
+        if (!device_declare(c, (int)msg->u.device.slot, msg->u.device.uuid, &why)) {
             client_drop(c, why);
             return;
         }
         break;
     }
     case GS_MSG_ACQUIRE:
-        if (!c->devices[msg->u.acquire.slot]) {
-            client_drop(c, "ACQUIRE for an undeclared device");
-            return;
-        }
-        sched_acquire(c, (int)msg->u.acquire.slot);
+        ev.type = SCHED_ACQUIRE;
+        ev.slot = &c->slots[msg->u.acquire.slot];
         break;
     case GS_MSG_RELEASE:
-        if (!c->devices[msg->u.grant.slot]) {
-            client_drop(c, "RELEASE for an undeclared device");
-            return;
-        }
-        sched_release(c, (int)msg->u.grant.slot, msg->u.grant.grant, msg->u.grant.flags & GS_RELEASE_MORE,
-                      msg->u.grant.idle_ns, sent_ns);
+        ev.type = SCHED_RELEASE;
+        ev.slot = &c->slots[msg->u.release.slot];
+        ev.grant = msg->u.release.grant;
+        ev.more = msg->u.release.flags & GS_RELEASE_MORE;
+        ev.idle_ns = msg->u.release.idle_ns;
+        ev.sent_ns = sent_ns;
         break;
-    case GS_MSG_MEM_RESERVE:
     case GS_MSG_MEM_FREE:
-    case GS_MSG_MEM_QUERY:
     case GS_MSG_MEM_DECLARE:
-        if (!c->devices[msg->u.mem.slot]) {
-            client_drop(c, "memory message for an undeclared device");
-            return;
-        }
-        mem_handle(c, msg);
+        ev.type = msg->type == GS_MSG_MEM_FREE ? SCHED_MEM_FREE : SCHED_MEM_DECLARE;
+        ev.slot = &c->slots[msg->u.mem.slot];
+        ev.bytes = msg->u.mem.bytes;
+        break;
+    case GS_MSG_MEM_QUERY:
+        ev.type = SCHED_MEM_QUERY;
+        ev.slot = &c->slots[msg->u.mem_query.slot];
+        ev.id = msg->u.mem_query.id;
         break;
     case GS_MSG_MEM_LEASE:
-        if (!c->devices[msg->u.lease.slot]) {
-            client_drop(c, "memory message for an undeclared device");
-            return;
-        }
-        mem_lease(c, msg);
+        ev.type = SCHED_MEM_LEASE;
+        ev.slot = &c->slots[msg->u.lease.slot];
+        ev.id = msg->u.lease.id;
+        ev.bytes = msg->u.lease.need;
+        ev.want = msg->u.lease.want;
         break;
     default: {
         char what[64];
         snprintf(what, sizeof what, "unexpected %s message", gs_msg_type_str(msg->type));
         client_drop(c, what);
-        break;
+        return;
     }
     }
+    if (!ev.slot)
+        return;
+    if (!ev.slot->device) {
+        char what[64];
+        snprintf(what, sizeof what, "%s for an undeclared device", gs_msg_type_str(msg->type));
+        client_drop(c, what);
+        return;
+    }
+    sched_run(&ev);
 }
 
 static void client_readable(void *arg, uint32_t events)
@@ -268,6 +275,8 @@ void client_add(struct tenant *t, int fd)
         slog(LOG_DEBUG, "tenant %s: SO_TIMESTAMPNS: %s", t->name, strerror(errno));
     c->fd = fd;
     c->tenant = t;
+    for (int i = 0; i < GS_MAX_DEVICES; i++)
+        c->slots[i] = (struct sched_slot){.owner = c, .number = (uint32_t)i, .tenant = &t->sched};
     peer_identify(fd, &c->peer);
     c->pid = c->peer.pid;
     c->watch = (struct loop_watch){.fd = fd, .fn = client_readable, .arg = c};

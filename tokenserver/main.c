@@ -422,6 +422,11 @@ int main(int argc, char **argv)
         slog(LOG_ERR, "signals: %s", strerror(errno));
         return 2;
     }
+    sched_init(&server_sched, options.grace_ns);
+    if (!sched_actions_reserve(&server_sched, 0)) {
+        slog(LOG_ERR, "out of memory");
+        return 2;
+    }
     if (loop_init() != 0) {
         slog(LOG_ERR, "epoll_create1: %s", strerror(errno));
         return 2;

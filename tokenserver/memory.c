@@ -1,173 +1,157 @@
 /*
- * Device memory per tenant and GPU: every allocation a shim makes is
- * reserved here first, against the tenant's `memory` cap, summed over all
- * of the tenant's processes. The count lives in the server, so a process's
- * death is seen at once (its socket closes) and nothing goes stale; a shim
+ * Device memory per tenant and GPU, against the tenant's `memory` cap,
+ * summed over all of its processes: the part of the scheduler's step
+ * (sched.h) that handles MEM_LEASE, MEM_FREE, MEM_DECLARE and MEM_QUERY. Like the
+ * rest of the step it sends nothing and reads no clock: it leaves actions
+ * (a MEM_LEASED answer, MEM_RECALLs, a drop, a log line).
+ *
+ * The count lives in the server, so a process's death is seen at once (its
+ * socket closes, its slots are undeclared) and nothing goes stale; a shim
  * that reconnects declares what it holds, so the count survives a server
  * restart. A cap lowered below current usage frees nothing but refuses new
- * allocations until usage falls.
+ * leases until usage falls.
  *
  * Leases: a process asks for headroom (MEM_LEASE: at least `need`, ideally
  * `want`) and spends it without asking again; its count here is what it
  * holds plus that headroom, so the tenant's count is the sum of leases and
  * never passes the cap. Headroom beyond need is at most half of the room
  * left, so that siblings find room too. When a lease does not fit, the
- * tenant's other processes on the device that hold any count are sent
- * MEM_RECALL (answered with MEM_FREE of their idle headroom) and the asker
- * is told to retry; once every recall is answered, or RECALL_TIMEOUT_NS has
- * passed, a lease that still does not fit is refused. One round of recalls
- * per lease that does not fit (client.recalling), so that retries end.
+ * tenant's other slots on the GPU that hold any count are sent MEM_RECALL
+ * (answered with MEM_FREE of their idle headroom) and the asker is told to
+ * retry; once every recall is answered, or RECALL_TIMEOUT_NS has passed, a
+ * lease that still does not fit is refused. One round of recalls per lease
+ * that does not fit (slot.recalling), so that retries end.
  *
- * Counts never wrap: a reservation that would overflow a count is refused,
- * and a declaration that would is a client lying, which is dropped. What a
- * slot holds is given back when the slot goes or names another GPU.
+ * Counts never wrap: a lease that would overflow a count is refused, and a
+ * declaration that would is a client lying, which is dropped.
  */
-#include "server.h"
+#include "sched.h"
 
 #define RECALL_TIMEOUT_NS 200000000ull /* a sibling that does not answer a recall in 200 ms is skipped */
 
-static void reply(struct client *c, uint64_t id, bool ok, const struct device_tenant *dt)
+/* Whether bytes more can be counted for the tenant and the slot. */
+static bool fits(const struct device_tenant *dt, const struct sched_slot *slot, uint64_t bytes)
 {
-    struct gs_msg msg = {.type = GS_MSG_MEM_RESULT};
-    msg.u.mem_result.id = id;
-    msg.u.mem_result.ok = ok;
-    msg.u.mem_result.cap = dt->tenant->config.memory;
-    msg.u.mem_result.used = dt->mem_used;
-    client_send(c, &msg);
+    return bytes <= UINT64_MAX - dt->mem_used && bytes <= UINT64_MAX - slot->mem_held;
 }
 
-/* Whether bytes more can be counted for the tenant and the client. */
-static bool fits(const struct device_tenant *dt, const struct client *c, int slot, uint64_t bytes)
-{
-    return bytes <= UINT64_MAX - dt->mem_used && bytes <= UINT64_MAX - c->mem_held[slot];
-}
-
-static void add(struct device_tenant *dt, struct client *c, int slot, uint64_t bytes)
+static void add(struct device_tenant *dt, struct sched_slot *slot, uint64_t bytes)
 {
     dt->mem_used += bytes;
-    c->mem_held[slot] += bytes;
+    slot->mem_held += bytes;
     if (dt->mem_used > dt->mem_peak)
         dt->mem_peak = dt->mem_used;
 }
 
-static void sub(struct device_tenant *dt, struct client *c, int slot, uint64_t bytes)
+static void sub(struct device_tenant *dt, struct sched_slot *slot, uint64_t bytes)
 {
-    if (bytes > c->mem_held[slot])
-        bytes = c->mem_held[slot];
-    c->mem_held[slot] -= bytes;
+    if (bytes > slot->mem_held)
+        bytes = slot->mem_held;
+    slot->mem_held -= bytes;
     dt->mem_used -= bytes > dt->mem_used ? dt->mem_used : bytes;
 }
 
-void mem_handle(struct client *c, const struct gs_msg *msg)
-{
-    int slot = (int)msg->u.mem.slot;
-    struct device_tenant *dt = device_tenant_find(c->devices[slot], c->tenant);
-    if (!dt)
-        return; /* declared devices always have their tenant's entry */
-    uint64_t cap = c->tenant->config.memory, bytes = msg->u.mem.bytes;
-    switch (msg->type) {
-    case GS_MSG_MEM_RESERVE: {
-        bool ok = fits(dt, c, slot, bytes) && (cap == 0 || (dt->mem_used <= cap && bytes <= cap - dt->mem_used));
-        if (ok)
-            add(dt, c, slot, bytes);
-        else
-            dt->oom_refusals++;
-        reply(c, msg->u.mem.id, ok, dt);
-        break;
-    }
-    case GS_MSG_MEM_FREE:
-        sub(dt, c, slot, bytes);
-        c->recall_sent_ns[slot] = 0; /* also the answer to a recall */
-        break;
-    case GS_MSG_MEM_QUERY:
-        reply(c, msg->u.mem.id, true, dt);
-        break;
-    case GS_MSG_MEM_DECLARE:
-        sub(dt, c, slot, c->mem_held[slot]);
-        if (!fits(dt, c, slot, bytes)) {
-            client_drop(c, "declared more device memory than can be counted");
-            break;
-        }
-        add(dt, c, slot, bytes);
-        if (cap && dt->mem_used > cap)
-            slog_limited(c->tenant, LOG_WARN, "tenant %s: %llu bytes in use after pid %u reconnected, over its cap of %llu",
-                         c->tenant->name, (unsigned long long)dt->mem_used, c->pid, (unsigned long long)cap);
-        break;
-    default:
-        break;
-    }
-}
-
-/* The tenant's other processes on c's device: with `send`, asks each that
+/* The tenant's other slots on the asker's GPU: with `send`, asks each that
  * holds a count for its idle headroom. Returns whether any recall is
  * unanswered (and not older than RECALL_TIMEOUT_NS). */
-static bool recall_siblings(struct client *c, int slot, bool send, uint64_t now)
+static bool recall_siblings(struct sched *s, struct sched_slot *asker, bool send, uint64_t now)
 {
     bool outstanding = false;
-    for (struct client *s = c->tenant->members; s; s = s->member_next) {
-        if (s == c || s->closing)
+    struct device *d = asker->device;
+    for (size_t i = 0; i < d->nslots; i++) {
+        struct sched_slot *sib = d->slots[i];
+        if (sib == asker || sib->tenant != asker->tenant)
             continue;
-        for (int i = 0; i < GS_MAX_DEVICES; i++) {
-            if (s->devices[i] != c->devices[slot])
-                continue;
-            if (s->recall_sent_ns[i] && now - s->recall_sent_ns[i] < RECALL_TIMEOUT_NS) {
-                outstanding = true;
-            } else if (send && !s->recall_sent_ns[i] && s->mem_held[i]) {
-                struct gs_msg msg = {.type = GS_MSG_MEM_RECALL};
-                msg.u.recall.slot = (uint32_t)i;
-                if (client_send(s, &msg) == 0) {
-                    s->recall_sent_ns[i] = now ? now : 1;
-                    outstanding = true;
-                }
-            }
+        if (sib->recall_sent_ns && now - sib->recall_sent_ns < RECALL_TIMEOUT_NS) {
+            outstanding = true;
+        } else if (send && !sib->recall_sent_ns && sib->mem_held) {
+            struct sched_action a = {.type = SCHED_RECALL, .slot = sib};
+            sched_emit(s, &a);
+            sib->recall_sent_ns = now ? now : 1;
+            outstanding = true;
         }
     }
     return outstanding;
 }
 
-void mem_lease(struct client *c, const struct gs_msg *msg)
+static void lease(struct sched *s, struct sched_slot *slot, struct device_tenant *dt, const struct sched_event *ev,
+                  uint64_t now)
 {
-    int slot = (int)msg->u.lease.slot;
-    struct device_tenant *dt = device_tenant_find(c->devices[slot], c->tenant);
-    if (!dt)
-        return;
-    uint64_t cap = c->tenant->config.memory, need = msg->u.lease.need, want = msg->u.lease.want;
+    uint64_t cap = slot->tenant->config.memory, need = ev->bytes, want = ev->want < need ? need : ev->want;
     uint64_t room = cap == 0 ? UINT64_MAX : dt->mem_used < cap ? cap - dt->mem_used : 0;
-    struct gs_msg out = {.type = GS_MSG_MEM_LEASED};
-    out.u.leased.id = msg->u.lease.id;
-    if (need <= room && fits(dt, c, slot, need)) {
+    struct sched_action a = {.type = SCHED_LEASED, .slot = slot, .id = ev->id, .cap = cap};
+    if (need <= room && fits(dt, slot, need)) {
         uint64_t extra = want - need, spare = (room - need) / 2;
         if (extra > spare)
             extra = spare;
-        if (!fits(dt, c, slot, need + extra))
+        if (!fits(dt, slot, need + extra))
             extra = 0;
-        add(dt, c, slot, need + extra);
-        out.u.leased.status = GS_LEASE_GRANTED;
-        out.u.leased.granted = need + extra;
-        c->recalling[slot] = false;
-    } else if (need <= cap && recall_siblings(c, slot, !c->recalling[slot], now_ns())) {
+        add(dt, slot, need + extra);
+        a.status = GS_LEASE_GRANTED;
+        a.granted = need + extra;
+        slot->recalling = false;
+    } else if (need <= cap && recall_siblings(s, slot, !slot->recalling, now)) {
         /* One round of recalls per lease that does not fit: the first
          * request sends them, its retries wait for the answers. */
-        c->recalling[slot] = true;
-        out.u.leased.status = GS_LEASE_RETRY;
+        slot->recalling = true;
+        a.status = GS_LEASE_RETRY;
     } else {
-        c->recalling[slot] = false;
-        out.u.leased.status = GS_LEASE_REFUSED;
+        slot->recalling = false;
+        a.status = GS_LEASE_REFUSED;
         dt->oom_refusals++;
     }
-    out.u.leased.cap = cap;
-    out.u.leased.used = dt->mem_used;
-    client_send(c, &out);
+    a.used = dt->mem_used;
+    sched_emit(s, &a);
 }
 
-void mem_slot_gone(struct client *c, int slot)
+void mem_event(struct sched *s, const struct sched_event *ev, uint64_t now)
 {
-    if (!c->devices[slot] || !c->mem_held[slot])
-        return;
-    struct device_tenant *dt = device_tenant_find(c->devices[slot], c->tenant);
-    if (dt)
-        sub(dt, c, slot, c->mem_held[slot]);
-    c->mem_held[slot] = 0;
-    c->recall_sent_ns[slot] = 0;
-    c->recalling[slot] = false;
+    struct sched_slot *slot = ev->slot;
+    struct device_tenant *dt = slot->device ? sched_entry_find(slot->device, slot->tenant) : NULL;
+    if (!dt)
+        return; /* the client layer lets only declared slots through */
+    switch (ev->type) {
+    case SCHED_MEM_LEASE:
+        lease(s, slot, dt, ev, now);
+        break;
+    case SCHED_MEM_FREE:
+        sub(dt, slot, ev->bytes);
+        slot->recall_sent_ns = 0; /* also the answer to a recall */
+        break;
+    case SCHED_MEM_DECLARE: {
+        sub(dt, slot, slot->mem_held);
+        if (!fits(dt, slot, ev->bytes)) {
+            struct sched_action a = {.type = SCHED_DROP, .slot = slot,
+                                     .reason = "declared more device memory than can be counted"};
+            sched_emit(s, &a);
+            break;
+        }
+        add(dt, slot, ev->bytes);
+        uint64_t cap = slot->tenant->config.memory;
+        if (cap && dt->mem_used > cap) {
+            struct sched_action a = {.type = SCHED_OVER_CAP, .slot = slot, .cap = cap, .used = dt->mem_used};
+            sched_emit(s, &a);
+        }
+        break;
+    }
+    case SCHED_MEM_QUERY: {
+        struct sched_action a = {.type = SCHED_MEM_RESULT, .slot = slot, .id = ev->id,
+                                 .cap = slot->tenant->config.memory, .used = dt->mem_used};
+        sched_emit(s, &a);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+void mem_slot_gone(struct sched *s, struct sched_slot *slot)
+{
+    (void)s;
+    struct device_tenant *dt = slot->device ? sched_entry_find(slot->device, slot->tenant) : NULL;
+    if (dt && slot->mem_held)
+        sub(dt, slot, slot->mem_held);
+    slot->mem_held = 0;
+    slot->recall_sent_ns = 0;
+    slot->recalling = false;
 }

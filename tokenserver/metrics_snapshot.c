@@ -36,7 +36,7 @@ static void copy_gpu(struct snap_gpu *g, const struct device *d, const long *ten
     g->slices = d->slices;
     g->handoff = d->handoff_hist;
     g->holder = held ? tenant_of_index[d->holder->tenant->index] : -1;
-    g->processes = d->nusers;
+    g->processes = d->nslots;
 }
 
 static void copy_pair(struct snap_pair *p, const struct device *d, const struct device_tenant *dt, uint64_t now)
@@ -57,16 +57,16 @@ struct metrics_snapshot *metrics_snapshot_take(void)
 {
     uint64_t now = now_ns();
     size_t npairs = 0, max_index = 0;
-    for (const struct device *d = devices; d; d = d->next)
+    for (const struct device *d = server_sched.devices; d; d = d->next)
         npairs += d->ntenants;
     for (const struct tenant *t = tenants; t; t = t->next)
-        if (t->index > max_index)
-            max_index = t->index;
+        if (t->sched.index > max_index)
+            max_index = t->sched.index;
     struct metrics_snapshot *s = calloc(1, sizeof *s);
     long *tenant_of_index = calloc(max_index + 1, sizeof *tenant_of_index);
     if (s) {
         s->tenants = calloc(ntenants ? ntenants : 1, sizeof *s->tenants);
-        s->gpus = calloc(ndevices ? ndevices : 1, sizeof *s->gpus);
+        s->gpus = calloc(server_sched.ndevices ? server_sched.ndevices : 1, sizeof *s->gpus);
         s->pairs = calloc(npairs ? npairs : 1, sizeof *s->pairs);
     }
     if (!s || !tenant_of_index || !s->tenants || !s->gpus || !s->pairs) {
@@ -77,13 +77,13 @@ struct metrics_snapshot *metrics_snapshot_take(void)
     for (const struct tenant *t = tenants; t && s->ntenants < ntenants; t = t->next) {
         struct snap_tenant *st = &s->tenants[s->ntenants];
         memcpy(st->name, t->name, sizeof st->name);
-        st->share = t->config.share;
-        st->limit = t->config.limit;
-        st->quantum_ns = t->config.quantum_ns;
+        st->share = t->sched.config.share;
+        st->limit = t->sched.config.limit;
+        st->quantum_ns = t->sched.config.quantum_ns;
         st->processes = t->clients;
-        tenant_of_index[t->index] = (long)s->ntenants++;
+        tenant_of_index[t->sched.index] = (long)s->ntenants++;
     }
-    for (const struct device *d = devices; d && s->ngpus < ndevices; d = d->next) {
+    for (const struct device *d = server_sched.devices; d && s->ngpus < server_sched.ndevices; d = d->next) {
         size_t g = s->ngpus++;
         copy_gpu(&s->gpus[g], d, tenant_of_index, now);
         for (size_t i = 0; i < d->ntenants && s->npairs < npairs; i++) {

@@ -1,13 +1,19 @@
 /*
- * Per-GPU time slices. Each device has at most one holder tenant at a time;
- * all of that tenant's processes that want the device run under the same
- * slice, and no other tenant's work runs until every one of them has
- * drained and released.
+ * Per-GPU time slices, as a state machine (sched.h): each step takes one
+ * event and the time, updates the state and leaves actions. Nothing here
+ * sends, reads a clock, allocates (sched_prepare.c makes memory ready
+ * beforehand) or calls itself back: a slice that ends
+ * marks its GPU for scheduling (the step's worklist, `dirty`), and the step
+ * schedules each marked GPU once the event is handled, until none is left.
+ *
+ * Each GPU has at most one holder tenant at a time; all of that tenant's
+ * processes that want the GPU run under the same slice, and no other
+ * tenant's work runs until every one of them has drained and released.
  *
  * Who is next: virtual-time fair queuing. A tenant's virtual time grows by
- * the device time it used divided by its share; the waiting tenant with the
- * smallest virtual time goes next. So busy tenants split the device in
- * proportion to their shares.
+ * the device time it is charged divided by its share; the waiting tenant
+ * with the smallest virtual time goes next. So busy tenants split the GPU
+ * in proportion to their shares.
  *   - The time charged is what the server sees: from grant to the last
  *     release, so overrun past the deadline is charged to the tenant that
  *     caused it. The holders also report the time they left the GPU idle
@@ -17,9 +23,7 @@
  *     1 / (1 - IDLE_REFUND_MAX) of its weight in held time (3.2 %), and a
  *     limit is always judged on held time, refund or not.
  *     A release counts from when it was sent (gpuslice/transport.h), not
- *     from when this loop woke to read it, and a holder counts its slice
- *     idle from when the grant was sent: neither side's wake-up is the
- *     tenant's.
+ *     from when the loop woke to read it.
  *   - No banking, no debt from idle times: each GPU keeps a floor, the
  *     largest "smallest virtual time among its active tenants" seen so far
  *     (device.vtime_floor). A tenant that becomes active, newcomers
@@ -37,8 +41,7 @@
  *     two. A grant that comes less than CAP_LATE_NS after the tenant was
  *     eligible (the timer fired late, the last holder was still draining)
  *     counts s from when it was eligible: the windows s .. s + b / L then
- *     follow each other without a gap, and the lateness is not taken from
- *     the tenant's limit.
+ *     follow each other without a gap.
  *
  * A holder that does not release by deadline + grace (stopped, hung) loses
  * the slice and is charged for all of it; its late release is ignored.
@@ -47,16 +50,25 @@
  * its slices on all of them at once, so that ranks of a collective run
  * together instead of each spinning at a GPU the other rank has not been
  * granted. A gang waits for all its GPUs once a rank waits for any
- * (waits_for). When a gang is next on one of its GPUs, that GPU is reserved
- * (kept idle) for it, and so is each of its other GPUs as soon as the
- * slice running there ends; once all are reserved, the gang is granted
- * them together, with one deadline. When its slice ends on one GPU it is
- * ended on the others too. Only one gang gathers its GPUs at a time
- * (forming_gang), so two gangs never each hold a part of what the other
- * needs; GPUs outside the forming gang run other tenants meanwhile.
+ * (waits_for). When a gang is next on one of its GPUs, it starts
+ * gathering: that GPU is reserved (kept idle) for it, and so is each of its
+ * other GPUs as soon as the slice running there ends; once all are
+ * reserved, the gang is granted them together, with one deadline. When its
+ * slice ends on one GPU it is ended on the others too. Only one gang
+ * gathers its GPUs at a time (forming_gang), so two gangs never each hold
+ * a part of what the other needs. What gathering costs the others is
+ * bounded:
+ *   - a reserved GPU is the gang's, charged to it like a slice from the
+ *     moment it is reserved, so tenants that share it with the gang keep
+ *     their share whatever the gang waits for;
+ *   - while one of its GPUs is held by another tenant past that slice's
+ *     deadline (draining, or not yielding until its grace ends), the gang
+ *     reserves nothing, and gives back what it had;
+ *   - it gathers for at most the longest slice running on its GPUs when it
+ *     began, plus its quantum and the grace period (forming_until); then
+ *     it gives back what it reserved and waits for its turn again.
  */
-#include "server.h"
-#include "gpuslice/transport.h"
+#include "sched.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -65,31 +77,81 @@
 #define CATCHUP_NS 1000000ull       /* a catch-up grant: one launch, then drain */
 #define STALL_NS 2000000ull         /* a gang's rank draining this long may wait for a peer */
 #define CAP_LATE_NS 1000000ull      /* a grant this late after eligibility keeps a limit's windows joined */
+/* A holder this long past its slice's deadline is not yielding: a gang
+ * gathering its GPUs keeps none reserved while it waits for one. A drain
+ * takes a few ms; this leaves room for a loaded machine's. */
+#define NOT_YIELDING_NS 10000000ull
 /* The most of a slice refunded for idle time its holders claim. */
 #define IDLE_REFUND_MAX (1.0 / 32)
 /* Virtual times saturate here: never inf or nan, whatever the history. */
 #define VTIME_MAX 1e300
+#define BUCKET_NS (SHARE_WINDOW_NS / SHARE_BUCKETS)
 
-static void device_timer(void *arg);
-static void schedule(struct device *d);
+/* ---- actions and worklists ---------------------------------------------------- */
 
-/* The gang gathering its GPUs, if any (see above). Owned by the loop's
- * thread, like everything in the server. */
-static struct tenant *forming_gang;
-/* Gangs started so far; a gang's slices carry the count at their start
- * (device.gang_start), so that ending an old slice never ends a new one. */
-static uint64_t gang_starts;
+void sched_emit(struct sched *s, const struct sched_action *a)
+{
+    if (s->nactions < s->actions_cap)
+        s->actions[s->nactions++] = *a;
+    else
+        s->actions_lost++;
+}
+
+/* d is scheduled before the step ends. */
+static void mark_dirty(struct sched *s, struct device *d)
+{
+    if (d->dirty)
+        return;
+    d->dirty = true;
+    d->dirty_next = s->dirty;
+    s->dirty = d;
+}
+
+static void mark_all_dirty(struct sched *s)
+{
+    for (struct device *d = s->devices; d; d = d->next)
+        mark_dirty(s, d);
+}
+
+/* d's timer is wanted at `when` (0: not at all); one SET_TIMER action per
+ * GPU and step, at its end, if it changed. */
+static void set_timer(struct sched *s, struct device *d, uint64_t when)
+{
+    d->timer_at = when;
+    if (d->timer_changed)
+        return;
+    d->timer_changed = true;
+    d->timer_next = s->timers;
+    s->timers = d;
+}
+
+static void grant_to(struct sched *s, struct sched_slot *slot, const struct device *d, uint32_t flags)
+{
+    slot->wants = false;
+    slot->holds = d->grant;
+    struct sched_action a = {.type = SCHED_GRANT, .slot = slot, .grant = d->grant, .at = d->deadline, .flags = flags};
+    sched_emit(s, &a);
+}
+
+/* ---- tenants on a GPU ---------------------------------------------------------- */
 
 /* Whether the tenant's slices are granted together on all its GPUs. */
-static bool is_gang(const struct tenant *t)
+static bool is_gang(const struct sched_tenant *t)
 {
     return t->config.gang != GANG_OFF && t->devices >= 2;
 }
 
-/* Whether d is one of t's GPUs (some client of t declared it); its entry. */
-static bool gang_member(const struct device *d, const struct tenant *t, struct device_tenant **entry)
+struct device_tenant *sched_entry_find(const struct device *d, const struct sched_tenant *t)
 {
-    struct device_tenant *dt = device_tenant_find(d, t);
+    if (t->index >= d->nentry_of || !d->entry_of[t->index])
+        return NULL;
+    return &d->tenants[d->entry_of[t->index] - 1];
+}
+
+/* Whether d is one of t's GPUs (a slot of t declared it); its entry. */
+static bool gang_member(const struct device *d, const struct sched_tenant *t, struct device_tenant **entry)
+{
+    struct device_tenant *dt = sched_entry_find(d, t);
     if (!dt || dt->refs == 0)
         return false;
     if (entry)
@@ -97,37 +159,14 @@ static bool gang_member(const struct device *d, const struct tenant *t, struct d
     return true;
 }
 
-/* Whether dt is in the running for its GPU: a process of it waits for
- * that GPU, or it is a gang and waits for any of its GPUs. A gang is
- * granted all its GPUs at once, so it is next on each of them as much as
- * on the one a rank asked for; a rank may not ask at all until its peers
- * run (it waits in a collective that needs them). Counting it only where a
- * rank asks let a gang that some other GPU kept choosing gather every
- * time, and a gang whose rank waited elsewhere never. */
+/* Whether dt is in the running for its GPU: a slot of it waits for that
+ * GPU, or it is a gang and waits for any of its GPUs. A gang is granted
+ * all its GPUs at once, so it is next on each of them as much as on the
+ * one a rank asked for; a rank may not ask at all until its peers run (it
+ * waits in a collective that needs them). */
 static bool waits_for(const struct device_tenant *dt)
 {
     return dt->waiting > 0 || (dt->tenant_waits && dt->refs > 0 && is_gang(dt->tenant));
-}
-
-/* Changes dt's count of waiting slots by `delta`, and its tenant's. When
- * dt starts waiting, its wait starts (waiting_since). When the tenant
- * starts or stops waiting anywhere, each of its entries learns it
- * (device_tenant.tenant_waits). */
-static void add_waiting(struct device_tenant *dt, int delta)
-{
-    struct tenant *t = dt->tenant;
-    bool before = t->waiting > 0;
-    if (dt->waiting == 0 && delta > 0)
-        dt->waiting_since = now_ns();
-    dt->waiting = (unsigned)((int)dt->waiting + delta);
-    t->waiting = (unsigned)((int)t->waiting + delta);
-    if (before == (t->waiting > 0))
-        return;
-    for (struct device *e = devices; e; e = e->next) {
-        struct device_tenant *mine = device_tenant_find(e, t);
-        if (mine)
-            mine->tenant_waits = t->waiting > 0;
-    }
 }
 
 bool sched_in_line(const struct device_tenant *dt)
@@ -135,9 +174,24 @@ bool sched_in_line(const struct device_tenant *dt)
     return waits_for(dt);
 }
 
-int sched_device_init(struct device *d)
+/* Changes dt's count of waiting slots by `delta`, and its tenant's. When
+ * dt starts waiting, its wait starts (waiting_since). When the tenant
+ * starts or stops waiting anywhere, each of its entries learns it. */
+static void add_waiting(struct sched *s, struct device_tenant *dt, int delta, uint64_t now)
 {
-    return timer_init(&d->timer, device_timer, d);
+    struct sched_tenant *t = dt->tenant;
+    bool before = t->waiting > 0;
+    if (dt->waiting == 0 && delta > 0)
+        dt->waiting_since = now;
+    dt->waiting = (unsigned)((int)dt->waiting + delta);
+    t->waiting = (unsigned)((int)t->waiting + delta);
+    if (before == (t->waiting > 0))
+        return;
+    for (struct device *e = s->devices; e; e = e->next) {
+        struct device_tenant *mine = sched_entry_find(e, t);
+        if (mine)
+            mine->tenant_waits = t->waiting > 0;
+    }
 }
 
 /* Adds to a virtual time, saturating at VTIME_MAX. */
@@ -181,13 +235,8 @@ static void activate(struct device *d, struct device_tenant *dt)
     if (dt->active)
         return;
     raise_floor(d);
-    double floor = d->vtime_floor;
-    if (floor > dt->vtime) {
-        if (log_level >= LOG_DEBUG)
-            slog(LOG_DEBUG, "tenant %s: active again; virtual time raised by %.0f ns", dt->tenant->name,
-                 floor - dt->vtime);
-        dt->vtime = floor;
-    }
+    if (d->vtime_floor > dt->vtime)
+        dt->vtime = d->vtime_floor;
     dt->active = true;
 }
 
@@ -199,25 +248,61 @@ static void deactivate_unless_waiting(struct device *d, struct device_tenant *dt
     dt->active = waits_for(dt);
 }
 
-static void record_usage(struct device_tenant *dt, uint64_t end, uint64_t used)
+/* ---- statistics ----------------------------------------------------------------- */
+
+/* The held time counted in bucket number k (of BUCKET_NS), 0 if the ring
+ * no longer (or not yet) keeps it. */
+static uint64_t share_bucket(const struct device_tenant *dt, uint64_t k)
 {
-    dt->used_ns += used;
-    /* one-second buckets, for the achieved share over the last 10 s */
-    uint64_t second = end / 1000000000ull;
-    size_t b = second % 10;
-    if (dt->window_start[b] != second) {
-        dt->window_start[b] = second;
-        dt->window_used[b] = 0;
+    if (k > dt->share_start || dt->share_start - k >= SHARE_BUCKETS)
+        return 0;
+    return dt->share_used[k % SHARE_BUCKETS];
+}
+
+/* Counts [from, to) as held, bucket by bucket (share_start: the newest). */
+static void share_add(struct device_tenant *dt, uint64_t from, uint64_t to)
+{
+    while (from < to) {
+        uint64_t k = from / BUCKET_NS, end = (k + 1) * BUCKET_NS;
+        if (end > to)
+            end = to;
+        if (k > dt->share_start) {
+            uint64_t clear = k - dt->share_start < SHARE_BUCKETS ? k - dt->share_start : SHARE_BUCKETS;
+            for (uint64_t j = 0; j < clear; j++)
+                dt->share_used[(k - j) % SHARE_BUCKETS] = 0;
+            dt->share_start = k;
+        }
+        if (dt->share_start - k < SHARE_BUCKETS)
+            dt->share_used[k % SHARE_BUCKETS] += end - from;
+        from = end;
     }
-    dt->window_used[b] += used;
+}
+
+double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now)
+{
+    uint64_t span = now > d->created_ns ? now - d->created_ns : 0;
+    if (span > SHARE_WINDOW_NS || span == 0)
+        span = SHARE_WINDOW_NS;
+    uint64_t start = now - span, first = start / BUCKET_NS, last = now / BUCKET_NS;
+    double held = 0;
+    for (uint64_t k = first; k <= last; k++) {
+        double part = 1.0; /* the newest bucket counts up to now, wholly */
+        if (k == first && k != last)
+            part = (double)((k + 1) * BUCKET_NS - start) / (double)BUCKET_NS;
+        held += part * (double)share_bucket(dt, k);
+    }
+    /* the running slice, not charged yet */
+    if (d->state != DEV_IDLE && d->holder == dt && now > d->charged_until)
+        held += (double)(now - (d->charged_until > start ? d->charged_until : start));
+    double share = held / (double)span;
+    return share > 1.0 ? 1.0 : share;
 }
 
 static void record_overrun(struct device_tenant *dt, uint64_t overrun)
 {
     histogram_observe(&dt->overrun_hist, overrun);
-    if (!dt->overruns && !(dt->overruns = malloc(GS_OVERRUN_SAMPLES * sizeof *dt->overruns)))
-        return; /* out of memory: statistics only */
-    dt->overruns[dt->noverruns++ % GS_OVERRUN_SAMPLES] = overrun;
+    if (dt->overruns)
+        dt->overruns[dt->noverruns++ % GS_OVERRUN_SAMPLES] = overrun;
 }
 
 static void swap_u64(uint64_t *x, uint64_t *y)
@@ -264,148 +349,259 @@ uint64_t device_tenant_overrun_p99(const struct device_tenant *dt)
     return select_kth(copy, n, (n * 99 + 99) / 100 - 1);
 }
 
-double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now)
+/* ---- slices -------------------------------------------------------------------- */
+
+static bool gang_member(const struct device *d, const struct sched_tenant *t, struct device_tenant **entry);
+static void gang_slice_ended(struct sched *s, const struct device *d);
+
+/* Charges the holder for the time since it was last charged. */
+static void charge(struct device *d, uint64_t now)
 {
-    uint64_t second = now / 1000000000ull, used = 0;
-    for (size_t b = 0; b < 10; b++)
-        if (dt->window_start[b] + 10 > second && dt->window_start[b] <= second)
-            used += dt->window_used[b];
-    /* the window: 10 s, or since the device was first used if that is less */
-    uint64_t span = now - d->created_ns;
-    if (span > 10000000000ull || span == 0)
-        span = 10000000000ull;
-    double share = (double)used / (double)span;
-    return share > 1.0 ? 1.0 : share;
+    struct device_tenant *dt = d->holder;
+    if (now <= d->charged_until)
+        return;
+    uint64_t used = now - d->charged_until;
+    dt->vtime = vtime_add(dt->vtime, (double)used / dt->tenant->config.share);
+    share_add(dt, d->charged_until, now);
+    dt->used_ns += used;
+    d->held_ns += used;
+    d->charged_until = now;
 }
 
-static void send_grant(struct client *c, int slot, const struct device *d, uint32_t flags)
+/* Gives back the part of a slice its processes claim they left idle. */
+static void uncharge_idle(struct device *d, struct device_tenant *dt, uint64_t idle)
 {
-    struct gs_msg msg = {.type = GS_MSG_GRANT};
-    msg.u.grant.slot = (uint32_t)slot;
-    msg.u.grant.grant = d->grant;
-    msg.u.grant.deadline_ns = gs_transport_clock_to_wire(d->deadline, options.clock_offset_ns);
-    msg.u.grant.flags = flags;
-    c->wants[slot] = false;
-    c->holds[slot] = d->grant;
-    client_send(c, &msg);
+    dt->vtime -= (double)idle / dt->tenant->config.share;
+    dt->used_ns -= idle < dt->used_ns ? idle : dt->used_ns;
+    uint64_t *b = &dt->share_used[dt->share_start % SHARE_BUCKETS];
+    *b -= idle < *b ? idle : *b;
+    d->held_ns -= idle < d->held_ns ? idle : d->held_ns;
 }
 
-static bool has_competitor(const struct device *d, uint64_t now)
+static uint64_t extend_margin(const struct device_tenant *dt)
 {
-    for (size_t i = 0; i < d->ntenants; i++) {
-        const struct device_tenant *dt = &d->tenants[i];
-        if (dt != d->holder && waits_for(dt) && dt->eligible_at <= now)
-            return true;
-    }
-    return false;
+    return dt->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
 }
 
-/* Starts a slice of `best` on d at `now`: grants it to each of the
- * tenant's clients waiting for d. */
-static void start_slice(struct device *d, struct device_tenant *best, uint64_t now)
+/* Starts a slice of `best` on d at `now`, held (and charged) from `from`
+ * (now, or when d was reserved for a gang): grants it to each of the
+ * tenant's slots waiting for d. */
+static void start_slice(struct sched *s, struct device *d, struct device_tenant *best, uint64_t from, uint64_t now)
 {
     d->state = DEV_RUNNING;
     d->holder = best;
     d->grant++;
     d->slices++;
-    d->slice_start = d->charged_until = now;
+    d->slice_start = d->charged_until = from;
     d->deadline = d->slice_deadline = now + best->tenant->config.quantum_ns;
-    best->cap_from = best->eligible_at && best->eligible_at <= now && now - best->eligible_at <= CAP_LATE_NS
+    best->cap_from = best->eligible_at && best->eligible_at <= from && from - best->eligible_at <= CAP_LATE_NS
                          ? best->eligible_at
-                         : now;
+                         : from;
     d->holders = 0;
     d->slice_idle = UINT64_MAX;
     d->gang_start = 0; /* gang_try_start stamps a gang's slices */
     best->slices++;
     if (best->waiting > 0)
         best->wait_ns += now - best->waiting_since;
-    for (size_t i = 0; i < d->nusers; i++) {
-        struct client *c = d->users[i].client;
-        int slot = d->users[i].slot;
-        if (c->tenant == best->tenant && c->wants[slot]) {
-            send_grant(c, slot, d, 0);
+    for (size_t i = 0; i < d->nslots; i++) {
+        struct sched_slot *slot = d->slots[i];
+        if (slot->tenant == best->tenant && slot->wants) {
+            grant_to(s, slot, d, 0);
             d->holders++;
         }
     }
-    add_waiting(best, -(int)best->waiting);
-    uint64_t margin = best->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
-    timer_at(&d->timer, d->deadline - margin);
+    add_waiting(s, best, -(int)best->waiting, now);
+    if (d->last_holder && d->last_holder != best)
+        histogram_observe(&d->handoff_hist, now > d->last_due ? now - d->last_due : 0);
+    d->last_holder = NULL;
+    set_timer(s, d, d->deadline - extend_margin(best));
+}
+
+/* Ends d's slice, which ended at `ended`: when its last holder sent its
+ * RELEASE (the time the loop took to read it is not the tenant's), or
+ * now. d is scheduled again before the step ends. */
+static void end_slice(struct sched *s, struct device *d, uint64_t ended, uint64_t now)
+{
+    struct device_tenant *dt = d->holder;
+    uint64_t end = ended < now ? ended : now;
+    if (end < d->charged_until)
+        end = d->charged_until; /* charged as it went, up to then */
+    uint64_t used = end - d->slice_start;
+    uint64_t due = now < d->deadline ? now : d->deadline; /* when the next grant could have come */
+    charge(d, end);
+    /* The part of the slice every holder claims it left idle (the least
+     * any reported: their idle spells may not overlap), bounded. */
+    uint64_t idle = d->slice_idle == UINT64_MAX ? 0 : d->slice_idle;
+    uint64_t refund_max = saturate_ns((double)used * IDLE_REFUND_MAX);
+    if (idle > refund_max)
+        idle = refund_max;
+    if (idle)
+        uncharge_idle(d, dt, idle);
+    record_overrun(dt, end > d->slice_deadline ? end - d->slice_deadline : 0);
+    /* A limit L: no grant until the time the GPU was held is at most L of
+     * the time since the slice began. */
+    double limit = dt->tenant->config.limit;
+    if (limit < 1.0) {
+        uint64_t until = dt->cap_from + saturate_ns((double)used / limit);
+        dt->eligible_at = until > now ? until : now;
+    }
+    /* Forget grants still held (a holder revoked after its grace). */
+    for (size_t i = 0; i < d->nslots; i++)
+        if (d->slots[i]->holds == d->grant)
+            d->slots[i]->holds = 0;
+    d->state = DEV_IDLE;
+    d->holder = NULL;
+    d->holders = 0;
+    d->gang_start = 0;
+    deactivate_unless_waiting(d, dt);
+    d->handoffs++;
+    d->last_due = due;
+    d->last_holder = dt;
+    set_timer(s, d, 0);
+    mark_dirty(s, d);
+    gang_slice_ended(s, d);
+}
+
+static void revoke(struct sched *s, struct device *d, uint64_t now)
+{
+    d->state = DEV_REVOKING;
+    for (size_t i = 0; i < d->nslots; i++) {
+        struct sched_slot *slot = d->slots[i];
+        if (slot->holds == d->grant) {
+            struct sched_action a = {.type = SCHED_REVOKE, .slot = slot, .grant = d->grant};
+            sched_emit(s, &a);
+        }
+    }
+    uint64_t grace_end = d->slice_deadline + s->grace_ns;
+    /* A gang's drain may wait for a peer's launch: look again soon. */
+    uint64_t check = d->gang_start ? now + STALL_NS : grace_end;
+    set_timer(s, d, check < grace_end ? check : grace_end);
 }
 
 /* ---- gangs ------------------------------------------------------------------ */
 
-static void reserve(struct device *d, struct device_tenant *dt)
+/* When the forming gang must look at its reservations again: when it
+ * gives up gathering, or when a GPU it waits for would count as not
+ * yielding. */
+static uint64_t gang_next_look(const struct sched *s)
+{
+    uint64_t when = s->forming_until;
+    for (const struct device *d = s->devices; d; d = d->next)
+        if ((d->state == DEV_RUNNING || d->state == DEV_REVOKING) && d->holder->tenant != s->forming_gang &&
+            gang_member(d, s->forming_gang, NULL) && d->slice_deadline + NOT_YIELDING_NS < when)
+            when = d->slice_deadline + NOT_YIELDING_NS;
+    return when;
+}
+
+/* Keeps d free for the gang entry dt, charged to it from now. */
+static void reserve(struct sched *s, struct device *d, struct device_tenant *dt, uint64_t now)
 {
     d->state = DEV_RESERVED;
     d->holder = dt;
     d->holders = 0;
-    d->charged_until = now_ns();
-    timer_at(&d->timer, 0);
+    d->slice_start = d->charged_until = now;
+    activate(d, dt);
+    set_timer(s, d, gang_next_look(s));
+}
+
+/* Gives back a GPU reserved for the forming gang: charged to it. */
+static void unreserve(struct sched *s, struct device *d, uint64_t now)
+{
+    struct device_tenant *dt = d->holder;
+    charge(d, now);
+    d->state = DEV_IDLE;
+    d->holder = NULL;
+    deactivate_unless_waiting(d, dt);
+    set_timer(s, d, 0);
+    mark_dirty(s, d);
+}
+
+static void unreserve_all(struct sched *s, const struct sched_tenant *t, uint64_t now)
+{
+    for (struct device *d = s->devices; d; d = d->next)
+        if (d->state == DEV_RESERVED && d->holder && d->holder->tenant == t)
+            unreserve(s, d, now);
+}
+
+/* Whether the forming gang must not reserve now: one of its GPUs is held
+ * by another tenant more than NOT_YIELDING_NS past that slice's deadline
+ * (stopped, or hung, until its grace is over). */
+static bool gang_blocked(const struct sched *s, uint64_t now)
+{
+    const struct sched_tenant *t = s->forming_gang;
+    for (const struct device *d = s->devices; d; d = d->next)
+        if ((d->state == DEV_RUNNING || d->state == DEV_REVOKING) && d->holder->tenant != t &&
+            now >= d->slice_deadline + NOT_YIELDING_NS && gang_member(d, t, NULL))
+            return true;
+    return false;
+}
+
+/* A slice ended on d: a gathering gang that needs d looks at all its GPUs
+ * again (one may have been left unreserved while d's holder did not
+ * yield). */
+static void gang_slice_ended(struct sched *s, const struct device *d)
+{
+    if (!s->forming_gang || !gang_member(d, s->forming_gang, NULL))
+        return;
+    for (struct device *e = s->devices; e; e = e->next)
+        if (gang_member(e, s->forming_gang, NULL))
+            mark_dirty(s, e);
 }
 
 /* Grants the forming gang all its GPUs if every one is reserved for it. */
-static void gang_try_start(void)
+static void gang_try_start(struct sched *s, uint64_t now)
 {
-    struct tenant *t = forming_gang;
-    for (struct device *d = devices; d; d = d->next)
+    struct sched_tenant *t = s->forming_gang;
+    for (struct device *d = s->devices; d; d = d->next)
         if (gang_member(d, t, NULL) && !(d->state == DEV_RESERVED && d->holder->tenant == t))
             return;
-    forming_gang = NULL;
-    uint64_t now = now_ns();
-    gang_starts++;
-    for (struct device *d = devices; d; d = d->next)
+    s->forming_gang = NULL;
+    s->gang_starts++;
+    for (struct device *d = s->devices; d; d = d->next)
         if (d->state == DEV_RESERVED && d->holder->tenant == t) {
-            start_slice(d, d->holder, now);
-            d->gang_start = gang_starts;
+            start_slice(s, d, d->holder, d->slice_start, now);
+            d->gang_start = s->gang_starts;
         }
     /* GPUs that passed over gangs while this one formed may start one now. */
-    for (struct device *d = devices; d; d = d->next)
-        schedule(d);
+    mark_all_dirty(s);
 }
-
-static void end_slice(struct device *d, uint64_t ended);
-static void revoke(struct device *d);
-static void holders_gone(struct device *d, uint64_t ended);
 
 /* The gang `best`, next on d, starts gathering its GPUs. A slice of its
  * own that runs on one of them alone (granted before it used a second
  * GPU) ends now, so that its ranks start again together. */
-static void gang_form(struct device_tenant *best)
+static void gang_form(struct sched *s, struct device_tenant *best, uint64_t now)
 {
-    forming_gang = best->tenant;
-    uint64_t now = now_ns();
-    for (struct device *d = devices; d && forming_gang == best->tenant; d = d->next) {
+    struct sched_tenant *t = best->tenant;
+    uint64_t longest = t->config.quantum_ns;
+    s->forming_gang = t;
+    for (struct device *d = s->devices; d; d = d->next) {
         struct device_tenant *dt;
-        if (!gang_member(d, best->tenant, &dt))
+        if (!gang_member(d, t, &dt))
             continue;
-        if (d->state == DEV_IDLE) {
-            reserve(d, dt);
-        } else if (d->state == DEV_RUNNING && d->holder == dt) {
+        if (d->state == DEV_RUNNING && d->holder == dt) {
             d->deadline = d->slice_deadline = now;
             if (d->holders == 0)
-                holders_gone(d, now);
+                end_slice(s, d, now, now); /* scheduled again: reserved there */
             else
-                revoke(d);
+                revoke(s, d, now);
         }
+        if ((d->state == DEV_RUNNING || d->state == DEV_REVOKING) && d->slice_deadline > now &&
+            d->slice_deadline - now > longest)
+            longest = d->slice_deadline - now;
+        mark_dirty(s, d);
     }
-    if (forming_gang == best->tenant)
-        gang_try_start();
+    s->forming_until = now + longest + s->grace_ns;
 }
 
-/* Stops gathering (the gang's processes changed): frees its reservations. */
-static void gang_cancel(void)
+/* Stops gathering: frees the gang's reservations (charged to it). */
+static void gang_cancel(struct sched *s, uint64_t now)
 {
-    struct tenant *t = forming_gang;
+    struct sched_tenant *t = s->forming_gang;
     if (!t)
         return;
-    forming_gang = NULL;
-    for (struct device *d = devices; d; d = d->next)
-        if (d->state == DEV_RESERVED && d->holder && d->holder->tenant == t) {
-            d->state = DEV_IDLE;
-            d->holder = NULL;
-        }
-    for (struct device *d = devices; d; d = d->next)
-        schedule(d);
+    s->forming_gang = NULL;
+    unreserve_all(s, t, now);
+    mark_all_dirty(s);
 }
 
 /* Whether e carries the same gang slice as d. */
@@ -417,12 +613,13 @@ static bool same_gang_slice(const struct device *e, const struct device *d)
 
 /* Ends t's gang slices that no process holds: those of gang start `stamp`,
  * or every one if stamp is 0. */
-static void end_unheld_gang_slices(const struct tenant *t, uint64_t stamp, uint64_t ended)
+static void end_unheld_gang_slices(struct sched *s, const struct sched_tenant *t, uint64_t stamp, uint64_t ended,
+                                   uint64_t now)
 {
-    for (struct device *e = devices; e; e = e->next)
+    for (struct device *e = s->devices; e; e = e->next)
         if ((e->state == DEV_RUNNING || e->state == DEV_REVOKING) && e->holder && e->holder->tenant == t &&
             e->gang_start && (!stamp || e->gang_start == stamp) && e->holders == 0)
-            end_slice(e, ended);
+            end_slice(s, e, ended, now);
 }
 
 /* The last holder of d's slice is gone. A plain slice ends. A gang's slice
@@ -432,54 +629,86 @@ static void end_unheld_gang_slices(const struct tenant *t, uint64_t stamp, uint6
  * slice whose tenant is no longer a gang (a rank exited) ends where nobody
  * holds it, each GPU on its own, so that none is left running for nobody.
  * ended: when the last of them released (sent its RELEASE), or now. */
-static void holders_gone(struct device *d, uint64_t ended)
+static void holders_gone(struct sched *s, struct device *d, uint64_t ended, uint64_t now)
 {
     if (d->gang_start == 0) {
-        end_slice(d, ended);
+        end_slice(s, d, ended, now);
         return;
     }
-    const struct tenant *t = d->holder->tenant;
+    const struct sched_tenant *t = d->holder->tenant;
     if (is_gang(t))
-        for (const struct device *e = devices; e; e = e->next)
+        for (const struct device *e = s->devices; e; e = e->next)
             if (same_gang_slice(e, d) && e->holders > 0)
                 return;
-    end_unheld_gang_slices(t, d->gang_start, ended); /* d among them: its holders are gone */
+    end_unheld_gang_slices(s, t, d->gang_start, ended, now); /* d among them: its holders are gone */
 }
 
 /* Whether a process of d's holder may join its slice now: not once a
  * gang's slice is past its grace (it is being taken back; catch-up grants
  * must not keep it). */
-static bool can_join(const struct device *d, uint64_t now)
+static bool can_join(const struct sched *s, const struct device *d, uint64_t now)
 {
-    return !d->gang_start || now < d->slice_deadline + options.grace_ns;
+    return !d->gang_start || now < d->slice_deadline + s->grace_ns;
 }
 
 /* A process of the holder asks for d while its slice runs: it joins. Past
  * the deadline of a gang's slice (its ranks are draining), it gets one
  * launch to catch up with its peers, then drains again. */
-static void join(struct client *c, int slot, struct device *d, uint64_t now)
+static void join(struct sched *s, struct sched_slot *slot, struct device *d, uint64_t now)
 {
     uint32_t flags = GS_GRANT_JOIN;
     if (d->gang_start && now >= d->deadline) {
         flags |= GS_GRANT_CATCHUP;
         d->deadline = now + CATCHUP_NS;
         d->state = DEV_RUNNING;
-        timer_at(&d->timer, d->deadline);
+        set_timer(s, d, d->deadline);
     }
-    send_grant(c, slot, d, flags);
+    grant_to(s, slot, d, flags);
     d->holders++;
+}
+
+/* d, a GPU of a gang past its deadline, is still draining: its ranks may
+ * wait in a collective for a peer that drained already and waits for the
+ * next slice. Each such peer gets one launch (a catch-up grant). */
+static void gang_catch_up(struct sched *s, struct device *d, uint64_t now)
+{
+    for (struct device *e = s->devices; e; e = e->next) {
+        if (e == d || !same_gang_slice(e, d) || e->holders > 0)
+            continue;
+        for (size_t i = 0; i < e->nslots; i++) {
+            struct sched_slot *slot = e->slots[i];
+            if (slot->tenant != e->holder->tenant || !slot->wants)
+                continue;
+            slot->wants = false;
+            if (e->holder->waiting > 0)
+                add_waiting(s, e->holder, -1, now);
+            join(s, slot, e, now);
+        }
+    }
+}
+
+/* ---- who is next -------------------------------------------------------------- */
+
+static bool has_competitor(const struct device *d, uint64_t now)
+{
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct device_tenant *dt = &d->tenants[i];
+        if (dt != d->holder && waits_for(dt) && dt->eligible_at <= now)
+            return true;
+    }
+    return false;
 }
 
 /* Whether a tenant other than the holder may have any of the holder's
  * GPUs, or a gang waits to gather its GPUs, d among them. */
-static bool has_competitor_anywhere(const struct device *d, uint64_t now)
+static bool has_competitor_anywhere(const struct sched *s, const struct device *d, uint64_t now)
 {
-    const struct tenant *t = d->holder->tenant;
-    if (forming_gang && gang_member(d, forming_gang, NULL))
+    const struct sched_tenant *t = d->holder->tenant;
+    if (s->forming_gang && gang_member(d, s->forming_gang, NULL))
         return true;
     if (!is_gang(t))
         return has_competitor(d, now);
-    for (const struct device *e = devices; e; e = e->next)
+    for (const struct device *e = s->devices; e; e = e->next)
         if (e->state == DEV_RUNNING && e->holder && e->holder->tenant == t && has_competitor(e, now))
             return true;
     return false;
@@ -491,37 +720,36 @@ static bool has_competitor_anywhere(const struct device *d, uint64_t now)
  * leave the GPU idle for a handoff. Where a gang is involved (the holder,
  * or one waiting for d), the scheduler decides: a gang's turn depends on
  * its other GPUs too. */
-static bool goes_next(const struct device *d)
+static bool goes_next(const struct sched *s, const struct device *d)
 {
     const struct device_tenant *h = d->holder;
-    if (is_gang(h->tenant) || (forming_gang && gang_member(d, forming_gang, NULL)))
+    if (is_gang(h->tenant) || (s->forming_gang && gang_member(d, s->forming_gang, NULL)))
         return false;
     uint64_t left = d->deadline > d->charged_until ? d->deadline - d->charged_until : 0;
     double projected = vtime_add(h->vtime, (double)left / h->tenant->config.share);
     for (size_t i = 0; i < d->ntenants; i++) {
         const struct device_tenant *dt = &d->tenants[i];
-        if (dt != h && waits_for(dt) && (is_gang(dt->tenant) || (dt->eligible_at <= d->deadline && dt->vtime <= projected)))
+        if (dt != h && waits_for(dt) &&
+            (is_gang(dt->tenant) || (dt->eligible_at <= d->deadline && dt->vtime <= projected)))
             return false;
     }
     return true;
 }
 
-/* ---- granting ------------------------------------------------------------------ */
-
-/* Grants the device to the best waiting tenant, or arms the timer for the
+/* Grants the GPU to the best waiting tenant, or arms the timer for the
  * first one a limit holds back. A gang that is next starts gathering its
  * GPUs instead; while one gathers, other gangs are passed over. */
-static void schedule(struct device *d)
+static void schedule(struct sched *s, struct device *d, uint64_t now)
 {
     if (d->state != DEV_IDLE)
         return;
     struct device_tenant *mine = NULL;
-    bool needed = forming_gang && gang_member(d, forming_gang, &mine);
-    uint64_t now = now_ns(), next_eligible = 0;
+    bool needed = s->forming_gang && gang_member(d, s->forming_gang, &mine);
+    uint64_t next_eligible = 0;
     struct device_tenant *best = NULL;
     for (size_t i = 0; i < d->ntenants; i++) {
         struct device_tenant *dt = &d->tenants[i];
-        if (!waits_for(dt) || (forming_gang && is_gang(dt->tenant)))
+        if (!waits_for(dt) || (s->forming_gang && is_gang(dt->tenant)))
             continue;
         activate(d, dt); /* a gang that waits elsewhere may not be yet */
         if (dt->eligible_at > now) {
@@ -534,306 +762,334 @@ static void schedule(struct device *d)
     }
     /* A GPU the gathering gang needs is kept for it once it is the gang's
      * turn there; a tenant ahead of it on this GPU goes first. */
-    if (needed && (!best || mine->vtime <= best->vtime)) {
-        reserve(d, mine);
-        gang_try_start();
+    if (needed && !gang_blocked(s, now) && (!best || mine->vtime <= best->vtime)) {
+        reserve(s, d, mine, now);
+        gang_try_start(s, now);
         return;
     }
     if (!best) {
-        timer_at(&d->timer, next_eligible);
+        d->last_holder = NULL;
+        if (needed) /* look again when the gathering gives up */
+            next_eligible = next_eligible && next_eligible < s->forming_until ? next_eligible : s->forming_until;
+        set_timer(s, d, next_eligible);
         return;
     }
     if (is_gang(best->tenant)) {
-        gang_form(best);
+        gang_form(s, best, now);
         return;
     }
-    start_slice(d, best, now);
+    start_slice(s, d, best, now, now);
 }
 
-/* Charges the holder for the device time since it was last charged. */
-static void charge(struct device *d, uint64_t now)
+/* The gang's processes changed, or whether it is a gang: a gathering gang
+ * gathers afresh, and slices of a tenant that is no longer a gang end
+ * where nobody holds them (they waited for peers that are gone). */
+static void gang_changed(struct sched *s, struct sched_tenant *t, uint64_t now)
 {
-    struct device_tenant *dt = d->holder;
-    uint64_t used = now - d->charged_until;
-    dt->vtime = vtime_add(dt->vtime, (double)used / dt->tenant->config.share);
-    record_usage(dt, now, used);
-    d->held_ns += used;
-    d->charged_until = now;
+    if (s->forming_gang == t)
+        gang_cancel(s, now);
+    if (!is_gang(t))
+        end_unheld_gang_slices(s, t, 0, now, now);
 }
 
-/* Gives back the part of a slice its processes all left idle: charged as
- * it went, it was not device time used. */
-static void uncharge_idle(struct device *d, struct device_tenant *dt, uint64_t idle, uint64_t now)
-{
-    dt->vtime -= (double)idle / dt->tenant->config.share;
-    dt->used_ns -= idle < dt->used_ns ? idle : dt->used_ns;
-    size_t b = (now / 1000000000ull) % 10;
-    if (dt->window_start[b] == now / 1000000000ull)
-        dt->window_used[b] -= idle < dt->window_used[b] ? idle : dt->window_used[b];
-    d->held_ns -= idle < d->held_ns ? idle : d->held_ns;
-}
+/* ---- events ----------------------------------------------------------------------- */
 
-/* Ends d's slice, which ended at `ended`: when its last holder sent its
- * RELEASE (the time this loop took to read it is not the tenant's), or
- * now. */
-static void end_slice(struct device *d, uint64_t ended)
+static void on_timer(struct sched *s, struct device *d, uint64_t now)
 {
-    uint64_t now = now_ns();
-    struct device_tenant *dt = d->holder;
-    uint64_t end = ended < now ? ended : now;
-    if (end < d->charged_until)
-        end = d->charged_until; /* charged as it went, up to then */
-    uint64_t used = end - d->slice_start;
-    uint64_t due = now < d->deadline ? now : d->deadline; /* when the next grant could have come */
-    charge(d, end);
-    /* Device time used: the slice less what every one of its holders left
-     * idle (the least any reported: their idle spells may not overlap). */
-    uint64_t idle = d->slice_idle == UINT64_MAX ? 0 : d->slice_idle;
-    uint64_t refund_max = saturate_ns((double)used * IDLE_REFUND_MAX);
-    if (idle > refund_max)
-        idle = refund_max; /* a claim: bounded (see the top of this file) */
-    if (idle)
-        uncharge_idle(d, dt, idle, now);
-    record_overrun(dt, end > d->slice_deadline ? end - d->slice_deadline : 0);
-    /* A limit L: no grant until the time the GPU was held is at most L of
-     * the time since the slice began. */
-    double limit = dt->tenant->config.limit;
-    if (limit < 1.0) {
-        uint64_t until = dt->cap_from + saturate_ns((double)used / limit);
-        dt->eligible_at = until > now ? until : now;
+    if (!d->timer_at || now < d->timer_at) {
+        /* early, or no longer wanted: the loop's timer is spent, so ask
+         * for it again */
+        d->timer_sent = 0;
+        set_timer(s, d, d->timer_at);
+        return;
     }
-    /* Forget grants still held (a holder revoked after its grace). */
-    for (size_t i = 0; i < d->nusers; i++)
-        if (d->users[i].client->holds[d->users[i].slot] == d->grant)
-            d->users[i].client->holds[d->users[i].slot] = 0;
-    d->state = DEV_IDLE;
-    d->holder = NULL;
-    d->holders = 0;
-    deactivate_unless_waiting(d, dt);
-    d->handoffs++;
-    schedule(d); /* it grants first and sets the timer after: handoffs are the hot path */
-    if (d->state == DEV_RUNNING && d->holder != dt)
-        histogram_observe(&d->handoff_hist, d->slice_start - due);
-}
-
-static void revoke(struct device *d)
-{
-    d->state = DEV_REVOKING;
-    for (size_t i = 0; i < d->nusers; i++) {
-        struct client *c = d->users[i].client;
-        int slot = d->users[i].slot;
-        if (c->holds[slot] == d->grant) {
-            struct gs_msg msg = {.type = GS_MSG_REVOKE};
-            msg.u.grant.slot = (uint32_t)slot;
-            msg.u.grant.grant = d->grant;
-            client_send(c, &msg);
-        }
-    }
-    uint64_t grace_end = d->slice_deadline + options.grace_ns;
-    /* A gang's drain may wait for a peer's launch: look again soon. */
-    uint64_t check = d->gang_start ? now_ns() + STALL_NS : grace_end;
-    timer_at(&d->timer, check < grace_end ? check : grace_end);
-}
-
-/* d, a GPU of a gang past its deadline, is still draining: its ranks may
- * wait in a collective for a peer that drained already and waits for the
- * next slice. Each such peer gets one launch (a catch-up grant). */
-static void gang_catch_up(struct device *d, uint64_t now)
-{
-    for (struct device *e = devices; e; e = e->next) {
-        if (e == d || !same_gang_slice(e, d) || e->holders > 0)
-            continue;
-        for (size_t i = 0; i < e->nusers; i++) {
-            struct client *c = e->users[i].client;
-            int slot = e->users[i].slot;
-            if (c->tenant != e->holder->tenant || !c->wants[slot])
-                continue;
-            c->wants[slot] = false;
-            if (e->holder->waiting > 0)
-                add_waiting(e->holder, -1);
-            join(c, slot, e, now);
-        }
-    }
-}
-
-static void device_timer(void *arg)
-{
-    struct device *d = arg;
-    uint64_t now = now_ns();
+    d->timer_at = d->timer_sent = 0;
     switch (d->state) {
     case DEV_IDLE:
-        schedule(d);
+        mark_dirty(s, d);
         break;
     case DEV_RESERVED:
+        if (s->forming_gang == d->holder->tenant && now >= s->forming_until)
+            gang_cancel(s, now); /* gathered for too long: let go */
+        else if (s->forming_gang == d->holder->tenant)
+            set_timer(s, d, gang_next_look(s)); /* a GPU not yielding: the step's end lets go */
         break;
     case DEV_RUNNING:
-        if (d->holder->tenant->config.limit >= 1.0 && (!has_competitor_anywhere(d, now) || goes_next(d))) {
+        if (d->holder->tenant->config.limit >= 1.0 && (!has_competitor_anywhere(s, d, now) || goes_next(s, d))) {
             /* Nobody else may have it, or the holder would be chosen
              * again anyway: extend rather than drain. Charge as it goes,
              * so that a long run is never billed at once. */
             charge(d, now);
             d->deadline += d->holder->tenant->config.quantum_ns;
             d->slice_deadline = d->deadline;
-            for (size_t i = 0; i < d->nusers; i++) {
-                struct client *c = d->users[i].client;
-                int slot = d->users[i].slot;
-                if (c->holds[slot] != d->grant)
+            for (size_t i = 0; i < d->nslots; i++) {
+                struct sched_slot *slot = d->slots[i];
+                if (slot->holds != d->grant)
                     continue;
                 /* A holder that asked again (a RELEASE of a stale grant
                  * with MORE) is answered by the extension. */
-                if (c->wants[slot] && d->holder->waiting > 0)
-                    add_waiting(d->holder, -1);
-                send_grant(c, slot, d, 0);
+                if (slot->wants && d->holder->waiting > 0)
+                    add_waiting(s, d->holder, -1, now);
+                grant_to(s, slot, d, 0);
             }
-            uint64_t margin = d->holder->tenant->config.quantum_ns > 2 * EXTEND_MARGIN_NS ? EXTEND_MARGIN_NS : 0;
-            timer_at(&d->timer, d->deadline - margin);
+            set_timer(s, d, d->deadline - extend_margin(d->holder));
         } else if (now < d->deadline) {
-            timer_at(&d->timer, d->deadline); /* revoke at the deadline itself */
+            set_timer(s, d, d->deadline); /* revoke at the deadline itself */
         } else if (d->holders == 0) {
-            holders_gone(d, now); /* a gang's GPU nobody holds now */
+            holders_gone(s, d, now, now); /* a gang's GPU nobody holds now */
         } else {
-            revoke(d);
+            revoke(s, d, now);
         }
         break;
     case DEV_REVOKING:
-        if (d->gang_start && now < d->slice_deadline + options.grace_ns) {
-            gang_catch_up(d, now);
-            uint64_t check = now + STALL_NS, grace_end = d->slice_deadline + options.grace_ns;
-            timer_at(&d->timer, check < grace_end ? check : grace_end);
+        if (d->gang_start && now < d->slice_deadline + s->grace_ns) {
+            gang_catch_up(s, d, now);
+            uint64_t check = now + STALL_NS, grace_end = d->slice_deadline + s->grace_ns;
+            set_timer(s, d, check < grace_end ? check : grace_end);
             break;
         }
         /* Grace is over: take the slice back from whoever still holds it. */
         if (d->holders > 0)
             d->slice_idle = 0;
-        for (size_t i = 0; i < d->nusers; i++) {
-            struct client *c = d->users[i].client;
-            if (c->holds[d->users[i].slot] == d->grant)
-                slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: did not release within %llu ms of its deadline; slice revoked",
-                     c->tenant->name, c->pid, (unsigned long long)(options.grace_ns / 1000000));
-        }
+        for (size_t i = 0; i < d->nslots; i++)
+            if (d->slots[i]->holds == d->grant) {
+                struct sched_action a = {.type = SCHED_LATE, .slot = d->slots[i], .device = d};
+                sched_emit(s, &a);
+            }
         if (d->gang_start) {
             /* Its late holders count as gone; the gang's other GPUs may
              * still be draining. */
-            for (size_t i = 0; i < d->nusers; i++)
-                if (d->users[i].client->holds[d->users[i].slot] == d->grant)
-                    d->users[i].client->holds[d->users[i].slot] = 0;
+            for (size_t i = 0; i < d->nslots; i++)
+                if (d->slots[i]->holds == d->grant)
+                    d->slots[i]->holds = 0;
             d->holders = 0;
             d->state = DEV_RUNNING;
-            holders_gone(d, now);
+            holders_gone(s, d, now, now);
         } else {
-            end_slice(d, now);
+            end_slice(s, d, now, now);
         }
         break;
     }
 }
 
-void sched_acquire(struct client *c, int slot)
+static void on_acquire(struct sched *s, struct sched_slot *slot, uint64_t now)
 {
-    struct device *d = c->devices[slot];
-    if (c->wants[slot] || (c->holds[slot] && c->holds[slot] == d->grant))
+    struct device *d = slot->device;
+    if (!d || slot->wants || (slot->holds && slot->holds == d->grant))
         return; /* already waiting or holding */
-    struct device_tenant *dt = device_tenant_find(d, c->tenant);
+    struct device_tenant *dt = sched_entry_find(d, slot->tenant);
     if (!dt)
-        return; /* declared devices always have their tenant's entry */
-    c->wants[slot] = true;
+        return; /* declared GPUs always have their tenant's entry */
+    slot->wants = true;
     /* Join the running slice of its own tenant. */
-    if (d->state == DEV_RUNNING && d->holder == dt && can_join(d, now_ns())) {
-        join(c, slot, d, now_ns());
+    if (d->state == DEV_RUNNING && d->holder == dt && can_join(s, d, now)) {
+        join(s, slot, d, now);
         return;
     }
-    add_waiting(dt, +1);
+    add_waiting(s, dt, +1, now);
     activate(d, dt);
     if (d->state == DEV_IDLE)
-        schedule(d);
+        mark_dirty(s, d);
 }
 
-void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64_t idle_ns, uint64_t sent_ns)
+static void on_release(struct sched *s, const struct sched_event *ev, uint64_t now)
 {
-    struct device *d = c->devices[slot];
-    if (more && !c->wants[slot]) {
+    struct sched_slot *slot = ev->slot;
+    struct device *d = slot->device;
+    if (!d)
+        return;
+    if (ev->more && !slot->wants) {
         /* Queue again before the slice ends, so that ending it does not
          * count the tenant as idle. */
-        struct device_tenant *dt = device_tenant_find(d, c->tenant);
+        struct device_tenant *dt = sched_entry_find(d, slot->tenant);
         if (dt) {
-            c->wants[slot] = true;
-            add_waiting(dt, +1);
+            slot->wants = true;
+            add_waiting(s, dt, +1, now);
             activate(d, dt);
         }
     }
-    if (grant == 0 || c->holds[slot] != grant) {
+    if (ev->grant == 0 || slot->holds != ev->grant) {
         /* stale: revoked already, or never held */
-        if (more && d->state == DEV_IDLE)
-            schedule(d);
+        if (ev->more && d->state == DEV_IDLE)
+            mark_dirty(s, d);
     } else {
-        c->holds[slot] = 0;
-        if (d->state == DEV_IDLE || grant != d->grant)
+        slot->holds = 0;
+        if (d->state == DEV_IDLE || ev->grant != d->grant)
             return;
-        if (idle_ns < d->slice_idle)
-            d->slice_idle = idle_ns;
+        if (ev->idle_ns < d->slice_idle)
+            d->slice_idle = ev->idle_ns;
         if (d->holders > 0)
             d->holders--;
         if (d->holders == 0)
-            holders_gone(d, sent_ns);
+            holders_gone(s, d, ev->sent_ns, now);
     }
     /* A gang's rank that wants more while its gang holds the GPU joins
      * (past the deadline, for one launch): its peers may be waiting in a
      * collective for it. Once the slice is being revoked it waits: a peer
      * whose drain stalls gets it a catch-up grant (gang_catch_up). */
-    if (more && d->gang_start && c->wants[slot] && d->state == DEV_RUNNING && d->holder &&
-        d->holder->tenant == c->tenant && can_join(d, now_ns())) {
+    if (ev->more && d->gang_start && slot->wants && d->state == DEV_RUNNING && d->holder &&
+        d->holder->tenant == slot->tenant && can_join(s, d, now)) {
         struct device_tenant *dt = d->holder;
-        c->wants[slot] = false;
+        slot->wants = false;
         if (dt->waiting > 0)
-            add_waiting(dt, -1);
-        if (c->holds[slot] != d->grant) /* a stale RELEASE: it holds the slice still */
-            join(c, slot, d, now_ns());
+            add_waiting(s, dt, -1, now);
+        if (slot->holds != d->grant) /* a stale RELEASE: it holds the slice still */
+            join(s, slot, d, now);
     }
 }
 
-void sched_slot_gone(struct client *c, int slot)
+/* The slot's wait and hold on its GPU end (it names it no more). */
+static void slot_leaves(struct sched *s, struct sched_slot *slot, uint64_t now)
 {
-    struct device *d = c->devices[slot];
-    if (!d)
-        return;
-    if (c->wants[slot]) {
-        c->wants[slot] = false;
-        struct device_tenant *dt = device_tenant_find(d, c->tenant);
+    struct device *d = slot->device;
+    if (slot->wants) {
+        slot->wants = false;
+        struct device_tenant *dt = sched_entry_find(d, slot->tenant);
         if (dt && dt->waiting > 0) {
-            add_waiting(dt, -1);
+            add_waiting(s, dt, -1, now);
             if (dt->waiting == 0) {
-                dt->wait_ns += now_ns() - dt->waiting_since; /* waited, then left */
+                dt->wait_ns += now - dt->waiting_since; /* waited, then left */
                 if (dt != d->holder)
                     deactivate_unless_waiting(d, dt);
             }
         }
     }
-    if (c->holds[slot] && c->holds[slot] == d->grant && d->state != DEV_IDLE) {
-        c->holds[slot] = 0;
+    if (slot->holds && slot->holds == d->grant && d->state != DEV_IDLE && d->state != DEV_RESERVED) {
+        slot->holds = 0;
         d->slice_idle = 0; /* it said nothing of its idle time: none */
         if (d->holders > 0)
             d->holders--;
         if (d->holders == 0)
-            holders_gone(d, now_ns());
+            holders_gone(s, d, now, now);
     }
-    c->holds[slot] = 0;
+    slot->holds = 0;
 }
 
-void sched_gang_changed(struct tenant *t)
+static void on_declare(struct sched *s, struct sched_slot *slot, struct device *d, uint64_t now)
 {
-    if (forming_gang == t)
-        gang_cancel();
-    if (is_gang(t))
+    struct device_tenant *dt = sched_entry_find(d, slot->tenant);
+    if (slot->device || !dt || d->nslots >= d->slots_cap)
+        return; /* the caller prepares all three (sched.h) */
+    slot->device = d;
+    slot->index = d->nslots;
+    d->slots[d->nslots++] = slot;
+    if (dt->refs++ == 0) {
+        slot->tenant->devices++;
+        gang_changed(s, slot->tenant, now);
+    }
+}
+
+static void on_undeclare(struct sched *s, struct sched_slot *slot, uint64_t now)
+{
+    struct device *d = slot->device;
+    if (!d)
         return;
-    /* No longer a gang: its gang slices' GPUs that nobody holds end now
-     * (they waited for their peers; there are none any more). */
-    end_unheld_gang_slices(t, 0, now_ns());
+    mem_slot_gone(s, slot);
+    slot_leaves(s, slot, now);
+    struct device_tenant *dt = sched_entry_find(d, slot->tenant);
+    /* O(1): the last slot takes this one's place in the list. */
+    size_t i = slot->index;
+    if (i < d->nslots && d->slots[i] == slot) {
+        d->slots[i] = d->slots[--d->nslots];
+        d->slots[i]->index = i;
+    }
+    if (d->nslots == 0)
+        d->unused_since = now;
+    slot->device = NULL;
+    if (dt && dt->refs > 0 && --dt->refs == 0) {
+        slot->tenant->devices--;
+        gang_changed(s, slot->tenant, now);
+    }
 }
 
-void sched_tenant_gone(struct tenant *t)
+/* Removes entry i of d (its tenant is gone, with its slots). */
+static void remove_entry(struct device *d, size_t i, uint64_t now)
 {
-    if (forming_gang == t)
-        gang_cancel();
-    devices_forget_tenant(t);
-    for (struct device *d = devices; d; d = d->next)
-        schedule(d);
+    struct device_tenant *holder = d->holder;
+    if (holder == &d->tenants[i]) {
+        /* its slots are gone already; this ends the slice or reservation */
+        charge(d, now);
+        d->state = DEV_IDLE;
+        holder = d->holder = NULL;
+        d->holders = 0;
+        d->gang_start = 0;
+    }
+    d->last_holder = NULL;
+    d->entry_of[d->tenants[i].tenant->index] = 0;
+    free(d->tenants[i].overruns);
+    memmove(&d->tenants[i], &d->tenants[i + 1], (d->ntenants - i - 1) * sizeof d->tenants[0]);
+    d->ntenants--;
+    for (size_t j = i; j < d->ntenants; j++)
+        d->entry_of[d->tenants[j].tenant->index] = (uint32_t)j + 1;
+    if (holder && holder > &d->tenants[i])
+        d->holder = holder - 1;
+}
+
+static void on_tenant_gone(struct sched *s, struct sched_tenant *t, uint64_t now)
+{
+    if (s->forming_gang == t)
+        gang_cancel(s, now);
+    for (struct device *d = s->devices; d; d = d->next) {
+        struct device_tenant *dt = sched_entry_find(d, t);
+        if (dt) {
+            remove_entry(d, (size_t)(dt - d->tenants), now);
+            set_timer(s, d, d->state == DEV_IDLE ? 0 : d->timer_at);
+            mark_dirty(s, d);
+        }
+    }
+}
+
+void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
+{
+    s->nactions = 0;
+    switch (ev->type) {
+    case SCHED_TENANT_CHANGED:
+        gang_changed(s, ev->tenant, now);
+        mark_all_dirty(s);
+        break;
+    case SCHED_TENANT_GONE:
+        on_tenant_gone(s, ev->tenant, now);
+        break;
+    case SCHED_DECLARE:
+        on_declare(s, ev->slot, ev->device, now);
+        break;
+    case SCHED_UNDECLARE:
+        on_undeclare(s, ev->slot, now);
+        break;
+    case SCHED_ACQUIRE:
+        on_acquire(s, ev->slot, now);
+        break;
+    case SCHED_RELEASE:
+        on_release(s, ev, now);
+        break;
+    case SCHED_TIMER:
+        on_timer(s, ev->device, now);
+        break;
+    case SCHED_MEM_LEASE:
+    case SCHED_MEM_FREE:
+    case SCHED_MEM_DECLARE:
+    case SCHED_MEM_QUERY:
+        mem_event(s, ev, now);
+        break;
+    }
+    /* A gathering gang that waits for a tenant past its deadline keeps
+     * nothing idle meanwhile. */
+    if (s->forming_gang && gang_blocked(s, now))
+        unreserve_all(s, s->forming_gang, now);
+    while (s->dirty) {
+        struct device *d = s->dirty;
+        s->dirty = d->dirty_next;
+        d->dirty = false;
+        schedule(s, d, now);
+    }
+    while (s->timers) {
+        struct device *d = s->timers;
+        s->timers = d->timer_next;
+        d->timer_changed = false;
+        if (d->timer_at != d->timer_sent) {
+            d->timer_sent = d->timer_at;
+            struct sched_action a = {.type = SCHED_SET_TIMER, .device = d, .at = d->timer_at};
+            sched_emit(s, &a);
+        }
+    }
 }

@@ -12,8 +12,10 @@
  *   accept.c       accepting connections within the limits
  *   clients.c      one connection per shim process: messages in and out
  *   devices.c      the GPUs clients declare: lookup, limits, freeing
- *   sched.c        per-GPU time slices: who holds the GPU, who is next
- *   memory.c       per-GPU device memory of each tenant, against its cap
+ *   dispatch.c     runs the scheduler's steps and carries out their actions
+ *   sched.c        the scheduler, a state machine (sched.h): who holds each
+ *                  GPU, who is next
+ *   memory.c       its part that keeps each tenant's device memory under its cap
  *   status.c       the status report, written a piece at a time
  *   admin.c        the admin socket gpuslicectl talks to
  *   cdi.c          the CDI spec and the preload list containers get
@@ -36,6 +38,7 @@
 
 #include "gpuslice/protocol.h"
 #include "histogram.h"
+#include "sched.h"
 
 /* ---- loop.c -------------------------------------------------------------- */
 
@@ -113,22 +116,8 @@ enum verify_gpus { VERIFY_GPUS_AUTO, VERIFY_GPUS_ON, VERIFY_GPUS_OFF };
 
 /* ---- config.c, config_file.c --------------------------------------------------- */
 
-#define SHARE_MIN 1e-3
-#define SHARE_MAX 1e6
-#define LIMIT_MIN 1e-3
-#define QUANTUM_MS_MAX 1000
 #define CONFIG_MAX_BYTES 65536
 
-/* Whether a tenant's slices on several GPUs are granted together. */
-enum gang_mode { GANG_AUTO, GANG_ON, GANG_OFF };
-
-struct tenant_config {
-    double share;            /* SHARE_MIN .. SHARE_MAX */
-    double limit;            /* LIMIT_MIN .. 1 */
-    uint64_t quantum_ns;     /* 1 .. QUANTUM_MS_MAX ms */
-    uint64_t memory;         /* bytes, 0 = no cap */
-    enum gang_mode gang;     /* GANG_AUTO: a gang once it uses two GPUs or more */
-};
 const char *config_gang_name(enum gang_mode g);
 
 /* Parses the text of one tenant file (len bytes, not NUL-terminated). On
@@ -186,10 +175,8 @@ void rundir_unlisten(int dir_fd, const char *name, struct bound_socket *s);
 
 struct tenant {
     char name[GS_NAME_MAX];
-    struct tenant_config config;
+    struct sched_tenant sched; /* its configuration and what the scheduler counts */
     uint64_t id;             /* increasing: the order of the status */
-    unsigned index;          /* small, reused once it is gone: the key of
-                                every device's table of tenant entries */
     struct bound_socket sock;/* fd -1 while it has no socket */
     struct loop_watch watch;
     bool accepting;          /* the listening socket is in the epoll set */
@@ -197,10 +184,6 @@ struct tenant {
     bool seen;               /* reload bookkeeping */
     unsigned clients;
     struct client *members;  /* its clients (client.member_next) */
-    unsigned devices;        /* GPUs its clients have declared */
-    unsigned waiting;        /* its clients' slots waiting for a grant, on
-                                all GPUs: the sum of its device entries'
-                                `waiting` (sched.c keeps both) */
     uint64_t read_round;     /* the loop round read_count counts in */
     unsigned read_count;     /* messages of its clients handled in that round */
     struct tenant *next;
@@ -285,14 +268,9 @@ struct client {
     bool greeted;
     bool closing;            /* dropped; closed at its next event */
     uint64_t connected_ns;
-    struct device *devices[GS_MAX_DEVICES];  /* by the client's slot */
-    size_t user_index[GS_MAX_DEVICES];        /* the slot's place in its device's users */
-    bool wants[GS_MAX_DEVICES];               /* ACQUIRE outstanding */
-    uint64_t holds[GS_MAX_DEVICES];           /* grant held, 0 = none */
-    uint64_t mem_held[GS_MAX_DEVICES];        /* device memory counted for it:
-                                                 what it holds plus its headroom */
-    uint64_t recall_sent_ns[GS_MAX_DEVICES];  /* MEM_RECALL unanswered since; 0 = none */
-    bool recalling[GS_MAX_DEVICES];           /* its lease that did not fit made siblings recall */
+    struct sched_slot slots[GS_MAX_DEVICES];  /* by the protocol's slot number:
+                                                 its GPU and what the scheduler
+                                                 keeps of it */
     struct client *next;
     struct client *member_next, **member_prev; /* in tenant->members */
 };
@@ -315,125 +293,30 @@ void clients_sweep(void);
 
 /* ---- devices.c ---------------------------------------------------------------- */
 
-#define GS_OVERRUN_SAMPLES 1000
-
-/* Per device, per tenant: that tenant's place in the device's schedule. */
-struct device_tenant {
-    struct tenant *tenant;
-    unsigned refs;             /* slots of its clients that declared the device */
-    double vtime;              /* virtual time: device time used / share */
-    uint64_t eligible_at;      /* its limit: no grant before this */
-    uint64_t cap_from;         /* its limit: where the window of its current
-                                  slice begins (sched.c, start_slice) */
-    unsigned waiting;          /* clients waiting for a grant */
-    bool tenant_waits;         /* its tenant waits on some GPU: tenant.waiting
-                                  > 0, mirrored here so that the scheduler's
-                                  pass over a GPU's entries stays in them */
-    uint64_t waiting_since;
-    bool active;               /* waiting or holding */
-    /* statistics */
-    uint64_t slices, used_ns, wait_ns;
-    uint64_t window_start[10], window_used[10]; /* one-second buckets */
-    uint64_t mem_used, mem_peak, oom_refusals;  /* device memory, all its processes */
-    uint64_t *overruns;        /* release - deadline (0 if before) of the last
-                                  GS_OVERRUN_SAMPLES slices; allocated at the
-                                  first, so that an idle entry stays small */
-    size_t noverruns;
-    struct histogram overrun_hist; /* every slice's overrun, for /metrics */
-};
-
-/* DEV_RESERVED: kept free for a gang whose other GPUs are not free yet
- * (sched.c); holder is the gang's entry, and nothing runs. */
-enum device_state { DEV_IDLE, DEV_RUNNING, DEV_REVOKING, DEV_RESERVED };
-
-/* A client slot that declared a device. */
-struct device_user {
-    struct client *client;
-    int slot;
-};
-
-struct device {
-    uint8_t uuid[16];
-    uint64_t id;               /* increasing: the order of the status */
-    struct device_user *users; /* the client slots that declared it: the
-                                  scheduler walks these, never all clients */
-    size_t nusers, users_cap;
-    uint64_t unused_since;     /* nusers fell to 0 then */
-    enum device_state state;
-    struct device_tenant *holder;
-    uint64_t grant;            /* current grant id */
-    uint64_t slice_start, deadline;
-    uint64_t slice_deadline;   /* the slice's own deadline: a gang rank's
-                                  catch-up grant moves `deadline`, never
-                                  this, which grace and overrun count from */
-    uint64_t charged_until;    /* the holder is charged up to here */
-    unsigned holders;          /* clients holding the current grant */
-    uint64_t gang_start;       /* which gang start began the slice (sched.c) */
-    uint64_t slice_idle;       /* the least idle time a holder of the slice
-                                  reported; UINT64_MAX: none yet */
-    double vtime_floor;        /* the largest smallest virtual time among
-                                  its active tenants so far (sched.c) */
-    struct device_tenant *tenants;
-    size_t ntenants;
-    uint32_t *entry_of;        /* by tenant index: 1 + its entry's position
-                                  in tenants, 0 if none */
-    size_t nentry_of;
-    struct timer timer;
-    struct device *next;
-    uint64_t slices, handoffs;
-    uint64_t created_ns;
-    uint64_t held_ns;          /* slices held, charged so far (counter) */
-    struct histogram handoff_hist; /* deadline or early release -> the next
-                                      tenant's grant, per handoff */
-};
-
-extern struct device *devices; /* oldest first */
-extern unsigned ndevices;
+/* The server's scheduler state (sched.h): its GPUs, in server_sched.devices.
+ * Owned by the loop's thread; changed only by sched_run and devices.c. */
+extern struct sched server_sched;
 
 /* Declares slot of c to be the GPU uuid, within the limits; gives back what
- * the slot held before. NULL (with a reason) if the limits refuse it. */
+ * the slot named before. NULL (with a reason) if the limits refuse it. */
 struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], const char **why);
 /* The slot no longer names its device (the client went away). */
 void device_undeclare(struct client *c, int slot);
-/* The tenant's entry on a device (O(1)); NULL if its clients never
- * declared it. */
-struct device_tenant *device_tenant_find(const struct device *d, const struct tenant *t);
-/* Removes the tenant's entry from every device (it was removed). */
-void devices_forget_tenant(const struct tenant *t);
+/* Arms the loop's timer of d (0 disarms): a SET_TIMER action. */
+void device_set_timer(struct device *d, uint64_t at);
 /* Frees devices nobody has used for the linger time; every second. */
 void devices_sweep(void);
 /* Frees every device (shutdown). */
 void devices_free_all(void);
 
-/* ---- sched.c ---------------------------------------------------------------- */
+/* ---- dispatch.c -------------------------------------------------------------- */
 
-int sched_device_init(struct device *d); /* its timer; -1 on failure */
-void sched_acquire(struct client *c, int slot);
-/* idle_ns: what the client says it left unused of the slice (RELEASE). */
-void sched_release(struct client *c, int slot, uint64_t grant, bool more, uint64_t idle_ns, uint64_t sent_ns);
-/* A client's slot goes away: drop its wait and hold there. */
-void sched_slot_gone(struct client *c, int slot);
-/* t's set of GPUs changed (devices.c, after counting it): a gang that
- * gathers its GPUs gathers them afresh. */
-void sched_gang_changed(struct tenant *t);
-/* A tenant was removed: its entries go from every device. */
-void sched_tenant_gone(struct tenant *t);
-/* Whether the tenant of entry dt is in line for its GPU: a process of it
- * waits for that GPU, or it is a gang waiting for any of its GPUs. */
-bool sched_in_line(const struct device_tenant *dt);
-double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
-/* The 99th percentile of (release - deadline) over the last slices, in ns;
- * a slice released before its deadline counts as 0. */
-uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);
-
-/* ---- memory.c ----------------------------------------------------------------- */
-
-void mem_handle(struct client *c, const struct gs_msg *msg);
-/* MEM_LEASE: grants headroom within the cap, or recalls idle headroom from
- * the tenant's other processes on the device and asks for a retry. */
-void mem_lease(struct client *c, const struct gs_msg *msg);
-/* A client's slot goes away: what it held is the tenant's no longer. */
-void mem_slot_gone(struct client *c, int slot);
+/* Runs one scheduler step at now_ns() and carries out its actions: sends,
+ * timers, drops, log lines. Never re-entered: what the actions do (a send
+ * that fails marks a client for closing) comes back as later events. */
+void sched_run(const struct sched_event *ev);
+/* The loop's timer of a GPU fired. */
+void sched_timer_fired(struct device *d);
 
 /* ---- cdi.c ------------------------------------------------------------------- */
 

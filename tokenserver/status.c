@@ -93,7 +93,7 @@ static struct device *device_after(const struct status_cursor *cur)
 {
     if (cur->last && cur->removals == removals)
         return ((const struct device *)cur->last)->next;
-    for (struct device *d = devices; d; d = d->next)
+    for (struct device *d = server_sched.devices; d; d = d->next)
         if (d->id > cur->last_id)
             return d;
     return NULL;
@@ -119,7 +119,7 @@ static void json_device(struct text *o, const struct device *d, bool first, uint
                     d->state != DEV_RESERVED && d->deadline > now ? (double)(d->deadline - now) / 1e6 : 0.0);
     else
         text_printf(o, "null");
-    text_printf(o, ",\"slices\":%llu,\"processes\":%zu,\"queue\":[", (unsigned long long)d->slices, d->nusers);
+    text_printf(o, ",\"slices\":%llu,\"processes\":%zu,\"queue\":[", (unsigned long long)d->slices, d->nslots);
     bool first_waiting = true;
     for (size_t i = 0; i < d->ntenants; i++)
         if (sched_in_line(&d->tenants[i])) {
@@ -136,12 +136,12 @@ static void json_tenant(struct text *o, const struct tenant *t, bool first, uint
 {
     text_printf(o, "%s{\"name\":\"%s\",\"share\":%g,\"limit\":%g,\"quantum_ms\":%llu,\"memory\":%llu,"
                    "\"gang\":\"%s\",\"clients\":%u,\"listening\":%s,\"devices\":[",
-                first ? "" : ",", t->name, t->config.share, t->config.limit,
-                (unsigned long long)(t->config.quantum_ns / 1000000), (unsigned long long)t->config.memory,
-                config_gang_name(t->config.gang), t->clients, t->sock.fd >= 0 ? "true" : "false");
+                first ? "" : ",", t->name, t->sched.config.share, t->sched.config.limit,
+                (unsigned long long)(t->sched.config.quantum_ns / 1000000), (unsigned long long)t->sched.config.memory,
+                config_gang_name(t->sched.config.gang), t->clients, t->sock.fd >= 0 ? "true" : "false");
     bool first_device = true;
-    for (const struct device *d = devices; d; d = d->next) {
-        const struct device_tenant *dt = device_tenant_find(d, t);
+    for (const struct device *d = server_sched.devices; d; d = d->next) {
+        const struct device_tenant *dt = sched_entry_find(d, &t->sched);
         if (!dt)
             continue;
         char uuid[37];
@@ -153,7 +153,7 @@ static void json_tenant(struct text *o, const struct tenant *t, bool first, uint
                     device_tenant_target_share(d, dt, now),
                     (unsigned long long)dt->slices, (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6,
                     dt->waiting, (double)device_tenant_overrun_p99(dt) / 1e6, dt->noverruns,
-                    (unsigned long long)dt->mem_used, (unsigned long long)t->config.memory,
+                    (unsigned long long)dt->mem_used, (unsigned long long)t->sched.config.memory,
                     (unsigned long long)dt->mem_peak, (unsigned long long)dt->oom_refusals);
         first_device = false;
     }
@@ -182,24 +182,24 @@ static void table_device(struct text *o, const struct device *d)
 static void table_tenant(struct text *o, const struct tenant *t, uint64_t now)
 {
     bool any = false;
-    for (const struct device *d = devices; d; d = d->next) {
-        const struct device_tenant *dt = device_tenant_find(d, t);
+    for (const struct device *d = server_sched.devices; d; d = d->next) {
+        const struct device_tenant *dt = sched_entry_find(d, &t->sched);
         if (!dt)
             continue;
         char uuid[37];
         uuid_str(d->uuid, uuid);
         char cap[32] = "-";
-        if (t->config.memory)
-            snprintf(cap, sizeof cap, "%.1f", (double)t->config.memory / 1048576.0);
+        if (t->sched.config.memory)
+            snprintf(cap, sizeof cap, "%.1f", (double)t->sched.config.memory / 1048576.0);
         text_printf(o, "%-15s  %5g  %5g  %7u  GPU-%.8s...  %12.1f%%  %6llu  %10.1f  %9.1f  %9.1f  %9s  %9.1f  %3llu\n",
-                    t->name, t->config.share, t->config.limit, t->clients, uuid,
+                    t->name, t->sched.config.share, t->sched.config.limit, t->clients, uuid,
                     100.0 * device_tenant_recent_share(d, dt, now), (unsigned long long)dt->slices,
                     (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, (double)dt->mem_used / 1048576.0, cap,
                     (double)dt->mem_peak / 1048576.0, (unsigned long long)dt->oom_refusals);
         any = true;
     }
     if (!any)
-        text_printf(o, "%-15s  %5g  %5g  %7u  -%s\n", t->name, t->config.share, t->config.limit, t->clients,
+        text_printf(o, "%-15s  %5g  %5g  %7u  -%s\n", t->name, t->sched.config.share, t->sched.config.limit, t->clients,
                     t->sock.fd >= 0 ? "" : "  (no socket)");
 }
 

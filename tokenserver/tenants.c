@@ -62,13 +62,13 @@ static unsigned unused_index(void)
     unsigned index = 0;
     if (!used) { /* out of memory: one past the largest, which is free too */
         for (struct tenant *t = tenants; t; t = t->next)
-            if (t->index >= index)
-                index = t->index + 1;
+            if (t->sched.index >= index)
+                index = t->sched.index + 1;
         return index;
     }
     for (struct tenant *t = tenants; t; t = t->next)
-        if (t->index <= ntenants)
-            used[t->index] = true;
+        if (t->sched.index <= ntenants)
+            used[t->sched.index] = true;
     while (used[index])
         index++;
     free(used);
@@ -133,7 +133,8 @@ static void tenant_remove(struct tenant *t, const char *why)
             metrics_count_drop(DROP_TENANT_REMOVED, 1);
         }
     }
-    sched_tenant_gone(t);
+    struct sched_event gone = {.type = SCHED_TENANT_GONE, .tenant = &t->sched};
+    sched_run(&gone);
     tenant_unlisten(t);
     for (struct tenant **p = &tenants; *p; p = &(*p)->next)
         if (*p == t) {
@@ -149,8 +150,8 @@ static void tenant_remove(struct tenant *t, const char *why)
 static void log_settings(const struct tenant *t, const char *what)
 {
     slog(LOG_INFO, "tenant %s: %sshare %g limit %g quantum %llu ms memory %llu gang %s%s", t->name, what,
-         t->config.share, t->config.limit, (unsigned long long)(t->config.quantum_ns / 1000000),
-         (unsigned long long)t->config.memory, config_gang_name(t->config.gang),
+         t->sched.config.share, t->sched.config.limit, (unsigned long long)(t->sched.config.quantum_ns / 1000000),
+         (unsigned long long)t->sched.config.memory, config_gang_name(t->sched.config.gang),
          t->sock.fd >= 0 ? "" : " (no socket yet)");
 }
 
@@ -179,13 +180,13 @@ static void apply_file(int conf_fd, const char *name)
         return;
     }
     if (t) {
-        bool changed = memcmp(&t->config, &config, sizeof config) != 0;
-        bool gang_changed = t->config.gang != config.gang;
-        t->config = config;
-        if (changed)
+        bool changed = memcmp(&t->sched.config, &config, sizeof config) != 0;
+        t->sched.config = config;
+        if (changed) {
             log_settings(t, "");
-        if (gang_changed)
-            sched_gang_changed(t); /* whether it is a gang may have changed */
+            struct sched_event ev = {.type = SCHED_TENANT_CHANGED, .tenant = &t->sched};
+            sched_run(&ev);
+        }
         return;
     }
     t = calloc(1, sizeof *t);
@@ -194,9 +195,10 @@ static void apply_file(int conf_fd, const char *name)
         return;
     }
     memcpy(t->name, name, strlen(name) + 1); /* config_valid_name bounds it */
-    t->config = config;
+    t->sched.name = t->name;
+    t->sched.config = config;
     t->id = next_tenant_id++;
-    t->index = unused_index();
+    t->sched.index = unused_index();
     t->sock.fd = -1;
     t->seen = true;
     struct tenant **tail = &tenants;

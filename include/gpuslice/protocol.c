@@ -60,11 +60,10 @@ static long body_size(int type)
     case GS_MSG_RELEASE: return 4 + 8 + 8 + 4;
     case GS_MSG_STATUS_REQUEST: return 4;
     case GS_MSG_STATUS_REPLY: return -1;
-    case GS_MSG_MEM_RESERVE:
     case GS_MSG_MEM_FREE:
-    case GS_MSG_MEM_QUERY:
-    case GS_MSG_MEM_DECLARE: return 4 + 8 + 8;
-    case GS_MSG_MEM_RESULT: return 8 + 4 + 8 + 8;
+    case GS_MSG_MEM_DECLARE: return 4 + 8;
+    case GS_MSG_MEM_QUERY: return 4 + 8;
+    case GS_MSG_MEM_RESULT: return 8 + 8 + 8;
     case GS_MSG_MEM_LEASE: return 4 + 8 + 8 + 8;
     case GS_MSG_MEM_LEASED: return 8 + 4 + 8 + 8 + 8;
     case GS_MSG_MEM_RECALL: return 4;
@@ -127,11 +126,16 @@ size_t gs_msg_encode(const struct gs_msg *msg, uint8_t *buf, size_t cap)
         break;
     case GS_MSG_GRANT:
     case GS_MSG_REVOKE:
-    case GS_MSG_RELEASE:
         put_u32(b, msg->u.grant.slot);
         put_u64(b + 4, msg->u.grant.grant);
         put_u64(b + 12, msg->u.grant.deadline_ns);
         put_u32(b + 20, msg->u.grant.flags);
+        break;
+    case GS_MSG_RELEASE:
+        put_u32(b, msg->u.release.slot);
+        put_u64(b + 4, msg->u.release.grant);
+        put_u64(b + 12, msg->u.release.idle_ns);
+        put_u32(b + 20, msg->u.release.flags);
         break;
     case GS_MSG_STATUS_REQUEST:
         put_u32(b, msg->u.status.format);
@@ -140,19 +144,19 @@ size_t gs_msg_encode(const struct gs_msg *msg, uint8_t *buf, size_t cap)
         if (body)
             memcpy(b, msg->text, body);
         break;
-    case GS_MSG_MEM_RESERVE:
     case GS_MSG_MEM_FREE:
-    case GS_MSG_MEM_QUERY:
     case GS_MSG_MEM_DECLARE:
         put_u32(b, msg->u.mem.slot);
-        put_u64(b + 4, msg->u.mem.id);
-        put_u64(b + 12, msg->u.mem.bytes);
+        put_u64(b + 4, msg->u.mem.bytes);
+        break;
+    case GS_MSG_MEM_QUERY:
+        put_u32(b, msg->u.mem_query.slot);
+        put_u64(b + 4, msg->u.mem_query.id);
         break;
     case GS_MSG_MEM_RESULT:
         put_u64(b, msg->u.mem_result.id);
-        put_u32(b + 8, msg->u.mem_result.ok);
-        put_u64(b + 12, msg->u.mem_result.cap);
-        put_u64(b + 20, msg->u.mem_result.used);
+        put_u64(b + 8, msg->u.mem_result.cap);
+        put_u64(b + 16, msg->u.mem_result.used);
         break;
     case GS_MSG_MEM_LEASE:
         put_u32(b, msg->u.lease.slot);
@@ -221,13 +225,20 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
         break;
     case GS_MSG_GRANT:
     case GS_MSG_REVOKE:
-    case GS_MSG_RELEASE:
         msg->u.grant.slot = get_u32(b);
         msg->u.grant.grant = get_u64(b + 4);
         msg->u.grant.deadline_ns = get_u64(b + 12);
         msg->u.grant.flags = get_u32(b + 20);
         if (msg->u.grant.slot >= GS_MAX_DEVICES ||
-            (msg->u.grant.flags & ~(msg->type == GS_MSG_GRANT ? GS_GRANT_JOIN | GS_GRANT_CATCHUP : GS_RELEASE_MORE)))
+            (msg->u.grant.flags & ~(msg->type == GS_MSG_GRANT ? GS_GRANT_JOIN | GS_GRANT_CATCHUP : 0u)))
+            return GS_DECODE_BAD_FIELD;
+        break;
+    case GS_MSG_RELEASE:
+        msg->u.release.slot = get_u32(b);
+        msg->u.release.grant = get_u64(b + 4);
+        msg->u.release.idle_ns = get_u64(b + 12);
+        msg->u.release.flags = get_u32(b + 20);
+        if (msg->u.release.slot >= GS_MAX_DEVICES || (msg->u.release.flags & ~GS_RELEASE_MORE))
             return GS_DECODE_BAD_FIELD;
         break;
     case GS_MSG_STATUS_REQUEST:
@@ -239,23 +250,23 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
         msg->text = (const char *)b;
         msg->text_len = body;
         break;
-    case GS_MSG_MEM_RESERVE:
     case GS_MSG_MEM_FREE:
-    case GS_MSG_MEM_QUERY:
     case GS_MSG_MEM_DECLARE:
         msg->u.mem.slot = get_u32(b);
-        msg->u.mem.id = get_u64(b + 4);
-        msg->u.mem.bytes = get_u64(b + 12);
+        msg->u.mem.bytes = get_u64(b + 4);
         if (msg->u.mem.slot >= GS_MAX_DEVICES)
+            return GS_DECODE_BAD_FIELD;
+        break;
+    case GS_MSG_MEM_QUERY:
+        msg->u.mem_query.slot = get_u32(b);
+        msg->u.mem_query.id = get_u64(b + 4);
+        if (msg->u.mem_query.slot >= GS_MAX_DEVICES)
             return GS_DECODE_BAD_FIELD;
         break;
     case GS_MSG_MEM_RESULT:
         msg->u.mem_result.id = get_u64(b);
-        msg->u.mem_result.ok = get_u32(b + 8);
-        msg->u.mem_result.cap = get_u64(b + 12);
-        msg->u.mem_result.used = get_u64(b + 20);
-        if (msg->u.mem_result.ok > 1)
-            return GS_DECODE_BAD_FIELD;
+        msg->u.mem_result.cap = get_u64(b + 8);
+        msg->u.mem_result.used = get_u64(b + 16);
         break;
     case GS_MSG_MEM_LEASE:
         msg->u.lease.slot = get_u32(b);
@@ -301,8 +312,8 @@ const char *gs_msg_type_str(int type)
 {
     static const char *const names[] = {
         "?", "HELLO", "WELCOME", "ERROR", "DEVICE", "ACQUIRE", "GRANT",
-        "REVOKE", "RELEASE", "STATUS_REQUEST", "STATUS_REPLY", "MEM_RESERVE",
+        "REVOKE", "RELEASE", "STATUS_REQUEST", "STATUS_REPLY", NULL,
         "MEM_FREE", "MEM_QUERY", "MEM_DECLARE", "MEM_RESULT", "MEM_LEASE", "MEM_LEASED", "MEM_RECALL",
     };
-    return type > 0 && type <= GS_MSG_MEM_RECALL ? names[type] : "unknown";
+    return type > 0 && type <= GS_MSG_MEM_RECALL && names[type] ? names[type] : "unknown";
 }

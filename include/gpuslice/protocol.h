@@ -24,22 +24,22 @@
  *   server GRANT(slot, grant, deadline)   holds it until deadline; a GRANT
  *                                    with the same grant id extends it
  *   server REVOKE(slot, grant)       stop now: drain and release
- *   client RELEASE(slot, grant, flags, idle) drained; the GPU is free.
+ *   client RELEASE(slot, grant, idle, flags) drained; the GPU is free.
  *                                    With GS_RELEASE_MORE it also asks for
  *                                    the next slice (one message, so that
  *                                    the tenant keeps its place in line).
  *                                    idle: ns of the slice in which the
  *                                    process had nothing on the GPU (it
- *                                    had synchronized and not launched)
+ *                                    had synchronized and not launched);
+ *                                    a claim the server refunds only in
+ *                                    part (tokenserver/sched.c)
  *   server ERROR(reason) and close   e.g. the tenant was removed
- * Device memory (per GPU, summed over the tenant's processes):
- *   client MEM_RESERVE(slot, id, bytes) -> server MEM_RESULT(id, ok, ...)
- *                                    before an allocation; refused when it
- *                                    would cross the tenant's cap
- *   client MEM_FREE(slot, bytes)     after a free; no answer
- *   client MEM_QUERY(slot, id)       -> MEM_RESULT(id, cap, used)
- *   client MEM_DECLARE(slot, bytes)  after (re)connecting: what it holds
- * Leases of headroom (what a process may allocate without asking again):
+ * Device memory (per GPU, summed over the tenant's processes), counted in
+ * leases of headroom (what a process may allocate without asking again):
+ *   client MEM_FREE(slot, bytes)     gives back part of its count; no answer
+ *   client MEM_DECLARE(slot, bytes)  after (re)connecting: its count
+ *   client MEM_QUERY(slot, id)       -> MEM_RESULT(id, cap, used): the
+ *                                    tenant's cap and count on the GPU
  *   client MEM_LEASE(slot, id, need, want) -> server MEM_LEASED(id, status,
  *                                    granted, cap, used): granted is at
  *                                    least need and at most want when the
@@ -65,7 +65,10 @@
 #include <stdint.h>
 
 #define GS_PROTOCOL_MAGIC 0x434c5347u /* "GSLC" */
-#define GS_PROTOCOL_VERSION 1
+/* 2: RELEASE has its own idle field; MEM_RESERVE is gone (leases replace
+ * it), MEM_FREE and MEM_DECLARE carry no id, MEM_RESULT no `ok`. A peer of
+ * another version gets an ERROR naming both. */
+#define GS_PROTOCOL_VERSION 2
 #define GS_HEADER_SIZE 16
 #define GS_NAME_MAX 64       /* tenant names, including the NUL */
 #define GS_REASON_MAX 192    /* error texts, including the NUL */
@@ -83,7 +86,7 @@ enum gs_msg_type {
     GS_MSG_RELEASE = 8,
     GS_MSG_STATUS_REQUEST = 9,
     GS_MSG_STATUS_REPLY = 10,
-    GS_MSG_MEM_RESERVE = 11,
+    /* 11 was protocol 1's MEM_RESERVE */
     GS_MSG_MEM_FREE = 12,
     GS_MSG_MEM_QUERY = 13,
     GS_MSG_MEM_DECLARE = 14,
@@ -114,17 +117,20 @@ struct gs_msg_slot {         /* ACQUIRE */
     uint32_t slot;
 };
 
-struct gs_msg_mem {         /* MEM_RESERVE, MEM_FREE, MEM_QUERY, MEM_DECLARE */
+struct gs_msg_mem {         /* MEM_FREE, MEM_DECLARE */
     uint32_t slot;
-    uint64_t id;             /* RESERVE, QUERY: echoed in the result */
-    uint64_t bytes;          /* RESERVE, FREE, DECLARE */
+    uint64_t bytes;
+};
+
+struct gs_msg_mem_query {
+    uint32_t slot;
+    uint64_t id;             /* echoed in MEM_RESULT */
 };
 
 struct gs_msg_mem_result {
     uint64_t id;
-    uint32_t ok;             /* RESERVE: 1 granted, 0 refused (over the cap) */
     uint64_t cap;            /* the tenant's cap on this GPU, 0 = none */
-    uint64_t used;           /* the tenant's usage on this GPU, after this request */
+    uint64_t used;           /* the tenant's count on this GPU */
 };
 
 struct gs_msg_mem_lease {
@@ -150,15 +156,20 @@ struct gs_msg_status_request {
     uint32_t format;         /* enum gs_status_format */
 };
 
-struct gs_msg_grant {        /* GRANT, REVOKE, RELEASE */
+struct gs_msg_grant {        /* GRANT, REVOKE */
     uint32_t slot;
     uint64_t grant;          /* server-chosen, never 0 */
-    union {                  /* one field on the wire */
-        uint64_t deadline_ns;/* GRANT: CLOCK_MONOTONIC of the initial time
-                                namespace (gpuslice/transport.h) */
-        uint64_t idle_ns;    /* RELEASE: time the process left the GPU idle */
-    };
-    uint32_t flags;          /* RELEASE: GS_RELEASE_MORE */
+    uint64_t deadline_ns;    /* GRANT: CLOCK_MONOTONIC of the initial time
+                                namespace (gpuslice/transport.h); REVOKE: 0 */
+    uint32_t flags;          /* GRANT: GS_GRANT_JOIN, GS_GRANT_CATCHUP */
+};
+
+struct gs_msg_release {
+    uint32_t slot;
+    uint64_t grant;          /* the grant given back; 0 or a stale one with
+                                GS_RELEASE_MORE only asks again */
+    uint64_t idle_ns;        /* time the process left the GPU idle in it */
+    uint32_t flags;          /* GS_RELEASE_MORE */
 };
 
 #define GS_RELEASE_MORE 1u
@@ -178,9 +189,11 @@ struct gs_msg {
         struct gs_msg_error error;
         struct gs_msg_device device;
         struct gs_msg_slot acquire;
-        struct gs_msg_grant grant;     /* GRANT, REVOKE and RELEASE */
+        struct gs_msg_grant grant;     /* GRANT and REVOKE */
+        struct gs_msg_release release;
         struct gs_msg_status_request status;
-        struct gs_msg_mem mem;
+        struct gs_msg_mem mem;         /* MEM_FREE and MEM_DECLARE */
+        struct gs_msg_mem_query mem_query;
         struct gs_msg_mem_result mem_result;
         struct gs_msg_mem_lease lease;
         struct gs_msg_mem_leased leased;

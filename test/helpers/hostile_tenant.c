@@ -124,10 +124,10 @@ static void acquire(int fd)
 static void release(int fd, uint64_t grant, uint64_t idle_ns, int more)
 {
     struct gs_msg m = {.type = GS_MSG_RELEASE};
-    m.u.grant.slot = 0;
-    m.u.grant.grant = grant;
-    m.u.grant.idle_ns = idle_ns;
-    m.u.grant.flags = more ? GS_RELEASE_MORE : 0;
+    m.u.release.slot = 0;
+    m.u.release.grant = grant;
+    m.u.release.idle_ns = idle_ns;
+    m.u.release.flags = more ? GS_RELEASE_MORE : 0;
     send_msg(fd, &m);
 }
 

@@ -149,7 +149,7 @@ static int steal(const char *hex, int wait_ms)
     send_msg(&m);
     for (uint64_t g = 1; g <= 2000; g++) {
         struct gs_msg r = {.type = GS_MSG_RELEASE};
-        r.u.grant.grant = g;
+        r.u.release.grant = g;
         send_msg(&r);
     }
     struct gs_msg a = {.type = GS_MSG_ACQUIRE};

@@ -1,0 +1,278 @@
+/*
+ * The scheduler of gpuslice-server, as a state machine: who holds each
+ * GPU's time slice, who is next, and each tenant's device memory against
+ * its cap.
+ *
+ *   sched_step(state, event, now) -> actions
+ *
+ * The server's loop turns what happens (a message, a timer, a client gone,
+ * a tenant changed) into one event at a time, with the time it read once,
+ * and then carries out the actions the step left in state->actions, in
+ * order: send a GRANT, REVOKE, MEM_LEASED or MEM_RECALL, arm a GPU's timer,
+ * drop a client, log a holder that was late. The scheduler (sched.c, and
+ * memory.c for the caps) never sends, closes, reads a clock, allocates or
+ * calls itself back: so the same code runs under the server's loop and
+ * under the deterministic simulation in test/sim, which drives it with a
+ * virtual clock.
+ *
+ * Memory the state needs is made ready outside a step, by the layer that
+ * knows a new GPU, tenant entry or client slot is coming (devices.c):
+ * sched_device_init, sched_entry_get, sched_slots_reserve,
+ * sched_actions_reserve. A step only links, unlinks and updates.
+ *
+ * Everything here belongs to the thread that runs the steps (the server's
+ * loop thread); nothing is locked.
+ */
+#ifndef GPUSLICE_SCHED_H
+#define GPUSLICE_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuslice/protocol.h"
+#include "histogram.h"
+
+/* ---- tenants ------------------------------------------------------------------ */
+
+#define SHARE_MIN 1e-3
+#define SHARE_MAX 1e6
+#define LIMIT_MIN 1e-3
+#define QUANTUM_MS_MAX 1000
+
+/* Whether a tenant's slices on several GPUs are granted together. */
+enum gang_mode { GANG_AUTO, GANG_ON, GANG_OFF };
+
+struct tenant_config {
+    double share;            /* SHARE_MIN .. SHARE_MAX */
+    double limit;            /* LIMIT_MIN .. 1 */
+    uint64_t quantum_ns;     /* 1 .. QUANTUM_MS_MAX ms */
+    uint64_t memory;         /* bytes, 0 = no cap */
+    enum gang_mode gang;     /* GANG_AUTO: a gang once it uses two GPUs or more */
+};
+
+/* What the scheduler knows of a tenant (embedded in the server's tenant). */
+struct sched_tenant {
+    const char *name;        /* for the status and metrics */
+    struct tenant_config config;
+    unsigned index;          /* small, reused once it is gone: the key of
+                                every GPU's table of tenant entries */
+    unsigned devices;        /* GPUs its slots have declared */
+    unsigned waiting;        /* its slots waiting for a grant, all GPUs */
+};
+
+/* ---- GPUs ------------------------------------------------------------------ */
+
+#define GS_OVERRUN_SAMPLES 1000
+#define SHARE_WINDOW_NS 10000000000ull  /* the achieved share's window */
+#define SHARE_BUCKETS 100               /* of SHARE_WINDOW_NS / SHARE_BUCKETS */
+
+/* Per GPU, per tenant: that tenant's place in the GPU's schedule. */
+struct device_tenant {
+    struct sched_tenant *tenant;
+    unsigned refs;             /* slots of its clients that declared the GPU */
+    double vtime;              /* virtual time: device time used / share */
+    uint64_t eligible_at;      /* its limit: no grant before this */
+    uint64_t cap_from;         /* its limit: where its slice's window begins */
+    unsigned waiting;          /* its slots waiting for a grant here */
+    bool tenant_waits;         /* its tenant waits on some GPU (tenant.waiting
+                                  > 0), mirrored here */
+    uint64_t waiting_since;
+    bool active;               /* waiting or holding */
+    /* statistics */
+    uint64_t slices, used_ns, wait_ns;
+    uint64_t share_start;      /* the bucket share_used[0] counts, by number */
+    uint64_t share_used[SHARE_BUCKETS]; /* held ns per bucket, a ring */
+    uint64_t mem_used, mem_peak, oom_refusals;  /* device memory, all its processes */
+    uint64_t *overruns;        /* release - deadline (0 if before) of the last
+                                  GS_OVERRUN_SAMPLES slices (sched_entry_get
+                                  allocates it) */
+    size_t noverruns;
+    struct histogram overrun_hist; /* every slice's overrun, for /metrics */
+};
+
+/* DEV_RESERVED: kept free for a gang whose other GPUs are not free yet;
+ * holder is the gang's entry, and nothing runs. */
+enum device_state { DEV_IDLE, DEV_RUNNING, DEV_REVOKING, DEV_RESERVED };
+
+struct sched_slot;
+
+struct device {
+    uint8_t uuid[16];
+    uint64_t id;               /* increasing: the order of the status */
+    struct sched_slot **slots; /* the client slots that declared it: the
+                                  scheduler walks these, never all clients */
+    size_t nslots, slots_cap;
+    uint64_t unused_since;     /* nslots fell to 0 then */
+    enum device_state state;
+    struct device_tenant *holder;
+    uint64_t grant;            /* current grant id */
+    uint64_t slice_start, deadline;
+    uint64_t slice_deadline;   /* the slice's own deadline: a gang rank's
+                                  catch-up grant moves `deadline`, never
+                                  this, which grace and overrun count from */
+    uint64_t charged_until;    /* the holder is charged up to here */
+    unsigned holders;          /* slots holding the current grant */
+    uint64_t gang_start;       /* which gang start began the slice */
+    uint64_t slice_idle;       /* the least idle time a holder of the slice
+                                  reported; UINT64_MAX: none yet */
+    double vtime_floor;        /* the largest smallest virtual time among
+                                  its active tenants so far */
+    struct device_tenant *tenants;
+    size_t ntenants, tenants_cap;
+    uint32_t *entry_of;        /* by tenant index: 1 + its entry's position
+                                  in tenants, 0 if none */
+    size_t nentry_of;
+    uint64_t timer_at;         /* when the scheduler wants a TIMER event; 0 none */
+    uint64_t timer_sent;       /* what the last TIMER action asked for */
+    uint64_t last_due;         /* when the last slice's successor could have
+                                  been granted, for the handoff histogram */
+    const struct device_tenant *last_holder;
+    bool dirty, timer_changed; /* on the step's worklists */
+    struct device *dirty_next, *timer_next;
+    struct device *next;
+    uint64_t slices, handoffs;
+    uint64_t created_ns;
+    uint64_t held_ns;          /* slices held, charged so far (counter) */
+    struct histogram handoff_hist; /* deadline or early release -> the next
+                                      tenant's grant, per handoff */
+};
+
+/* ---- client slots ---------------------------------------------------------------- */
+
+/* One client's slot: its name for one GPU (a process's view of a GPU). The
+ * client layer embeds GS_MAX_DEVICES of them in each client. */
+struct sched_slot {
+    void *owner;             /* the client: opaque to the scheduler */
+    uint32_t number;         /* its number in the protocol, 0..GS_MAX_DEVICES-1 */
+    struct sched_tenant *tenant;
+    struct device *device;   /* NULL while it names no GPU */
+    size_t index;            /* its place in device->slots */
+    bool wants;              /* an ACQUIRE outstanding */
+    uint64_t holds;          /* the grant it holds, 0 = none */
+    uint64_t mem_held;       /* device memory counted for it: what it holds
+                                plus its headroom */
+    uint64_t recall_sent_ns; /* MEM_RECALL unanswered since; 0 = none */
+    bool recalling;          /* its lease that did not fit made siblings recall */
+};
+
+/* ---- events and actions -------------------------------------------------------- */
+
+enum sched_event_type {
+    SCHED_TENANT_CHANGED,    /* tenant: its configuration changed */
+    SCHED_TENANT_GONE,       /* tenant: removed; its entries go from every GPU */
+    SCHED_DECLARE,           /* slot: now names `device` (it named none) */
+    SCHED_UNDECLARE,         /* slot: names its GPU no more (re-declared, or
+                                the client is gone) */
+    SCHED_ACQUIRE,           /* slot: wants the slice */
+    SCHED_RELEASE,           /* slot: grant, more, idle_ns, sent_ns */
+    SCHED_TIMER,             /* device: its timer fired */
+    SCHED_MEM_LEASE,         /* slot: id, need, want */
+    SCHED_MEM_FREE,          /* slot: bytes (also the answer to a recall) */
+    SCHED_MEM_DECLARE,       /* slot: bytes it holds, after (re)connecting */
+    SCHED_MEM_QUERY,         /* slot: id */
+};
+
+struct sched_event {
+    enum sched_event_type type;
+    struct sched_slot *slot;
+    struct device *device;   /* DECLARE, TIMER */
+    struct sched_tenant *tenant; /* TENANT_* */
+    uint64_t grant;          /* RELEASE */
+    bool more;               /* RELEASE: GS_RELEASE_MORE */
+    uint64_t idle_ns;        /* RELEASE: what the client claims it left idle */
+    uint64_t sent_ns;        /* RELEASE: when the client sent it (or now) */
+    uint64_t id;             /* MEM_LEASE, MEM_QUERY */
+    uint64_t bytes;          /* MEM_FREE, MEM_DECLARE; MEM_LEASE: need */
+    uint64_t want;           /* MEM_LEASE */
+};
+
+enum sched_action_type {
+    SCHED_GRANT,             /* slot: grant, deadline, flags (an extension
+                                has the same grant id) */
+    SCHED_REVOKE,            /* slot: grant */
+    SCHED_SET_TIMER,         /* device: at (0 = none) */
+    SCHED_LEASED,            /* slot: id, status, granted, cap, used */
+    SCHED_MEM_RESULT,        /* slot: id, cap, used */
+    SCHED_RECALL,            /* slot */
+    SCHED_DROP,              /* slot's client: reason */
+    SCHED_LATE,              /* slot's client held past deadline + grace */
+    SCHED_OVER_CAP,          /* slot's tenant counts `used`, over its cap
+                                `cap`, after the slot declared (log it) */
+};
+
+struct sched_action {
+    enum sched_action_type type;
+    struct sched_slot *slot;
+    struct device *device;
+    uint64_t grant, at;      /* GRANT: at is the deadline; SET_TIMER */
+    uint32_t flags;          /* GRANT: GS_GRANT_* */
+    uint64_t id, granted, cap, used; /* LEASED, MEM_RESULT, OVER_CAP */
+    uint32_t status;         /* LEASED: enum gs_lease_status */
+    const char *reason;      /* DROP: a static string */
+};
+
+/* ---- the state ------------------------------------------------------------------- */
+
+struct sched {
+    struct device *devices;  /* every GPU known, oldest first */
+    unsigned ndevices;
+    uint64_t grace_ns;       /* a holder's drain past its deadline before
+                                its slice is taken back */
+    struct sched_tenant *forming_gang; /* the gang gathering its GPUs */
+    uint64_t forming_until;  /* when its gathering gives up */
+    uint64_t gang_starts;    /* gang slices started; device.gang_start */
+    struct device *dirty;    /* GPUs to schedule before the step ends */
+    struct device *timers;   /* GPUs whose timer changed in this step */
+    struct sched_action *actions; /* what the last step asks for */
+    size_t nactions, actions_cap;
+    uint64_t actions_lost;   /* actions that found no room (a sizing bug) */
+};
+
+/* Runs one event at `now` (CLOCK_MONOTONIC, ns). Empties state->actions
+ * first, then leaves the step's actions there, to be carried out in order. */
+void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now);
+
+/* ---- preparation, outside steps --------------------------------------------------- */
+
+void sched_init(struct sched *s, uint64_t grace_ns);
+/* Makes d (zeroed by the caller, uuid set) known; it is appended to the
+ * list. */
+void sched_device_add(struct sched *s, struct device *d, uint64_t now);
+/* Unlinks d, which must be idle with no slots (sched_device_unused), and
+ * frees what sched allocated for it; the caller frees d. */
+void sched_device_remove(struct sched *s, struct device *d);
+bool sched_device_unused(const struct device *d);
+/* The tenant's entry on d, created if missing; NULL if out of memory. */
+struct device_tenant *sched_entry_get(struct device *d, struct sched_tenant *t);
+/* The tenant's entry on d (O(1)); NULL if none. */
+struct device_tenant *sched_entry_find(const struct device *d, const struct sched_tenant *t);
+/* Room for one more slot on d; false if out of memory. */
+bool sched_slots_reserve(struct device *d);
+/* Room for the actions of any step with `slots` client slots declared in
+ * all; false if out of memory. */
+bool sched_actions_reserve(struct sched *s, size_t slots);
+
+/* ---- the step's parts in memory.c ------------------------------------------------------ */
+
+/* Appends an action to the step's (counted in actions_lost if full). */
+void sched_emit(struct sched *s, const struct sched_action *a);
+/* MEM_LEASE, MEM_FREE, MEM_DECLARE, MEM_QUERY. */
+void mem_event(struct sched *s, const struct sched_event *ev, uint64_t now);
+/* The slot names its GPU no more: what it held is the tenant's no longer. */
+void mem_slot_gone(struct sched *s, struct sched_slot *slot);
+
+/* ---- reading the state (status, metrics) --------------------------------------------- */
+
+/* Whether the tenant of entry dt is in line for its GPU: a slot of it
+ * waits for that GPU, or it is a gang waiting for any of its GPUs. */
+bool sched_in_line(const struct device_tenant *dt);
+/* The share of d the entry held over the last SHARE_WINDOW_NS (or since d
+ * was first used, if less), a sliding window, the running slice counted
+ * up to now. */
+double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
+/* The 99th percentile of (release - deadline) over the last slices, in ns;
+ * a slice released before its deadline counts as 0. */
+uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);
+
+#endif
