@@ -18,6 +18,7 @@
 #include "gs_glibc_compat.h"
 #include "gs_memory.h"
 #include "gs_log.h"
+#include "gs_settings.h"
 #include "gpuslice/transport.h"
 
 #include <errno.h>
@@ -74,12 +75,12 @@ static void read_policy_locked(void)
     if (policy_read)
         return;
     policy_read = true;
-    const char *policy = getenv("GPUSLICE_ON_SERVER_DOWN");
+    const char *policy = gs_getenv("GPUSLICE_ON_SERVER_DOWN");
     if (policy && strcmp(policy, "open") == 0)
         policy_open = true;
     else if (policy && *policy && strcmp(policy, "wait") != 0)
         gs_log(GS_LOG_WARN, "GPUSLICE_ON_SERVER_DOWN=%s is not 'wait' or 'open'; using wait", policy);
-    const char *path = getenv("GPUSLICE_SOCKET");
+    const char *path = gs_getenv("GPUSLICE_SOCKET");
     if (!path || !*path)
         path = "/run/gpuslice/gpuslice.sock";
     if (strlen(path) >= sizeof socket_path)
