@@ -3,12 +3,15 @@
  * started by the first launch that needs a slice, so a process that never
  * calls CUDA never connects and starts no thread.
  *
- * It connects to GPUSLICE_SOCKET (default /run/gpuslice/gpuslice.sock),
- * declares each GPU the process uses by UUID, asks for slices when
- * launching threads wait, opens admission on GRANT, and closes it, drains
+ * It connects to the tenant's socket (gs_settings.c: inside a container
+ * its directory's, elsewhere GPUSLICE_SOCKET, by default
+ * /run/gpuslice/gpuslice.sock), declares each GPU the process uses by
+ * UUID, asks for slices when launching threads wait, opens admission on GRANT, and closes it, drains
  * and releases at the deadline, on REVOKE, or when the process goes idle.
  *
- * When the server is unreachable, GPUSLICE_ON_SERVER_DOWN decides:
+ * When the server is unreachable, the policy decides (gs_settings.c:
+ * inside a container the tenant directory's, elsewhere
+ * GPUSLICE_ON_SERVER_DOWN):
  *   wait (default)  launches block; it reconnects with backoff (at most
  *                   1 s between tries) and logs one line per 10 s
  *   open            launches run unthrottled; it logs once and keeps
@@ -18,6 +21,7 @@
 #include "gs_glibc_compat.h"
 #include "gs_memory.h"
 #include "gs_log.h"
+#include "gs_settings.h"
 #include "gpuslice/transport.h"
 
 #include <errno.h>
@@ -49,7 +53,7 @@ static int launcher_fd = -1;    /* eventfd: the gate thread wakes a launcher rea
 static bool app_reader;         /* a blocked launcher is reading the socket (gs_client_wait_locked) */
 static int sock = -1;
 static bool connected;          /* HELLO answered with WELCOME */
-static bool policy_open;        /* GPUSLICE_ON_SERVER_DOWN=open */
+static bool policy_open;        /* the server-down policy is open */
 static bool policy_read;
 static bool connect_tried;      /* the gate thread has tried to connect at least once */
 static char socket_path[108];
@@ -74,17 +78,7 @@ static void read_policy_locked(void)
     if (policy_read)
         return;
     policy_read = true;
-    const char *policy = getenv("GPUSLICE_ON_SERVER_DOWN");
-    if (policy && strcmp(policy, "open") == 0)
-        policy_open = true;
-    else if (policy && *policy && strcmp(policy, "wait") != 0)
-        gs_log(GS_LOG_WARN, "GPUSLICE_ON_SERVER_DOWN=%s is not 'wait' or 'open'; using wait", policy);
-    const char *path = getenv("GPUSLICE_SOCKET");
-    if (!path || !*path)
-        path = "/run/gpuslice/gpuslice.sock";
-    if (strlen(path) >= sizeof socket_path)
-        gs_log(GS_LOG_ERROR, "GPUSLICE_SOCKET is longer than %zu bytes", sizeof socket_path - 1);
-    snprintf(socket_path, sizeof socket_path, "%s", path);
+    gs_settings_connection(socket_path, sizeof socket_path, &policy_open);
 }
 
 bool gs_client_policy_open(void)
@@ -170,11 +164,15 @@ static void disconnected_locked(const char *why)
         if (pending[i].id && !pending[i].done)
             pending[i].lost = true;
     pthread_cond_broadcast(&gs_gate_cv);
+    bool was_open = policy_open;
+    policy_open = gs_settings_policy_again(policy_open);
+    if (was_open != policy_open)
+        logged_open = false;
     if (policy_open) {
         gs_gate_set_all_open_locked(true);
         if (!logged_open) {
             gs_log(GS_LOG_WARN, "gpuslice-server unreachable at %s (%s): running unthrottled "
-                   "(GPUSLICE_ON_SERVER_DOWN=open) until it is back", socket_path, why);
+                   "(the server-down policy is open) until it is back", socket_path, why);
             logged_open = true;
         }
     } else {

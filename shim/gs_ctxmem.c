@@ -25,6 +25,7 @@
 #include "gs_hooks.h"
 #include "gs_log.h"
 #include "gs_memory.h"
+#include "gs_settings.h"
 
 #include <stdlib.h>
 
@@ -49,7 +50,7 @@ static struct primary *primary_of(CUdevice dev, bool add)
 
 static uint64_t estimate(void)
 {
-    const char *v = getenv("GPUSLICE_CONTEXT_BYTES");
+    const char *v = gs_getenv("GPUSLICE_CONTEXT_BYTES");
     if (!v || !*v)
         return DEFAULT_CONTEXT_BYTES;
     char *end;

@@ -1,8 +1,9 @@
 /*
  * The real CUDA driver behind libgpuslice.so (see gs_driver.h): finding
- * glibc's own dlsym, opening libcuda.so.1 (or GPUSLICE_REAL_LIBCUDA) on
- * first use, resolving every wrapped symbol in it, and mapping real
- * functions to their wrappers.
+ * glibc's own dlsym, opening libcuda.so.1 (or GPUSLICE_REAL_LIBCUDA, which
+ * a set-uid or set-gid program never reads: gs_settings.c) on first use,
+ * resolving every wrapped symbol in it, and mapping real functions to
+ * their wrappers.
  *
  * Nothing here runs when the library loads except finding dlsym: a process
  * that never calls CUDA never opens the driver.
@@ -11,6 +12,7 @@
 #include "gs_glibc_compat.h"
 #include "gs_hooks.h"
 #include "gs_log.h"
+#include "gs_settings.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -100,7 +102,7 @@ void *gs_call_real_dlsym(void *handle, const char *name)
 
 static void load_driver(void)
 {
-    const char *path = getenv("GPUSLICE_REAL_LIBCUDA");
+    const char *path = gs_getenv("GPUSLICE_REAL_LIBCUDA");
     if (!path || !*path)
         path = "libcuda.so.1";
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -4,6 +4,7 @@
  * never interleave.
  */
 #include "gs_log.h"
+#include "gs_settings.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@ static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 void gs_log_init(void)
 {
-    const char *value = getenv("GPUSLICE_LOG");
+    const char *value = gs_getenv("GPUSLICE_LOG");
     if (!value || !*value)
         return;
     for (int i = GS_LOG_ERROR; i <= GS_LOG_DEBUG; i++)

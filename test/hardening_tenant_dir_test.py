@@ -35,8 +35,9 @@ checks.expect(wait_for(lambda: clients("b") == 1, 3.0), "a process in the tenant
 
 os.unlink(os.path.join(server.conf, "b.conf"))
 checks.expect(wait_for(lambda: clients("b") is None), "the tenant is removed")
-checks.expect(os.path.isdir(tenant_dir) and os.listdir(tenant_dir) == [],
-              "its directory stays, empty (%s)" % (os.listdir(tenant_dir) if os.path.isdir(tenant_dir) else "gone"))
+checks.expect(os.path.isdir(tenant_dir) and os.listdir(tenant_dir) == ["on-server-down"],
+              "its directory stays, with its policy file and no socket (%s)"
+              % (os.listdir(tenant_dir) if os.path.isdir(tenant_dir) else "gone"))
 time.sleep(0.5)
 stopped = kernels(proc.pid)
 time.sleep(0.3)

@@ -60,55 +60,6 @@ static void close_logged(int fd)
         slog(LOG_WARN, "close: %s", strerror(errno));
 }
 
-/* Writes text to NAME in dir_fd through .NAME.tmp and a rename. */
-static int write_atomic(int dir_fd, const char *name, const char *text, mode_t mode)
-{
-    char tmp[256];
-    int n = snprintf(tmp, sizeof tmp, ".%s.tmp", name);
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    /* A temporary file a killed server left goes first: O_EXCL then makes
-     * a new one, with the mode given here. */
-    if (unlinkat(dir_fd, tmp, 0) != 0 && errno != ENOENT)
-        return -1;
-    int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen(text), done = 0;
-    int rc = 0;
-    while (done < len) {
-        ssize_t w = write(fd, text + done, len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            if (w == 0)
-                errno = EIO;
-            rc = -1;
-            break;
-        }
-        done += (size_t)w;
-    }
-    /* The file must be readable by every uid a container runs as, whatever
-     * the umask. */
-    if (rc == 0 && (fchmod(fd, mode) != 0 || fsync(fd) != 0))
-        rc = -1;
-    int saved = errno;
-    if (close(fd) != 0 && rc == 0) {
-        saved = errno;
-        rc = -1;
-    }
-    if (rc == 0 && renameat(dir_fd, tmp, dir_fd, name) != 0) {
-        saved = errno;
-        rc = -1;
-    }
-    if (rc != 0)
-        unlinkat(dir_fd, tmp, 0);
-    errno = saved;
-    return rc;
-}
-
 int cdi_init(void)
 {
     int dir = rundir_server_dir("cdi", 0755);
@@ -117,7 +68,7 @@ int cdi_init(void)
              strerror(errno));
         return -1;
     }
-    int rc = write_atomic(dir, "ld.so.preload", GS_CONTAINER_SHIM "\n", 0644);
+    int rc = rundir_write_file(dir, "ld.so.preload", GS_CONTAINER_SHIM "\n", 0644);
     if (rc != 0)
         slog(LOG_ERR, "cannot write %s/" GS_PRELOAD_FILE ": %s", options.run_dir, strerror(errno));
     close_logged(dir);
@@ -137,7 +88,7 @@ static int write_spec(const char *text)
     int dir = open(options.cdi_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0)
         return -1;
-    int rc = write_atomic(dir, CDI_SPEC_NAME, text, 0644);
+    int rc = rundir_write_file(dir, CDI_SPEC_NAME, text, 0644);
     int saved = errno;
     close_logged(dir);
     errno = saved;

@@ -9,6 +9,10 @@
  *   gang = auto        auto, on or off: whether the tenant's slices on the
  *                      GPUs its processes use are granted together; auto
  *                      (the default) and on: once they use two or more
+ *   on_server_down = wait
+ *                      wait or open: what the tenant's processes do while
+ *                      no server answers (default: the server's
+ *                      --on-server-down)
  *
  * Numbers are decimal only ("0x10", "inf", "nan" are errors), and the
  * ranges keep every later computation finite: the scheduler divides by
@@ -29,6 +33,11 @@
 const char *config_gang_name(enum gang_mode g)
 {
     return g == GANG_ON ? "on" : g == GANG_OFF ? "off" : "auto";
+}
+
+const char *config_on_server_down_name(enum on_server_down p)
+{
+    return p == ON_DOWN_WAIT ? "wait" : p == ON_DOWN_OPEN ? "open" : "default";
 }
 
 bool config_valid_name(const char *name)
@@ -148,8 +157,8 @@ static bool parse_bytes(const char *text, uint64_t *out)
     return true;
 }
 
-static const char *const keys[] = {"share", "limit", "quantum_ms", "memory", "gang"};
-enum { KEY_SHARE, KEY_LIMIT, KEY_QUANTUM, KEY_MEMORY, KEY_GANG, NKEYS };
+static const char *const keys[] = {"share", "limit", "quantum_ms", "memory", "gang", "on_server_down"};
+enum { KEY_SHARE, KEY_LIMIT, KEY_QUANTUM, KEY_MEMORY, KEY_GANG, KEY_ON_SERVER_DOWN, NKEYS };
 
 /* Applies one "key = value" line to c; false with a message in err. */
 static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], struct tenant_config *c,
@@ -168,8 +177,8 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
         if (strcmp(key, keys[i]) == 0)
             k = i;
     if (k < 0) {
-        snprintf(err, errlen, "%s:%d: unknown key '%s' (expected share, limit, quantum_ms, memory or gang)", path, lineno,
-                 shown(key, a));
+        snprintf(err, errlen, "%s:%d: unknown key '%s' (expected share, limit, quantum_ms, memory, gang or "
+                 "on_server_down)", path, lineno, shown(key, a));
         return false;
     }
     if (seen[k]) {
@@ -212,6 +221,15 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
             }
         snprintf(err, errlen, "%s:%d: gang must be auto, on or off, got '%s'", path, lineno, shown(value, b));
         return false;
+    case KEY_ON_SERVER_DOWN:
+        for (int p = ON_DOWN_WAIT; p <= ON_DOWN_OPEN; p++)
+            if (strcmp(value, config_on_server_down_name((enum on_server_down)p)) == 0) {
+                c->on_server_down = (enum on_server_down)p;
+                return true;
+            }
+        snprintf(err, errlen, "%s:%d: on_server_down must be wait or open, got '%s'", path, lineno,
+                 shown(value, b));
+        return false;
     default:
         if (parse_bytes(value, &c->memory))
             return true;
@@ -224,7 +242,8 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
 int config_parse_text(const char *text, size_t len, const char *path, struct tenant_config *out, char *err,
                       size_t errlen)
 {
-    struct tenant_config c = {.share = 1, .limit = 1, .quantum_ns = 20000000ull, .memory = 0, .gang = GANG_AUTO};
+    struct tenant_config c = {.share = 1, .limit = 1, .quantum_ns = 20000000ull, .memory = 0, .gang = GANG_AUTO,
+                             .on_server_down = ON_DOWN_DEFAULT};
     bool seen[NKEYS] = {false};
     char line[LINE_MAX_CHARS + 2];
     int lineno = 0;

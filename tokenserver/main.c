@@ -37,6 +37,7 @@ struct server_options options = {
     .nvidia_dir = "/proc/driver/nvidia",
     .verify_gpus = VERIFY_GPUS_AUTO,
     .device_node_dir = "/dev",
+    .on_server_down = ON_DOWN_WAIT,
 };
 
 static void usage(FILE *f)
@@ -61,16 +62,23 @@ static void usage(FILE *f)
 "                     at once and gives them back together, so that the\n"
 "                     ranks of a collective (NCCL) run together; off: each\n"
 "                     GPU is granted on its own (independent work per GPU)\n"
+"  on_server_down = wait\n"
+"                     wait or open: what the tenant's processes in\n"
+"                     containers do while no server answers (default: as\n"
+"                     --on-server-down says)\n"
 "NAME is 1 to 63 letters, digits, '.', '_' and '-', not beginning with '.'\n"
 "or '-'; other files are ignored. A tenant file must be a regular file (or a\n"
 "symlink to one) of at most 64 KiB.\n"
-"Each tenant gets a socket RUN_DIR/tenants/NAME/gpuslice.sock. Mount that\n"
-"directory into the tenant's containers at /run/gpuslice (or point\n"
-"GPUSLICE_SOCKET at the socket): a process's tenant is the socket it\n"
-"connects to. The directory stays when the tenant is removed or the server\n"
-"stops, so a mount of it stays valid and a re-added tenant, or the next\n"
-"server, makes its socket there again. The admin socket\n"
-"RUN_DIR/admin.sock (mode 0600) serves gpuslicectl.\n"
+"Each tenant gets a socket RUN_DIR/tenants/NAME/gpuslice.sock and a file\n"
+"RUN_DIR/tenants/NAME/on-server-down that holds its policy ('wait' or\n"
+"'open'). Mount that directory, read-only, into the tenant's containers at\n"
+"/run/gpuslice: a process's tenant is the socket it connects to, and where\n"
+"/run/gpuslice holds the socket or the policy file, the shim takes both\n"
+"from there, whatever GPUSLICE_SOCKET and GPUSLICE_ON_SERVER_DOWN say. (On\n"
+"the host, point GPUSLICE_SOCKET at the socket.) The directory stays when\n"
+"the tenant is removed or the server stops, so a mount of it stays valid\n"
+"and a re-added tenant, or the next server, makes its socket there again.\n"
+"The admin socket RUN_DIR/admin.sock (mode 0600) serves gpuslicectl.\n"
 "\n"
 "Containers: the server writes CDI_DIR/gpuslice.json, a CDI spec with one\n"
 "device per tenant (gpuslice.io/tenant=NAME) that mounts, read-only, the\n"
@@ -120,7 +128,17 @@ static void usage(FILE *f)
 "                         exists; off: any UUID is accepted (needed for MIG\n"
 "                         instances, whose UUIDs DIR/gpus does not list)\n"
 "      --device-node-dir NODE_DIR\n"
-"                         where processes find /dev/nvidiaN (default /dev)\n"
+"                         where processes find /dev/nvidiaN (default /dev)\n");
+    fprintf(f,
+"      --on-server-down POLICY\n"
+"                         what the processes in tenants' containers do while\n"
+"                         no server answers (stopped, restarting, upgraded),\n"
+"                         unless a tenant file says otherwise: 'wait' (the\n"
+"                         default) holds their GPU work until a server is\n"
+"                         back, so no tenant runs past its share, limit or\n"
+"                         memory cap; 'open' runs it unthrottled and\n"
+"                         uncounted meanwhile. Written into each tenant's\n"
+"                         directory, where it outlives the server\n"
 "  -h, --help             show this help\n"
 "  -V, --version          show the version\n"
 "\n");
@@ -155,7 +173,7 @@ static void usage(FILE *f)
 "\n"
 "Signals: SIGHUP reloads the configuration; SIGTERM and SIGINT stop the\n"
 "server, disconnecting every client (which wait for it, or run\n"
-"unthrottled, as their GPUSLICE_ON_SERVER_DOWN says).\n"
+"unthrottled, as their tenant's policy says).\n"
 "\n"
 "Exit status: 0 after SIGTERM/SIGINT, 1 on a usage error, 2 if the server\n"
 "cannot start (directories, sockets).\n");
@@ -261,6 +279,7 @@ enum {
     OPT_NVIDIA_DIR,
     OPT_VERIFY_GPUS,
     OPT_DEVICE_NODE_DIR,
+    OPT_ON_SERVER_DOWN,
 };
 
 /* Parses the command line into options; returns -1 to exit 0 (help,
@@ -286,6 +305,7 @@ static int parse_options(int argc, char **argv)
         {"nvidia-dir", required_argument, NULL, OPT_NVIDIA_DIR},
         {"verify-gpus", required_argument, NULL, OPT_VERIFY_GPUS},
         {"device-node-dir", required_argument, NULL, OPT_DEVICE_NODE_DIR},
+        {"on-server-down", required_argument, NULL, OPT_ON_SERVER_DOWN},
         {NULL, 0, NULL, 0},
     };
     int opt, index = 0;
@@ -317,6 +337,13 @@ static int parse_options(int argc, char **argv)
                 fprintf(stderr, "gpuslice-server: --verify-gpus must be auto, on or off, got '%s'\n", optarg);
                 return 1;
             }
+            break;
+        case OPT_ON_SERVER_DOWN:
+            if (strcmp(optarg, "wait") != 0 && strcmp(optarg, "open") != 0) {
+                fprintf(stderr, "gpuslice-server: --on-server-down must be wait or open, got '%s'\n", optarg);
+                return 1;
+            }
+            options.on_server_down = optarg[0] == 'o' ? ON_DOWN_OPEN : ON_DOWN_WAIT;
             break;
         case 'g':
             if (!parse_uint(optarg, 0, 3600000, &v)) {

@@ -1,6 +1,6 @@
 /*
- * The run directory: RUN_DIR/admin.sock, RUN_DIR/tenants/NAME/gpuslice.sock
- * and RUN_DIR/cdi/ld.so.preload.
+ * The run directory: RUN_DIR/admin.sock, RUN_DIR/tenants/NAME/gpuslice.sock,
+ * RUN_DIR/tenants/NAME/on-server-down and RUN_DIR/cdi/ld.so.preload.
  *
  * A tenant's directory is mounted into its containers, so a tenant can put
  * anything there at any moment, symlinks included. So nothing in it is
@@ -8,9 +8,13 @@
  * a tenant's directory is opened relative to them with O_NOFOLLOW, and a
  * socket is bound by a name relative to its directory (through fchdir,
  * bind() never follows a symlink at the last component), with its mode
- * set by the umask at creation. The server never chmods, chowns or
- * follows anything inside a tenant's directory, and removes only the
- * socket it made (compared by inode). Directories are never removed.
+ * set by the umask at creation, and a file is written by a name relative
+ * to its directory: created afresh (O_EXCL, O_NOFOLLOW) under a temporary
+ * name and renamed into place. The server never follows anything inside
+ * a tenant's directory, chmods only a file it just made (through its
+ * descriptor), and removes only the socket it made (compared by inode) and
+ * whatever is at its temporary file's name (a symlink itself, never its
+ * target). Directories are never removed.
  * RUN_DIR/cdi (cdi.c), which containers get a file of, is the server's
  * own, beside RUN_DIR/tenants and never inside it.
  */
@@ -105,6 +109,55 @@ int rundir_server_dir(const char *name, mode_t mode)
     if (mkdirat(run_fd, name, mode) != 0 && errno != EEXIST)
         return -1;
     return openat(run_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+int rundir_write_file(int dir_fd, const char *name, const char *text, mode_t mode)
+{
+    char tmp[256];
+    int n = snprintf(tmp, sizeof tmp, ".%s.tmp", name);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    /* A temporary file a killed server left (or anything a tenant put
+     * there, a symlink itself and not its target) goes first: O_EXCL then
+     * makes a new one, with the mode given here. */
+    if (unlinkat(dir_fd, tmp, 0) != 0 && errno != ENOENT)
+        return -1;
+    int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(text), done = 0;
+    int rc = 0;
+    while (done < len) {
+        ssize_t w = write(fd, text + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            rc = -1;
+            break;
+        }
+        done += (size_t)w;
+    }
+    /* The file must be readable by every uid a container runs as, whatever
+     * the umask: the mode is set on the descriptor of the file just made. */
+    if (rc == 0 && (fchmod(fd, mode) != 0 || fsync(fd) != 0))
+        rc = -1;
+    int saved = errno;
+    if (close(fd) != 0 && rc == 0) {
+        saved = errno;
+        rc = -1;
+    }
+    if (rc == 0 && renameat(dir_fd, tmp, dir_fd, name) != 0) {
+        saved = errno;
+        rc = -1;
+    }
+    if (rc != 0)
+        unlinkat(dir_fd, tmp, 0);
+    errno = saved;
+    return rc;
 }
 
 /* bind() to NAME inside dir_fd: chdir there for the call, then back to /. */

@@ -43,12 +43,18 @@
 /* Whether a tenant's slices on several GPUs are granted together. */
 enum gang_mode { GANG_AUTO, GANG_ON, GANG_OFF };
 
+/* What a tenant's shims do while no server answers (the policy file in its
+ * directory, which the server writes; not the scheduler's concern);
+ * ON_DOWN_DEFAULT: the server's --on-server-down. */
+enum on_server_down { ON_DOWN_DEFAULT, ON_DOWN_WAIT, ON_DOWN_OPEN };
+
 struct tenant_config {
     double share;            /* SHARE_MIN .. SHARE_MAX */
     double limit;            /* LIMIT_MIN .. 1 */
     uint64_t quantum_ns;     /* 1 .. QUANTUM_MS_MAX ms */
     uint64_t memory;         /* bytes, 0 = no cap */
     enum gang_mode gang;     /* GANG_AUTO: a gang once it uses two GPUs or more */
+    enum on_server_down on_server_down;
 };
 
 /* What the scheduler knows of a tenant (embedded in the server's tenant). */

@@ -107,6 +107,8 @@ struct server_options {
     const char *device_node_dir;      /* where a process finds nvidiaN, in its root */
     int64_t clock_offset_ns;          /* CLOCK_MONOTONIC here minus the protocol's
                                          (a time namespace's offset) */
+    enum on_server_down on_server_down; /* ON_DOWN_WAIT or ON_DOWN_OPEN: the
+                                         tenants' default (--on-server-down) */
 };
 extern struct server_options options; /* set by main before the loop starts */
 
@@ -119,6 +121,9 @@ enum verify_gpus { VERIFY_GPUS_AUTO, VERIFY_GPUS_ON, VERIFY_GPUS_OFF };
 #define CONFIG_MAX_BYTES 65536
 
 const char *config_gang_name(enum gang_mode g);
+/* "wait" or "open" (ON_DOWN_DEFAULT: "default"); the word the policy
+ * file holds. */
+const char *config_on_server_down_name(enum on_server_down p);
 
 /* Parses the text of one tenant file (len bytes, not NUL-terminated). On
  * failure returns -1 and puts "PATH:LINE: reason" in err. */
@@ -158,6 +163,12 @@ int rundir_admin_dir(void);
  * descriptor, -1 on error. */
 int rundir_server_dir(const char *name, mode_t mode);
 
+/* Writes text to NAME in dir_fd: a new file .NAME.tmp (O_EXCL, O_NOFOLLOW,
+ * the mode given), fsync'ed and renamed over NAME, so that a reader sees the
+ * old text or the new, never half, and nothing at either name is followed.
+ * -1 with errno on failure (nothing left behind). */
+int rundir_write_file(int dir_fd, const char *name, const char *text, mode_t mode);
+
 /* A listening socket bound at a name in a directory, and what the name
  * pointed to when it was bound, so that only that is ever removed. */
 struct bound_socket {
@@ -182,6 +193,8 @@ struct tenant {
     bool accepting;          /* the listening socket is in the epoll set */
     uint64_t resume_at;      /* paused by a limit until then (accept.c) */
     bool seen;               /* reload bookkeeping */
+    bool policy_written;     /* its policy file is up to date (else retried
+                                every second) */
     unsigned clients;
     struct client *members;  /* its clients (client.member_next) */
     uint64_t read_round;     /* the loop round read_count counts in */
@@ -196,7 +209,8 @@ int tenants_load(void);      /* at start: fails if the directories are unusable 
 void tenants_scan(void);     /* SIGHUP, or a change inotify cannot narrow down */
 /* The file NAME.conf changed, appeared or went away. */
 void tenants_file_changed(const char *name);
-/* Gives a socket to tenants that could not get one yet; every second. */
+/* Gives a socket, and its policy file, to tenants that could not get
+ * them yet; every second. */
 void tenants_retry_listen(void);
 void tenants_close_all(void);
 struct tenant *tenant_find(const char *name);

@@ -1,6 +1,8 @@
 /*
  * Tenants: the set read from the configuration directory, one listening
- * socket each at RUN_DIR/tenants/NAME/gpuslice.sock (made by rundir.c),
+ * socket each at RUN_DIR/tenants/NAME/gpuslice.sock (made by rundir.c)
+ * beside the file that tells the tenant's shims what to do while no server
+ * answers (RUN_DIR/tenants/NAME/on-server-down, gpuslice/containers.h),
  * and reloads.
  *
  * A client's tenant is the socket it connected to, never anything it says:
@@ -19,6 +21,7 @@
  */
 #include "server.h"
 #include "metrics.h"
+#include "gpuslice/containers.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,7 +32,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#define SOCKET_NAME "gpuslice.sock"
+#define SOCKET_NAME GS_TENANT_SOCKET
 
 /* The tenants, oldest first; owned by the loop's thread. */
 struct tenant *tenants;
@@ -79,6 +82,33 @@ static void tenant_readable(void *arg, uint32_t events)
 {
     (void)events;
     accept_tenant(arg);
+}
+
+static enum on_server_down policy_of(const struct tenant *t)
+{
+    return t->sched.config.on_server_down != ON_DOWN_DEFAULT ? t->sched.config.on_server_down : options.on_server_down;
+}
+
+/* Writes t's server-down policy into its directory, where the shims of its
+ * containers read it (and the socket's path) instead of their environment;
+ * tried again every second until it is written. The file stays when the
+ * tenant is removed or the server stops, like the directory. */
+static void tenant_write_policy(struct tenant *t)
+{
+    char text[16];
+    snprintf(text, sizeof text, "%s\n", config_on_server_down_name(policy_of(t)));
+    int dir = rundir_tenant_dir(t->name);
+    int rc = dir < 0 ? -1 : rundir_write_file(dir, GS_TENANT_POLICY_FILE, text, 0644);
+    int saved = errno;
+    if (dir >= 0 && close(dir) != 0)
+        slog(LOG_WARN, "close: %s", strerror(errno));
+    if (rc != 0)
+        slog_limited(t, LOG_ERR, "tenant %s: cannot write %s/tenants/%s/%s: %s; trying again every second", t->name,
+                     options.run_dir, t->name, GS_TENANT_POLICY_FILE, strerror(saved));
+    else if (!t->policy_written)
+        slog(LOG_DEBUG, "tenant %s: %s/tenants/%s/%s says %s", t->name, options.run_dir, t->name,
+             GS_TENANT_POLICY_FILE, config_on_server_down_name(policy_of(t)));
+    t->policy_written = rc == 0;
 }
 
 /* Gives t its listening socket; -1 (logged) on failure. */
@@ -149,9 +179,10 @@ static void tenant_remove(struct tenant *t, const char *why)
 
 static void log_settings(const struct tenant *t, const char *what)
 {
-    slog(LOG_INFO, "tenant %s: %sshare %g limit %g quantum %llu ms memory %llu gang %s%s", t->name, what,
-         t->sched.config.share, t->sched.config.limit, (unsigned long long)(t->sched.config.quantum_ns / 1000000),
-         (unsigned long long)t->sched.config.memory, config_gang_name(t->sched.config.gang),
+    slog(LOG_INFO, "tenant %s: %sshare %g limit %g quantum %llu ms memory %llu gang %s on_server_down %s%s", t->name,
+         what, t->sched.config.share, t->sched.config.limit,
+         (unsigned long long)(t->sched.config.quantum_ns / 1000000), (unsigned long long)t->sched.config.memory,
+         config_gang_name(t->sched.config.gang), config_on_server_down_name(policy_of(t)),
          t->sock.fd >= 0 ? "" : " (no socket yet)");
 }
 
@@ -181,12 +212,17 @@ static void apply_file(int conf_fd, const char *name)
     }
     if (t) {
         bool changed = memcmp(&t->sched.config, &config, sizeof config) != 0;
+        enum on_server_down was = policy_of(t);
         t->sched.config = config;
+        if (policy_of(t) != was)
+            t->policy_written = false; /* rewritten below */
         if (changed) {
             log_settings(t, "");
             struct sched_event ev = {.type = SCHED_TENANT_CHANGED, .tenant = &t->sched};
             sched_run(&ev);
         }
+        if (!t->policy_written)
+            tenant_write_policy(t);
         return;
     }
     t = calloc(1, sizeof *t);
@@ -207,6 +243,9 @@ static void apply_file(int conf_fd, const char *name)
     *tail = t;
     ntenants++;
     set_changed = true;
+    /* The policy first: wherever a container finds the socket, the policy
+     * file is there too. */
+    tenant_write_policy(t);
     tenant_listen(t);
     log_settings(t, "");
 }
@@ -307,6 +346,9 @@ int tenants_load(void)
 
 void tenants_retry_listen(void)
 {
+    for (struct tenant *t = tenants; t; t = t->next)
+        if (!t->policy_written)
+            tenant_write_policy(t);
     for (struct tenant *t = tenants; t; t = t->next)
         if (t->sock.fd < 0 && tenant_listen(t) == 0)
             slog(LOG_INFO, "tenant %s: listening on %s/tenants/%s/%s", t->name, options.run_dir, t->name,

@@ -41,9 +41,11 @@ static int check(const char *text, size_t size)
         if (!(c.share >= SHARE_MIN && c.share <= SHARE_MAX) || !(c.limit >= LIMIT_MIN && c.limit <= 1) ||
             c.quantum_ns < 1000000ull || c.quantum_ns > QUANTUM_MS_MAX * 1000000ull || c.quantum_ns % 1000000ull ||
             !isfinite(1.0 / c.share) || !isfinite(1.0 / c.limit) ||
-            (c.gang != GANG_AUTO && c.gang != GANG_ON && c.gang != GANG_OFF) || c.share != again.share ||
+            (c.gang != GANG_AUTO && c.gang != GANG_ON && c.gang != GANG_OFF) ||
+            (c.on_server_down != ON_DOWN_DEFAULT && c.on_server_down != ON_DOWN_WAIT &&
+             c.on_server_down != ON_DOWN_OPEN) || c.share != again.share ||
             c.limit != again.limit || c.quantum_ns != again.quantum_ns || c.memory != again.memory ||
-            c.gang != again.gang) /* field by field: the padding after gang is not compared */
+            c.gang != again.gang || c.on_server_down != again.on_server_down) /* field by field: not padding */
             abort();
     } else {
         if (rc != CONFIG_BAD || !memchr(err, '\0', sizeof err) || strncmp(err, "fuzz.conf:", 10) != 0 ||
