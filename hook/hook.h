@@ -35,6 +35,7 @@ struct oci_container {
     char root[4096];        /* root.path made absolute (relative to the bundle) */
     bool root_readonly;
     char tenant[256];       /* the gpuslice.io/tenant annotation, "" if absent */
+    char cgroups_path[4096]; /* linux.cgroupsPath of config.json, "" if absent */
 };
 
 /* Reads the state JSON from fd and the bundle's config.json; dies on error. */

@@ -90,12 +90,12 @@ TRIAL = r"""
 for n in x x2; do
   [ -d "$ROOT/usr/lib/$n" ] && [ ! -L "$ROOT/usr/lib/$n" ] && mount --bind "$VOLUME" "$ROOT/usr/lib/$n/etc" 2>/dev/null && break
 done
-"$HOOK" --run-dir "$RUN" --shim "$SHIM" < "$STATE" 2>/dev/null; rc=$?
+"$HOOK" --allow "$ALLOW" --run-dir "$RUN" --shim "$SHIM" < "$STATE" 2>/dev/null; rc=$?
 awk -v r="$ROOT/" -v h="$HOST" '$4 ~ h"/etc$" && index($5, r) == 1 {print "escaped"}' /proc/self/mountinfo
 echo "rc=$rc"
 """
 state = os.path.join(work, "state.json")
-env = dict(os.environ, ROOT=root, VOLUME=volume, HOOK=HOOK, RUN=run_dir, SHIM=SHIM, STATE=state,
+env = dict(os.environ, ROOT=root, VOLUME=volume, HOOK=HOOK, ALLOW="t1=*", RUN=run_dir, SHIM=SHIM, STATE=state,
            HOST=host[len(os.path.dirname(host)):])
 stop = multiprocessing.Event()
 flipper = multiprocessing.Process(target=flip, args=(stop,))
@@ -134,7 +134,8 @@ def hook_in_namespace(b, before="", after=""):
     commands before and after it; (exit status, stdout, stderr)."""
     script = ('printf \'{"ociVersion":"1.0.2","id":"c","pid":%%d,"bundle":"%s",'
               '"annotations":{"gpuslice.io/tenant":"t1"}}\' $$ > "$STATE"; %s\n'
-              '"$HOOK" --run-dir "$RUN" --shim "$SHIM" < "$STATE"; echo "rc=$?"\n%s' % (b, before, after))
+              '"$HOOK" --allow "$ALLOW" --run-dir "$RUN" --shim "$SHIM" < "$STATE"; echo "rc=$?"\n%s'
+              % (b, before, after))
     p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], env=env,
                        capture_output=True, text=True)
     return p.stdout, p.stderr
@@ -182,7 +183,7 @@ checks.expect("rc=0" in out and out.strip().endswith("upper"),
 b = fresh_root("wrapped")
 script = ('printf \'{"ociVersion":"1.0.2","id":"c","pid":1,"bundle":"%s",'
           '"annotations":{"gpuslice.io/tenant":"t1"}}\' > "$STATE"; '
-          'sh -c \'"$HOOK" --run-dir "$RUN" --shim "$SHIM" < "$STATE"; echo "rc=$?"\'' % b)
+          'sh -c \'"$HOOK" --allow "$ALLOW" --run-dir "$RUN" --shim "$SHIM" < "$STATE"; echo "rc=$?"\'' % b)
 p = subprocess.run(["unshare", "-m", "-p", "--fork", "--propagation", "private", "sh", "-c", script], env=env,
                    capture_output=True, text=True)
 checks.expect("rc=1" in p.stdout and "not of the hook's PID namespace" in p.stderr,
