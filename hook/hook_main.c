@@ -48,7 +48,9 @@ GS_TENANT_ANNOTATION ", if an --allow rule admits that tenant for the\n"
 "  DIR/tenants/TENANT       at " GS_CONTAINER_RUN_DIR "\n"
 "  PATH                     at " GS_CONTAINER_SHIM "\n"
 "  DIR/" GS_PRELOAD_FILE "  at " GS_CONTAINER_PRELOAD "\n"
-"creating mount points the image lacks on a tmpfs-backed overlay, never in\n"
+"Mount points the image lacks are made in the container's own writable\n"
+"layer (a root that is an overlay mount of its own), or else under an\n"
+"overlay of the nearest directory whose upper layer is in memory; never in\n"
 "the image. The runtime passes the container's state on stdin.\n"
 "\n"
 "An annotation alone is not enough: podman copies an image's annotations\n"
@@ -236,6 +238,7 @@ int main(int argc, char **argv)
     root.fd = open(c.root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (root.fd < 0)
         die("cannot open the container's root %s: %s", c.root, strerror(errno));
+    root.own_layer = scratch_is_own_layer(&root);
     char staging[4200];
     snprintf(staging, sizeof staging, "%s/.hook", run_dir);
     scratch_init(staging);
