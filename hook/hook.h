@@ -7,7 +7,8 @@
  *   enter.c       getting into the container's mount namespace
  *   place.c       read-only bind mounts at paths inside the container's root
  *   scratch.c     mount points that the image lacks, made without writing
- *                 into it (a tmpfs-backed overlay over the nearest directory)
+ *                 into it: in the container's own writable layer, or under
+ *                 a memory-backed overlay over the nearest directory
  *
  * The hook is a one-shot program: any error prints one line on stderr and
  * exits non-zero, so that the runtime does not start the container
@@ -35,6 +36,7 @@ struct oci_container {
     char root[4096];        /* root.path made absolute (relative to the bundle) */
     bool root_readonly;
     char tenant[256];       /* the gpuslice.io/tenant annotation, "" if absent */
+    char cgroups_path[4096]; /* linux.cgroupsPath of config.json, "" if absent */
 };
 
 /* Reads the state JSON from fd and the bundle's config.json; dies on error. */
@@ -55,6 +57,8 @@ struct root {
     int fd;                 /* O_PATH directory */
     const char *path;       /* absolute, in the current mount namespace */
     bool readonly;          /* root.readonly: scratch overlays are made read-only too */
+    bool own_layer;         /* the root is the container's own writable overlay: mount
+                             * points are made in it (scratch_is_own_layer) */
 };
 
 /* Bind-mounts source (an O_PATH fd opened on the host) read-only, nosuid,
@@ -75,12 +79,16 @@ int open_beneath(const struct root *r, const char *rel, int flags);
 /* Prepares the private tmpfs that overlays keep their upper layers on, at
  * staging (an empty directory of the host's gpuslice run directory). */
 void scratch_init(const char *staging);
+/* Whether the root (r->fd, at r->path) is the container's own writable
+ * layer: the root of a writable overlayfs mount, as podman, CRI-O and
+ * containerd's overlayfs snapshotter mount one for each container. */
+bool scratch_is_own_layer(const struct root *r);
 /* Creates the missing components of rel (relative to the root, whose
  * nearest existing ancestor is ancestor_rel) as directories, or the last
- * one as an empty file unless dir, without writing into the image: on a
- * tmpfs the runtime mounted they are made in place, elsewhere the ancestor
- * is covered by an overlay whose upper layer is on the scratch tmpfs.
- * Dies on error. */
+ * one as an empty file unless dir, without writing into the image: in the
+ * container's own layer (r->own_layer) or on a tmpfs the runtime mounted
+ * they are made in place; elsewhere the ancestor is covered by an overlay
+ * whose upper layer is on the scratch tmpfs. Dies on error. */
 void scratch_make(struct root *r, const char *ancestor_rel, const char *rel, bool dir);
 /* After every mount: makes the overlays read-only where the root is, and
  * unmounts the staging tmpfs (the overlays keep their layers). */

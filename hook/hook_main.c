@@ -10,15 +10,22 @@
  * shim, LD_PRELOAD or not. (A hook cannot set the container's environment;
  * /etc/ld.so.preload does the work that LD_PRELOAD does under CDI.)
  *
- * A missing or malformed tenant name, a tenant the server does not serve,
- * or a missing server directory is a one-line error and exit status 1: the
- * container does not start unprotected.
+ * An annotation alone decides nothing: podman copies an image's
+ * annotations into the container's, so an image could name any tenant.
+ * The tenant must also be admitted for the container's cgroup (config.json's
+ * linux.cgroupsPath, which the runtime sets and an image cannot) by one of
+ * the hook's --allow rules, which are the host's: the hooks.d file's args.
+ *
+ * A missing or malformed tenant name, a tenant no rule admits, a tenant
+ * the server does not serve, or a missing server directory is a one-line
+ * error and exit status 1: the container does not start unprotected.
  */
 #include "hook.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,21 +34,39 @@
 
 #include "gpuslice/containers.h"
 
+#define MAX_RULES 256 /* --allow rules */
+
 static void usage(FILE *f)
 {
     fprintf(f,
-"Usage: gpuslice-hook [--run-dir DIR] [--shim PATH] < STATE\n"
+"Usage: gpuslice-hook --allow TENANT=CGROUP... [--run-dir DIR] [--shim PATH] < STATE\n"
 "\n"
 "An OCI hook (stage createContainer, createRuntime or prestart) that puts a\n"
 "container into the gpuslice tenant named by its annotation\n"
-GS_TENANT_ANNOTATION ". It bind-mounts, read-only, under the container's root:\n"
+GS_TENANT_ANNOTATION ", if an --allow rule admits that tenant for the\n"
+"container's cgroup. It bind-mounts, read-only, under the container's root:\n"
 "  DIR/tenants/TENANT       at " GS_CONTAINER_RUN_DIR "\n"
 "  PATH                     at " GS_CONTAINER_SHIM "\n"
 "  DIR/" GS_PRELOAD_FILE "  at " GS_CONTAINER_PRELOAD "\n"
-"creating mount points the image lacks on a tmpfs-backed overlay, never in\n"
+"Mount points the image lacks are made in the container's own writable\n"
+"layer (a root that is an overlay mount of its own), or else under an\n"
+"overlay of the nearest directory whose upper layer is in memory; never in\n"
 "the image. The runtime passes the container's state on stdin.\n"
 "\n"
+"An annotation alone is not enough: podman copies an image's annotations\n"
+"into its containers', so an image could name any tenant. The cgroup path\n"
+"(config.json's linux.cgroupsPath) is the runtime's: podman's\n"
+"--cgroup-parent, the bundle's author for plain runc.\n"
+"\n"
 "Options:\n"
+"  -a, --allow TENANT=CGROUP\n"
+"                     admit tenant TENANT (or '*': any) for containers whose\n"
+"                     cgroup path matches the shell pattern CGROUP ('*' matches\n"
+"                     '/' too), e.g. team-a=/gpuslice/team-a/* for\n"
+"                     podman --cgroup-parent /gpuslice/team-a (cgroupfs) or\n"
+"                     team-a=gpuslice-team_a.slice:* for --cgroup-parent\n"
+"                     gpuslice-team_a.slice (systemd). Repeat for more rules\n"
+"                     (at most %d); without any, every container is refused\n"
 "  -r, --run-dir DIR  gpuslice-server's run directory, an absolute path\n"
 "                     (default /run/gpuslice)\n"
 "  -s, --shim PATH    the host's libgpuslice.so, an absolute path\n"
@@ -49,9 +74,9 @@ GS_TENANT_ANNOTATION ". It bind-mounts, read-only, under the container's root:\n
 "  -h, --help         show this help\n"
 "\n"
 "Exit status: 0 when the container is set up; 1 (with one line on stderr)\n"
-"when it must not start: no or a malformed tenant name, a tenant the server\n"
-"does not serve, no server directory, or a mount that failed; 2 on a usage\n"
-"error.\n");
+"when it must not start: no or a malformed tenant name, a tenant no --allow\n"
+"rule admits for its cgroup, a tenant the server does not serve, no server\n"
+"directory, or a mount that failed; 2 on a usage error.\n", MAX_RULES);
 }
 
 /* The server's rule for tenant names (tokenserver/config.c). */
@@ -64,6 +89,41 @@ static bool valid_tenant(const char *name)
         if (!isalnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '_' && name[i] != '.')
             return false;
     return true;
+}
+
+/* The --allow rules, from the command line (main's, read-only after the
+ * options are parsed). */
+static struct rule {
+    const char *tenant;      /* a tenant name, or "*" */
+    const char *cgroup;      /* an fnmatch(3) pattern */
+} rules[MAX_RULES];
+static size_t nrules;
+
+/* Parses TENANT=CGROUP into the next rule (arg stays as it is, the rule
+ * points into it); false if it is not one. */
+static bool add_rule(const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || !eq[1] || nrules == MAX_RULES || (size_t)(eq - arg) >= 64)
+        return false;
+    static char names[MAX_RULES][64];
+    memcpy(names[nrules], arg, (size_t)(eq - arg));
+    names[nrules][eq - arg] = '\0';
+    if (strcmp(names[nrules], "*") != 0 && !valid_tenant(names[nrules]))
+        return false;
+    rules[nrules].tenant = names[nrules];
+    rules[nrules].cgroup = eq + 1;
+    nrules++;
+    return true;
+}
+
+static bool allowed(const char *tenant, const char *cgroup)
+{
+    for (size_t i = 0; i < nrules; i++)
+        if ((strcmp(rules[i].tenant, "*") == 0 || strcmp(rules[i].tenant, tenant) == 0) &&
+            fnmatch(rules[i].cgroup, cgroup, 0) == 0)
+            return true;
+    return false;
 }
 
 /* Something from the host that is mounted into the container. */
@@ -100,6 +160,7 @@ static void reopen_source(struct source *s)
 int main(int argc, char **argv)
 {
     static const struct option long_options[] = {
+        {"allow", required_argument, NULL, 'a'},
         {"run-dir", required_argument, NULL, 'r'},
         {"shim", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
@@ -107,8 +168,16 @@ int main(int argc, char **argv)
     };
     const char *run_dir = "/run/gpuslice", *shim = GPUSLICE_SHIM_DEFAULT;
     int opt;
-    while ((opt = getopt_long(argc, argv, "r:s:h", long_options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "a:r:s:h", long_options, NULL)) != -1) {
         switch (opt) {
+        case 'a':
+            if (!add_rule(optarg)) {
+                fprintf(stderr, "gpuslice-hook: --allow %s: %s\n", optarg,
+                        nrules == MAX_RULES ? "too many rules"
+                                            : "not TENANT=CGROUP (a tenant name or '*', '=', a non-empty pattern)");
+                return 2;
+            }
+            break;
         case 'r': run_dir = optarg; break;
         case 's': shim = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -129,13 +198,20 @@ int main(int argc, char **argv)
     if (!valid_tenant(c.tenant))
         die("'%s' is not a valid tenant name (letters, digits, '-', '_', '.', at most 63, not starting with '.' "
             "or '-')", c.tenant);
+    if (!nrules)
+        die("container %s asks for tenant '%s', but the hook has no --allow rule, so it serves no container: "
+            "add \"--allow\", \"%s=CGROUP\" to its args (see gpuslice-hook --help)", c.id, c.tenant, c.tenant);
+    if (!allowed(c.tenant, c.cgroups_path))
+        die("container %s (cgroup '%s') may not use tenant '%s': no --allow rule of the hook admits it for that "
+            "cgroup (an annotation alone, which an image can carry, chooses no tenant)", c.id, c.cgroups_path,
+            c.tenant);
 
     /* Everything from the host is checked before entering the container's
      * mount namespace, so that these are the host's files. */
     int run_fd = open(run_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (run_fd < 0)
         die("%s: %s: is gpuslice-server running on this node?", run_dir, strerror(errno));
-    char tenant_rel[128], socket_rel[160];
+    char tenant_rel[sizeof c.tenant + 16], socket_rel[sizeof c.tenant + 32];
     snprintf(tenant_rel, sizeof tenant_rel, "tenants/%s", c.tenant);
     snprintf(socket_rel, sizeof socket_rel, "%s/gpuslice.sock", tenant_rel);
     struct stat st;
@@ -162,6 +238,7 @@ int main(int argc, char **argv)
     root.fd = open(c.root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (root.fd < 0)
         die("cannot open the container's root %s: %s", c.root, strerror(errno));
+    root.own_layer = scratch_is_own_layer(&root);
     char staging[4200];
     snprintf(staging, sizeof staging, "%s/.hook", run_dir);
     scratch_init(staging);

@@ -1,8 +1,9 @@
 /*
  * What the hook knows about the container: the OCI state the runtime
  * writes on the hook's stdin (pid, bundle, annotations) and, from the
- * bundle's config.json, the root (path, readonly) and the annotations
- * again (older runtimes leave them out of the state). Parsed with json-c.
+ * bundle's config.json, the root (path, readonly), the cgroup path and the
+ * annotations again (older runtimes leave them out of the state). Parsed
+ * with json-c.
  */
 #include "hook.h"
 
@@ -147,6 +148,9 @@ void oci_read(int state_fd, struct oci_container *c)
         die("%s: root.path is too long", path);
     json_object *ro;
     c->root_readonly = json_object_object_get_ex(root, "readonly", &ro) && json_object_get_boolean(ro);
+    /* Set by the runtime (podman's --cgroup-parent, the kubelet's pod
+     * cgroup), never by an image. */
+    get_string(get_object(config, "linux", path), "cgroupsPath", c->cgroups_path, sizeof c->cgroups_path, path);
     if (!c->tenant[0])
         get_string(get_object(config, "annotations", path), GS_TENANT_ANNOTATION, c->tenant, sizeof c->tenant,
                    "config.json's annotations");

@@ -1,16 +1,28 @@
 /*
  * Mount points the image lacks, made without writing into the image.
  *
+ * Where the container's root is its own writable layer (the root of a
+ * writable overlayfs mount: podman, CRI-O and containerd's overlayfs
+ * snapshotter mount one for each container, over the image's read-only
+ * layers), the missing directories and the empty file are made in it, as
+ * the runtime makes the mount points of its own mounts (/etc/hosts,
+ * /run/.containerenv): they land in the container's upper layer, never in
+ * the image's, and whatever the container writes next to them lands there
+ * too, as without the hook.
+ *
  * Where the nearest existing directory is a tmpfs the runtime mounted (not
- * the image: podman's /run under --read-only, for instance), the missing
- * directories and the empty file are simply made there. Anywhere else the
+ * the image: podman's /run under --read-only, for instance), they are
+ * simply made there. Anywhere else (a root that is a plain directory, which
+ * other containers may share, as with podman --rootfs; a volume) the
  * directory is covered by an overlay: lower layer the directory itself,
  * upper layer on a private tmpfs, so the new entries exist only in the
- * container's view and the image's files are untouched, read-only root or
- * not. The mounts the runtime had already made below that directory (podman
- * and CRI-O bind /etc/hosts, /etc/resolv.conf, ...) are bound to the side
- * first and bound back on top of the overlay. Where the root is read-only,
- * so is the overlay.
+ * container's view and the directory's files are untouched, read-only root
+ * or not. What the container writes under such a directory then stays in
+ * memory (charged to the container's memory cgroup, which writes it) and
+ * goes when it stops. The mounts the runtime had already made below that
+ * directory (podman and CRI-O bind /etc/hosts, /etc/resolv.conf, ...) are
+ * bound to the side first and bound back on top of the overlay. Where the
+ * root is read-only, so is the overlay.
  *
  * The tmpfs is mounted at a staging directory of the host's gpuslice run
  * directory, in the container's mount namespace only, and unmounted when
@@ -58,7 +70,9 @@ static void staging_mount(void)
         return;
     if (mkdir(staging, 0700) != 0 && errno != EEXIST)
         die("cannot create %s: %s", staging, strerror(errno));
-    if (mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=1m") != 0)
+    /* No size of its own: the kernel's default (half the memory) bounds it,
+     * and a container's writes are charged to its own memory cgroup. */
+    if (mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700") != 0)
         die("cannot mount a tmpfs at %s: %s", staging, strerror(errno));
     staging_mounted = true;
 }
@@ -111,9 +125,10 @@ static void unescape(char *s)
 }
 
 /* Splits a line of /proc/self/mountinfo ("id parent major:minor root
- * mountpoint ...") in place: its mount ID, its parent's, and its mount
- * point unescaped. False for a line that is not one. */
-static bool mountinfo_line(char *line, int *id, int *parent, char **point)
+ * mountpoint ...") in place: its mount ID, its parent's, its mount point
+ * unescaped and, if root is not NULL, the path of its root within its
+ * file system, unescaped. False for a line that is not one. */
+static bool mountinfo_line(char *line, int *id, int *parent, char **point, char **root)
 {
     char *save = NULL, *fields[5];
     for (int i = 0; i < 5; i++)
@@ -123,6 +138,10 @@ static bool mountinfo_line(char *line, int *id, int *parent, char **point)
     *parent = atoi(fields[1]);
     unescape(fields[4]);
     *point = fields[4];
+    if (root) {
+        unescape(fields[3]);
+        *root = fields[3];
+    }
     return true;
 }
 
@@ -139,7 +158,7 @@ static size_t submounts(const char *dir, char out[][4096], int ids[], size_t cap
     while (fgets(line, sizeof line, f)) {
         int id, parent;
         char *field;
-        if (!mountinfo_line(line, &id, &parent, &field))
+        if (!mountinfo_line(line, &id, &parent, &field, NULL))
             continue;
         if (strncmp(field, dir, dlen) != 0 || field[dlen] != '/')
             continue;
@@ -191,9 +210,10 @@ static int mount_id_of(int fd)
     return id;
 }
 
-/* The parent mount ID and the mount point of mount `id`, from
- * /proc/self/mountinfo; false if it is not there. */
-static bool mount_entry(int id, int *parent, char *point, size_t cap)
+/* The parent mount ID, the mount point and (if root is not NULL) the root
+ * within its file system of mount `id`, from /proc/self/mountinfo; false
+ * if it is not there. */
+static bool mount_entry(int id, int *parent, char *point, size_t cap, char *root, size_t root_cap)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
     if (!f)
@@ -202,11 +222,13 @@ static bool mount_entry(int id, int *parent, char *point, size_t cap)
     bool found = false;
     while (!found && fgets(line, sizeof line, f)) {
         int line_id, line_parent;
-        char *mount_point;
-        if (!mountinfo_line(line, &line_id, &line_parent, &mount_point) || line_id != id)
+        char *mount_point, *mount_root;
+        if (!mountinfo_line(line, &line_id, &line_parent, &mount_point, &mount_root) || line_id != id)
             continue;
         *parent = line_parent;
         snprintf(point, cap, "%s", mount_point);
+        if (root)
+            snprintf(root, root_cap, "%s", mount_root);
         found = true;
     }
     fclose(f);
@@ -293,7 +315,7 @@ static void overlay_over(const struct root *r, const char *ancestor_rel, int dir
      * mount, at its path (not a directory a peer swapped in meanwhile). */
     int parent = -1;
     char point[4096];
-    if (!mount_entry(mount_id_of(ofd), &parent, point, sizeof point) || parent != mount_id_of(dirfd) ||
+    if (!mount_entry(mount_id_of(ofd), &parent, point, sizeof point, NULL, 0) || parent != mount_id_of(dirfd) ||
         strcmp(point, dir) != 0)
         die("the overlay over %s is not where it was mounted (a directory on its path changed): not touching it",
             dir);
@@ -315,6 +337,28 @@ static void overlay_over(const struct root *r, const char *ancestor_rel, int dir
     noverlays++;
 }
 
+bool scratch_is_own_layer(const struct root *r)
+{
+    struct statfs sf;
+    struct statvfs sv;
+    if (fstatfs(r->fd, &sf) != 0 || fstatvfs(r->fd, &sv) != 0)
+        die("cannot stat the container's root %s: %s", r->path, strerror(errno));
+    if (sf.f_type != OVERLAYFS_SUPER_MAGIC || (sv.f_flag & ST_RDONLY))
+        return false;
+    /* The root of that overlay, mounted at the root's path (runc binds the
+     * root onto itself; the bind is of the overlay's root), not a directory
+     * somewhere inside an overlay. */
+    char self[64], at[4096], point[4096], root[4096];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", r->fd);
+    ssize_t n = readlink(self, at, sizeof at - 1);
+    if (n <= 0 || (size_t)n >= sizeof at - 1)
+        return false;
+    at[n] = '\0';
+    int parent;
+    return mount_entry(mount_id_of(r->fd), &parent, point, sizeof point, root, sizeof root) &&
+           strcmp(root, "/") == 0 && strcmp(point, at) == 0;
+}
+
 void scratch_make(struct root *r, const char *ancestor_rel, const char *rel, bool dir)
 {
     const char *rest = rel + strlen(ancestor_rel) + (ancestor_rel[0] ? 1 : 0);
@@ -328,8 +372,10 @@ void scratch_make(struct root *r, const char *ancestor_rel, const char *rel, boo
         die("cannot stat /%s in the container: %s", ancestor_rel, strerror(errno));
     char where[4200];
     snprintf(where, sizeof where, "/%s", ancestor_rel);
-    if (sf.f_type == TMPFS_MAGIC && ast.st_dev != rst.st_dev && !(sv.f_flag & ST_RDONLY)) {
-        /* the runtime's tmpfs, not the image */
+    int ancestor_mount = mount_id_of(afd);
+    if ((r->own_layer && ancestor_mount >= 0 && ancestor_mount == mount_id_of(r->fd)) ||
+        (sf.f_type == TMPFS_MAGIC && ast.st_dev != rst.st_dev && !(sv.f_flag & ST_RDONLY))) {
+        /* the container's own layer, or the runtime's tmpfs: not the image */
         create_missing(afd, rest, dir, where);
         close(afd);
         return;

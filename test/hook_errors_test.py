@@ -1,9 +1,12 @@
 """gpuslice-hook refuses, with one line naming the problem and a non-zero
 status (so the runtime does not start the container unprotected), every
 case it cannot serve: no tenant annotation, a malformed tenant name, a
-tenant the server does not serve, no server directory, no preload list,
-malformed JSON. These checks come before any mount, so no root and no
-container runtime are needed; test/containers/ runs the hook for real."""
+tenant no --allow rule admits for the container's cgroup (no rules at all,
+a rule for another tenant or another cgroup), a tenant the server does not
+serve, no server directory, no preload list, malformed JSON; a malformed
+--allow rule is a usage error. These checks come before any mount, so no
+root and no container runtime are needed; test/containers/ runs the hook
+for real."""
 import json
 import os
 import subprocess
@@ -30,14 +33,20 @@ bundle = os.path.join(work, "bundle")
 os.makedirs(os.path.join(bundle, "rootfs"))
 
 
-def run_hook(state, config=None, run=run_dir, args=()):
+def run_hook(state, config=None, run=run_dir, allow=("*=*",), cgroup=None):
+    """Runs the hook with --allow rules allow, config.json config (or one
+    whose linux.cgroupsPath is cgroup)."""
     if config is None:
         config = {"ociVersion": "1.0.2", "root": {"path": "rootfs"}}
+        if cgroup is not None:
+            config["linux"] = {"cgroupsPath": cgroup}
     with open(os.path.join(bundle, "config.json"), "w") as f:
         f.write(config if isinstance(config, str) else json.dumps(config))
     stdin = state if isinstance(state, str) else json.dumps(state)
-    p = subprocess.run([HOOK, "--run-dir", run, "--shim", SHIM] + list(args), input=stdin, capture_output=True,
-                       text=True)
+    argv = [HOOK, "--run-dir", run, "--shim", SHIM]
+    for rule in allow:
+        argv += ["--allow", rule]
+    p = subprocess.run(argv, input=stdin, capture_output=True, text=True)
     return p.returncode, p.stderr.strip()
 
 
@@ -60,6 +69,22 @@ refused("malformed name", run_hook(state("../team-a")), "'../team-a'", "not a va
 refused("name with a slash", run_hook(state("team-a/x")), "'team-a/x'")
 refused("empty name", run_hook(state("")), "gpuslice.io/tenant")
 refused("unknown tenant", run_hook(state("team-zz")), "unknown tenant 'team-zz'")
+# The annotation alone (which an image can carry: podman copies an image's
+# annotations into its containers') chooses no tenant: an --allow rule must
+# admit the tenant for the container's cgroup.
+refused("no --allow rule", run_hook(state("team-a"), allow=()), "c1", "'team-a'", "--allow", "team-a=CGROUP")
+refused("a rule for another tenant", run_hook(state("team-a"), allow=("team-b=*",), cgroup="/gs/team-a/c1"),
+        "c1", "'/gs/team-a/c1'", "may not use tenant 'team-a'")
+refused("a rule for another cgroup", run_hook(state("team-a"), allow=("team-a=/gs/team-a/*",), cgroup="/gs/team-b/c1"),
+        "'/gs/team-b/c1'", "may not use tenant 'team-a'")
+refused("a pattern that is a prefix, not a match", run_hook(state("team-a"), allow=("team-a=/gs/team-a",),
+                                                            cgroup="/gs/team-a/c1"), "may not use tenant 'team-a'")
+refused("no cgroup path", run_hook(state("team-a"), allow=("team-a=/gs/*",)), "cgroup ''", "may not use tenant")
+# Past the rules, the next check speaks: the rule admitted the tenant.
+for rule, cgroup in (("team-q=/gs/team-q/*", "/gs/team-q/c1"), ("*=/gs/*", "/gs/team-q/c1"),
+                     ("team-q=team_q.slice:*", "team_q.slice:crio:c1")):
+    refused("admitted by %s" % rule, run_hook(state("team-q"), allow=("team-b=*", rule), cgroup=cgroup),
+            "unknown tenant 'team-q'")
 refused("no server directory", run_hook(state("team-a"), run=os.path.join(work, "nowhere")),
         os.path.join(work, "nowhere"), "gpuslice-server")
 refused("no preload list", run_hook(state("team-a")), "preload list", "ld.so.preload")
@@ -75,6 +100,11 @@ cfg = {"ociVersion": "1.0.2", "root": {"path": "rootfs"}, "annotations": {"gpusl
 refused("tenant from config.json", run_hook(state(), config=cfg), "unknown tenant 'team-q'")
 code = subprocess.run([HOOK, "--bogus"], capture_output=True).returncode
 checks.expect(code == 2, "a usage error exits 2 (%d)" % code)
+for rule in ("team-a", "team-a=", "../x=*", "=*", "team a=*"):
+    p = subprocess.run([HOOK, "--allow", rule], input="{}", capture_output=True, text=True)
+    checks.expect(p.returncode == 2 and ("--allow " + rule) in p.stderr and p.stderr.count("\n") == 1,
+                  "a malformed rule --allow '%s' is a usage error, exit 2, one line naming it (%d: %s)"
+                  % (rule, p.returncode, p.stderr.strip()))
 sock.close()
 subprocess.run(["rm", "-rf", work])
 checks.finish()

@@ -66,16 +66,17 @@ def require_hook():
         skip("gpuslice-hook was not built (json-c missing: apt-get install libjson-c-dev)")
 
 
-def build_rootfs(dest):
-    """A Debian-like root (merged /usr) holding sh, env, cat, sleep, true, spin
-    and the libraries they, the shim and fakecuda need, copied from the
-    host; mount points for fakecuda; nothing of gpuslice's."""
+def build_rootfs(dest, extra=()):
+    """A Debian-like root (merged /usr) holding sh, env, cat, sleep, true, spin,
+    the host programs named in extra, and the libraries they, the shim and
+    fakecuda need, copied from the host; mount points for fakecuda; nothing
+    of gpuslice's."""
     for d in ("usr/bin", "usr/sbin", "usr/lib", "usr/lib64", "proc", "sys", "dev", "etc", "tmp", "run",
               "root", "opt/fakecuda", "var/lib/fakecuda"):
         os.makedirs(os.path.join(dest, d), exist_ok=True)
     for link, target in (("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
         os.symlink(target, os.path.join(dest, link))
-    programs = {shutil.which(p): "usr/bin/" + p for p in ("sh", "env", "cat", "sleep", "true")}
+    programs = {shutil.which(p): "usr/bin/" + p for p in ("sh", "env", "cat", "sleep", "true") + tuple(extra)}
     programs[SPIN] = C_SPIN.lstrip("/")
     for src, rel in programs.items():
         shutil.copy(src, os.path.join(dest, rel))

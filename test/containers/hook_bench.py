@@ -29,7 +29,7 @@ with Cleanup() as cleanup:
         f.write('#!/bin/sh\nstart=$(date +%s%N)\n"$HOOK" "$@"\nrc=$?\nend=$(date +%s%N)\n'
                 'echo $((end - start)) >>"$TIMES"\nexit $rc\n')
     os.chmod(wrapper, 0o755)
-    hook = runtimes.hook_config(server.run_dir)["hook"]
+    hook = runc.hook()
     hook.update({"path": wrapper, "env": ["PATH=/usr/bin:/bin", "HOOK=" + ctlib.HOOK, "TIMES=" + times]})
     for i in range(RUNS):
         bundle, cid = runc.bundle("bench%d" % i, rootfs, ["/bin/true"], "a", "createRuntime", hook=hook)

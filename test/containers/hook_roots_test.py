@@ -25,6 +25,13 @@ runtime runs it at createContainer).
    through a wrapper (not the init's child): it cannot find the init
    there and refuses (before: it entered /proc/1's mount namespace, the
    host init's, and mounted there, exiting 0).
+6. Which roots are the container's own writable layer. A root that is a
+   writable overlay mount of its own (as podman, CRI-O and containerd
+   mount them) gets the missing mount points in its upper layer, with no
+   overlay of gpuslice's over /etc; the image's layer (the lower) is not
+   written. A root that is a directory inside an overlay, and a root that
+   is a read-only overlay, are not the container's own: nothing is written
+   into their layers (an overlay in memory covers the directory).
 
 Needs root (mount namespaces); skipped otherwise, a failure under
 GPUSLICE_REQUIRE_CONTAINERS=1."""
@@ -90,12 +97,12 @@ TRIAL = r"""
 for n in x x2; do
   [ -d "$ROOT/usr/lib/$n" ] && [ ! -L "$ROOT/usr/lib/$n" ] && mount --bind "$VOLUME" "$ROOT/usr/lib/$n/etc" 2>/dev/null && break
 done
-"$HOOK" --run-dir "$RUN" --shim "$SHIM" < "$STATE" 2>/dev/null; rc=$?
+"$HOOK" --allow "$ALLOW" --run-dir "$RUN" --shim "$SHIM" < "$STATE" 2>/dev/null; rc=$?
 awk -v r="$ROOT/" -v h="$HOST" '$4 ~ h"/etc$" && index($5, r) == 1 {print "escaped"}' /proc/self/mountinfo
 echo "rc=$rc"
 """
 state = os.path.join(work, "state.json")
-env = dict(os.environ, ROOT=root, VOLUME=volume, HOOK=HOOK, RUN=run_dir, SHIM=SHIM, STATE=state,
+env = dict(os.environ, ROOT=root, VOLUME=volume, HOOK=HOOK, ALLOW="t1=*", RUN=run_dir, SHIM=SHIM, STATE=state,
            HOST=host[len(os.path.dirname(host)):])
 stop = multiprocessing.Event()
 flipper = multiprocessing.Process(target=flip, args=(stop,))
@@ -134,7 +141,8 @@ def hook_in_namespace(b, before="", after=""):
     commands before and after it; (exit status, stdout, stderr)."""
     script = ('printf \'{"ociVersion":"1.0.2","id":"c","pid":%%d,"bundle":"%s",'
               '"annotations":{"gpuslice.io/tenant":"t1"}}\' $$ > "$STATE"; %s\n'
-              '"$HOOK" --run-dir "$RUN" --shim "$SHIM" < "$STATE"; echo "rc=$?"\n%s' % (b, before, after))
+              '"$HOOK" --allow "$ALLOW" --run-dir "$RUN" --shim "$SHIM" < "$STATE"; echo "rc=$?"\n%s'
+              % (b, before, after))
     p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], env=env,
                        capture_output=True, text=True)
     return p.stdout, p.stderr
@@ -182,10 +190,58 @@ checks.expect("rc=0" in out and out.strip().endswith("upper"),
 b = fresh_root("wrapped")
 script = ('printf \'{"ociVersion":"1.0.2","id":"c","pid":1,"bundle":"%s",'
           '"annotations":{"gpuslice.io/tenant":"t1"}}\' > "$STATE"; '
-          'sh -c \'"$HOOK" --run-dir "$RUN" --shim "$SHIM" < "$STATE"; echo "rc=$?"\'' % b)
+          'sh -c \'"$HOOK" --allow "$ALLOW" --run-dir "$RUN" --shim "$SHIM" < "$STATE"; echo "rc=$?"\'' % b)
 p = subprocess.run(["unshare", "-m", "-p", "--fork", "--propagation", "private", "sh", "-c", script], env=env,
                    capture_output=True, text=True)
 checks.expect("rc=1" in p.stdout and "not of the hook's PID namespace" in p.stderr,
               "5: the hook run through a wrapper with the host's /proc refuses, rather than enter the host's init's "
               "mounts (%s; %s)" % (p.stdout.strip(), p.stderr.strip()))
+
+# ---- 6. the container's own writable layer, or not --------------------------------
+def overlay_case(name, sub="", ro=False):
+    """An overlay of an image directory (lower) and an upper directory,
+    mounted in the hook's namespace at the bundle's root (or with the root
+    at its subdirectory sub); the hook's output and what the upper layer
+    and the image directory hold afterwards."""
+    b = os.path.join(work, name)
+    layers = {d: os.path.join(b, d) for d in ("lower", "upper", "work", "merged")}
+    image = os.path.join(layers["lower"], sub) if sub else layers["lower"]
+    root = os.path.join(layers["merged"], sub) if sub else layers["merged"]
+    for d in ("etc", "run", "tmp", "proc", "usr/lib"):
+        os.makedirs(os.path.join(image, d))
+    for d in ("upper", "work", "merged"):
+        os.makedirs(layers[d])
+    with open(os.path.join(b, "config.json"), "w") as f:
+        json.dump({"ociVersion": "1.0.2", "root": {"path": root}}, f)
+    options = "lowerdir=%s,upperdir=%s,workdir=%s%s" % (layers["lower"], layers["upper"], layers["work"],
+                                                        ",ro" if ro else "")
+    out, err = hook_in_namespace(b, before='mount -t overlay overlay -o %s "%s"' % (options, layers["merged"]),
+                                 after='cat "%s/etc/ld.so.preload"; grep -c " %s/etc .* - overlay " /proc/self/mountinfo'
+                                 % (root, root))
+    in_upper = sorted(p for p in ("etc/ld.so.preload", "usr/lib/gpuslice/libgpuslice.so", "run/gpuslice")
+                      if os.path.lexists(os.path.join(layers["upper"], sub, p)))
+    in_image = image_paths(image)
+    return out, err, in_upper, in_image
+
+
+def image_paths(root):
+    return [p for p in ("run/gpuslice", "usr/lib/gpuslice", "etc/ld.so.preload")
+            if os.path.lexists(os.path.join(root, p))]
+
+
+out, err, in_upper, in_image = overlay_case("own")
+lines = out.strip().splitlines()
+checks.expect("rc=0" in out and "/usr/lib/gpuslice/libgpuslice.so" in out and lines[-1:] == ["0"],
+              "6: a root that is a writable overlay mount of its own is served with no overlay over /etc (%s; %s)"
+              % (out.strip().replace("\n", " "), err.strip()))
+checks.expect(len(in_upper) == 3 and not in_image,
+              "6: ... its mount points are in its upper layer (%s), none in the image's (%s)" % (in_upper, in_image))
+for name, kw, what in (("inside", {"sub": "rootfs"}, "a directory inside an overlay"),
+                       ("read-only", {"ro": True}, "a read-only overlay")):
+    out, err, in_upper, in_image = overlay_case(name, **kw)
+    lines = out.strip().splitlines()
+    checks.expect("rc=0" in out and not in_upper and not in_image and lines[-1:] == ["1"],
+                  "6: a root that is %s is served under an overlay of /etc, writing into neither layer "
+                  "(%s; upper %s, image %s; %s)" % (what, out.strip().replace("\n", " "), in_upper, in_image,
+                                                    err.strip()))
 checks.finish()

@@ -1,7 +1,9 @@
 """podman with gpuslice-hook from a hooks directory (deploy/oci/gpuslice.json,
 stage createContainer: the hook runs inside the container's mount
 namespace, as CRI-O runs hooks.d hooks too): the annotation
-gpuslice.io/tenant=NAME puts a container into a tenant. Two containers at
+gpuslice.io/tenant=NAME puts a container into a tenant, which the hook's
+rule --allow '*=/PARENT/*' admits for the containers run with
+--cgroup-parent /PARENT. Two containers at
 3:1 split 75/25, one as uid 65534 on a read-only root; gpuslicectl status
 knows them; a process without LD_PRELOAD is gated by the mounted
 /etc/ld.so.preload (a hook cannot set the environment: the preload list is
@@ -20,14 +22,17 @@ checks = Checks()
 with Cleanup() as cleanup:
     machine = ctlib.SharedMachine()
     cleanup.add(machine.cleanup)
+    # The hook admits any tenant for the containers of this cgroup parent.
+    parent = "gpuslice-test-%d" % os.getpid()
+    cleanup.add(lambda: runtimes.remove_cgroups(parent))  # after the containers are gone
     rootfs = ctlib.build_rootfs(os.path.join(machine.dir, "rootfs"))
     server = Server(machine, ctlib.tenants())
     cleanup.add(server.stop)
     hooks_dir = os.path.join(machine.dir, "hooks.d")
     os.mkdir(hooks_dir)
     with open(os.path.join(hooks_dir, "gpuslice.json"), "w") as f:
-        json.dump(runtimes.hook_config(server.run_dir), f)
-    podman = runtimes.Podman(machine, ["--hooks-dir", hooks_dir])
+        json.dump(runtimes.hook_config(server.run_dir, allow=["*=/%s/*" % parent]), f)
+    podman = runtimes.Podman(machine, ["--hooks-dir", hooks_dir], ["--cgroup-parent", "/" + parent])
     cleanup.add(podman.cleanup)
 
     def tenant(name):

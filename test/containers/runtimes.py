@@ -12,17 +12,31 @@ import tempfile
 from ctlib import C_LIBCUDA_DIR, C_STATE_DIR, HOOK, LIBCUDA, SHIM, SOURCE
 
 
-def hook_config(run_dir, stage=None):
+def hook_config(run_dir, stage=None, allow=()):
     """deploy/oci/gpuslice.json as shipped, pointed at this build's hook and
-    shim and the test server's run directory (and, if given, at another
-    stage)."""
+    shim and the test server's run directory, with the given --allow rules
+    (TENANT=CGROUP-PATTERN; and, if given, at another stage)."""
     with open(os.path.join(SOURCE, "deploy", "oci", "gpuslice.json")) as f:
         config = json.load(f)
     config["hook"]["path"] = HOOK
     config["hook"]["args"] = ["gpuslice-hook", "--run-dir", run_dir, "--shim", SHIM]
+    for rule in allow:
+        config["hook"]["args"] += ["--allow", rule]
     if stage:
         config["stages"] = [stage]
     return config
+
+
+def remove_cgroups(parent):
+    """Removes the cgroup directories named parent (a path below the
+    hierarchies' roots) and what is left below them, deepest first: runc
+    removes a container's own cgroup, not the parents made for it."""
+    for top in glob.glob("/sys/fs/cgroup/*/" + parent) + glob.glob("/sys/fs/cgroup/" + parent):
+        for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
 
 
 # ---- podman ------------------------------------------------------------------------
@@ -36,14 +50,17 @@ class Podman:
     """Runs containers with podman, each named uniquely and removed at the
     end."""
 
-    def __init__(self, machine, global_args=()):
+    def __init__(self, machine, global_args=(), run_args=()):
+        """global_args go before `run`, run_args after it, for every container."""
         self.machine = machine
         self.global_args = list(global_args)
+        self.run_args = list(run_args)
         self.names = []
         self.prefix = "gpuslice-test-%d-" % os.getpid()
 
     def argv(self, name, rootfs, argv, args=(), user=None, read_only=False, detach=True):
-        cmd = PODMAN_BASE + self.global_args + PODMAN_RUN + ["--name", name]
+        """rootfs: a directory (--rootfs) or an image's name."""
+        cmd = PODMAN_BASE + self.global_args + PODMAN_RUN + self.run_args + ["--name", name]
         if detach:
             cmd.append("-d")
         cmd += ["-v", LIBCUDA + ":" + C_LIBCUDA_DIR + "/libcuda.so.1:ro",
@@ -54,7 +71,8 @@ class Podman:
             cmd += ["--user", str(user)]
         if read_only:
             cmd.append("--read-only")
-        return cmd + list(args) + ["--rootfs", rootfs] + list(argv)
+        root = ["--rootfs", rootfs] if rootfs.startswith("/") else [rootfs]
+        return cmd + list(args) + root + list(argv)
 
     def start(self, label, rootfs, argv, **kw):
         """Starts a detached container; returns its handle."""
@@ -77,6 +95,29 @@ class Podman:
         if self.names:
             subprocess.run(["podman", "rm", "-f", "-i"] + self.names, capture_output=True)
         self.names = []
+
+
+def build_image(tag, rootfs, annotations=None):
+    """podman build of an image FROM scratch holding the directory rootfs,
+    with the given image annotations (podman build --annotation), offline.
+    Returns tag; remove it with remove_image."""
+    fd, containerfile = tempfile.mkstemp(prefix="gpuslice-Containerfile-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write("FROM scratch\nCOPY %s/ /\n" % os.path.basename(rootfs))
+        cmd = ["podman", "build", "--runtime", "runc", "--quiet", "--no-cache", "-t", tag, "-f", containerfile]
+        for k, v in (annotations or {}).items():
+            cmd += ["--annotation", "%s=%s" % (k, v)]
+        out = subprocess.run(cmd + [os.path.dirname(rootfs)], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError("podman build %s failed: %s" % (tag, out.stderr.strip()))
+    finally:
+        os.unlink(containerfile)
+    return tag
+
+
+def remove_image(tag):
+    subprocess.run(["podman", "rmi", "-f", tag], capture_output=True)
 
 
 class PodmanContainer:
@@ -115,6 +156,11 @@ class Runc:
         self.ids = []
         self.cgroup_parent = "gpuslice-test-%d" % os.getpid()
 
+    def hook(self):
+        """The hook as deploy/oci/gpuslice.json declares it, admitting any
+        tenant for the containers of this test's cgroup parent."""
+        return hook_config(self.server.run_dir, allow=["*=/%s/*" % self.cgroup_parent])["hook"]
+
     def bundle(self, label, rootfs, argv, tenant, stage, user=0, read_only=False, hook=None):
         bundle = os.path.join(self.machine.dir, "bundle-" + label)
         os.mkdir(bundle)
@@ -131,7 +177,7 @@ class Runc:
              "options": ["rbind", "ro"]},
             {"destination": C_STATE_DIR, "type": "bind", "source": self.machine.state_dir,
              "options": ["rbind", "rw"]}]
-        config["hooks"] = {stage: [hook or hook_config(self.server.run_dir)["hook"]]}
+        config["hooks"] = {stage: [hook or self.hook()]}
         config["annotations"] = {"gpuslice.io/tenant": tenant}
         config["linux"]["cgroupsPath"] = "/%s/%s" % (self.cgroup_parent, cid)
         with open(os.path.join(bundle, "config.json"), "w") as f:
@@ -154,13 +200,7 @@ class Runc:
         for cid in self.ids:
             subprocess.run(["runc", "--root", self.root, "delete", "-f", cid], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
-        # runc removes a container's cgroup, not the parent it made for it
-        for parent in glob.glob("/sys/fs/cgroup/*/" + self.cgroup_parent) + \
-                glob.glob("/sys/fs/cgroup/" + self.cgroup_parent):
-            try:
-                os.rmdir(parent)
-            except OSError:
-                pass
+        remove_cgroups(self.cgroup_parent)
 
 
 class RuncContainer:

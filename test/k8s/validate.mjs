@@ -176,6 +176,11 @@ const binding = docs.find(d => d.obj.kind === 'ValidatingAdmissionPolicyBinding'
 expect(binding.spec.policyName === policy.metadata.name && binding.spec.validationActions.includes('Deny'),
        'the binding denies by the policy')
 
+const rules = policy.spec.matchConstraints.resourceRules
+expect(rules.some(r => r.resources.includes('pods') && r.operations.includes('CREATE') && r.operations.includes('UPDATE')) &&
+       rules.some(r => r.resources.includes('pods/ephemeralcontainers') && r.operations.includes('UPDATE')),
+       'the policy checks pods at CREATE and UPDATE, and the ephemeral containers kubectl debug adds')
+
 function admit (spec, pod, namespace) {
   const vars = {object: pod, namespaceObject: namespace, oldObject: null, request: {operation: 'CREATE'}}
   const variables = {}
@@ -193,12 +198,28 @@ function admit (spec, pod, namespace) {
 function ns (name, tenant) {
   return {metadata: tenant ? {name, labels: {'gpuslice.io/tenant': tenant}} : {name}}
 }
-function pod (annotations, gpu = true, where = 'containers') {
+// gpu: true for nvidia.com/gpu, or the name of the resource; kind: limits or requests.
+function pod (annotations, gpu = true, where = 'containers', kind = 'limits') {
   const c = {name: 'main', image: 'x'}
-  if (gpu) c.resources = {limits: {'nvidia.com/gpu': 1}}
+  if (gpu) c.resources = {[kind]: {[gpu === true ? 'nvidia.com/gpu' : gpu]: 1}}
   const p = {metadata: {name: 'p', namespace: 'n'}, spec: {containers: [{name: 'side', image: 'x'}]}}
   p.spec[where] = [...(p.spec[where] || []), c]
   if (annotations) p.metadata.annotations = annotations
+  return p
+}
+// Adds a container to p.spec[where] with NVIDIA_VISIBLE_DEVICES = value
+// (null: from a ConfigMap; undefined: no such variable, an unrelated one).
+function withEnv (p, where, value) {
+  const env = value === undefined ? [{name: 'FOO', value: 'bar'}]
+    : value === null ? [{name: 'NVIDIA_VISIBLE_DEVICES', valueFrom: {configMapKeyRef: {name: 'gpus', key: 'devices'}}}]
+      : [{name: 'NVIDIA_VISIBLE_DEVICES', value}]
+  p.spec[where] = [...(p.spec[where] || []), {name: 'env-' + where.toLowerCase(), image: 'x', env}]
+  return p
+}
+// A DRA claim from a ResourceClaimTemplate, used by the pod's first container.
+function withClaim (p) {
+  p.spec.resourceClaims = [{name: 'gpu', resourceClaimTemplateName: 'one-gpu'}]
+  p.spec.containers[0].resources = {claims: [{name: 'gpu'}]}
   return p
 }
 const A = ns('team-a', 'team-a')
@@ -215,7 +236,7 @@ const cases = [
   ['names two devices, its tenant among them', pod({'cdi.k8s.io/gpuslice': 'nvidia.com/gpu=0,gpuslice.io/tenant=team-a'}),
     A, true],
   ['names another tenant through the hook annotation', pod({'gpuslice.io/tenant': 'team-b'}), A, false, 'team-a'],
-  ['names its own tenant through the hook annotation', pod({'gpuslice.io/tenant': 'team-a'}), A, true],
+  ['names its own tenant through the hook annotation', pod({'gpuslice.io/tenant': 'team-a'}, false), A, true],
   ['uses a GPU without naming its tenant', pod(null), A, false, 'cdi.k8s.io/gpuslice: gpuslice.io/tenant=team-a'],
   ['uses a GPU in an init container without naming its tenant', pod({}, true, 'initContainers'), A, false,
     'must name their gpuslice tenant'],
@@ -227,7 +248,50 @@ const cases = [
   ['uses a GPU without gpuslice in a namespace without a tenant', pod(null), plain, true],
   ['names an empty tenant from a namespace without one', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant='}), plain,
     false, 'has no gpuslice.io/tenant label'],
-  ['carries unrelated CDI devices', pod({'cdi.k8s.io/net': 'vendor.com/nic=eth1'}, false), plain, true]
+  ['carries unrelated CDI devices', pod({'cdi.k8s.io/net': 'vendor.com/nic=eth1'}, false), plain, true],
+  // Every other way to a GPU (issue 23): the environment the NVIDIA runtime
+  // reads, in any container; the shared and MIG resource names; DRA resource
+  // claims; NVIDIA's own CDI devices. Each was admitted before.
+  ['names another tenant in NVIDIA_VISIBLE_DEVICES', withEnv(pod(null, false), 'containers',
+    'gpuslice.io/tenant=team-b,nvidia.com/gpu=all'), A, false, 'NVIDIA_VISIBLE_DEVICES'],
+  ['names another tenant in an init container\'s NVIDIA_VISIBLE_DEVICES', withEnv(pod(null, false), 'initContainers',
+    'gpuslice.io/tenant=team-b'), A, false, 'NVIDIA_VISIBLE_DEVICES'],
+  ['names another tenant in an ephemeral container\'s NVIDIA_VISIBLE_DEVICES',
+    withEnv(pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a'}), 'ephemeralContainers', 'gpuslice.io/tenant=team-b'),
+    A, false, 'NVIDIA_VISIBLE_DEVICES'],
+  ['names another tenant in NVIDIA_VISIBLE_DEVICES beside its own CDI annotation',
+    withEnv(pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a'}), 'containers', 'gpuslice.io/tenant=team-b'),
+    A, false, 'NVIDIA_VISIBLE_DEVICES'],
+  ['asks for every GPU with NVIDIA_VISIBLE_DEVICES=all', withEnv(pod(null, false), 'containers', 'all'), A, false,
+    'NVIDIA_VISIBLE_DEVICES'],
+  ['takes NVIDIA_VISIBLE_DEVICES from a ConfigMap', withEnv(pod(null, false), 'containers', null), A, false,
+    'NVIDIA_VISIBLE_DEVICES'],
+  ['names a tenant in NVIDIA_VISIBLE_DEVICES from a namespace without one', withEnv(pod(null, false), 'containers',
+    'gpuslice.io/tenant=team-b'), plain, false, 'has no gpuslice.io/tenant label'],
+  ['uses a shared GPU (nvidia.com/gpu.shared) without naming its tenant', pod(null, 'nvidia.com/gpu.shared'), A, false,
+    'must name their gpuslice tenant'],
+  ['uses a shared GPU in an init container without naming its tenant', pod(null, 'nvidia.com/gpu.shared',
+    'initContainers'), A, false, 'must name their gpuslice tenant'],
+  ['requests a MIG device without naming its tenant', pod(null, 'nvidia.com/mig-1g.5gb', 'containers', 'requests'), A,
+    false, 'must name their gpuslice tenant'],
+  ['claims a GPU through DRA without naming its tenant', withClaim(pod(null, false)), A, false,
+    'must name their gpuslice tenant'],
+  ['asks for NVIDIA\'s CDI device without naming its tenant', pod({'cdi.k8s.io/gpu': 'nvidia.com/gpu=all'}, false), A,
+    false, 'must name their gpuslice tenant'],
+  ['uses a GPU named only through the hook annotation', pod({'gpuslice.io/tenant': 'team-a'}), A, false,
+    'must name their gpuslice tenant'],
+  // ... and what a pod that names its tenant may still do.
+  ['uses a shared GPU and names its tenant', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a'},
+    'nvidia.com/gpu.shared'), A, true],
+  ['claims a GPU through DRA and names its tenant', withClaim(pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a'},
+    false)), A, true],
+  ['names its tenant through both annotations', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a',
+    'gpuslice.io/tenant': 'team-a'}), A, true],
+  ['hides every GPU with NVIDIA_VISIBLE_DEVICES=void', withEnv(pod(null, false), 'containers', 'void'), A, true],
+  ['adds a debugging container to a pod that names its tenant', withEnv(pod({'cdi.k8s.io/gpuslice':
+    'gpuslice.io/tenant=team-a'}), 'ephemeralContainers', undefined), A, true],
+  ['sets NVIDIA_VISIBLE_DEVICES=all in a namespace without a tenant', withEnv(pod(null, false), 'containers', 'all'),
+    plain, true]
 ]
 for (const [what, p, n, allowed, message] of cases) {
   let result
@@ -258,6 +322,13 @@ weakened.variables.find(v => v.name === 'cdiClaimsOther').expression =
   "'cdi.k8s.io/gpuslice' in variables.annotations && variables.annotations['cdi.k8s.io/gpuslice'] != 'gpuslice.io/tenant=' + variables.tenant"
 expect(admit(weakened, cases[2][1], A).allowed === true,
        'negative control: a weaker policy (one CDI key only) would let a claim under another key through')
+// ... and one that forgot ephemeral containers lets kubectl debug name another tenant.
+const noEphemeral = JSON.parse(JSON.stringify(policy.spec))
+const envSelects = noEphemeral.variables.find(v => v.name === 'envSelects')
+envSelects.expression = envSelects.expression.replace(/\|\|\s*\(has\(object\.spec\.ephemeralContainers\)[\s\S]*$/, '')
+const debugCase = cases.find(c => c[0].includes('ephemeral container'))
+expect(!envSelects.expression.includes('ephemeral') && admit(noEphemeral, debugCase[1], A).allowed === true,
+       'negative control: a policy without the ephemeral containers would let one name another tenant')
 
 console.log(`${passed} passed, ${failed} failed`)
 process.exit(failed ? 1 : 0)
