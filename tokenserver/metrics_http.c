@@ -9,7 +9,9 @@
  *     is being answered the listener waits (connections queue in the
  *     kernel's backlog);
  *   - a request head is at most HTTP_REQUEST_MAX bytes (then 431), read
- *     into a fixed buffer, and must be complete REQUEST_TIMEOUT_NS after
+ *     into a fixed buffer and parsed as it arrives (the search for its end
+ *     goes on where it stopped: a head sent a byte at a time is never read
+ *     again from its start), and must be complete REQUEST_TIMEOUT_NS after
  *     the connection was accepted; the response must be taken within
  *     RESPONSE_TIMEOUT_NS; a peer past either is closed;
  *   - a scrape copies the figures at once (metrics_snapshot.c), then
@@ -56,6 +58,7 @@ struct metrics_conn {
     bool writing;                  /* the request is in; the answer goes out */
     char request[HTTP_REQUEST_MAX];
     size_t request_len;
+    struct http_scan scan;         /* how far the request has been parsed */
     struct metrics_snapshot *snapshot; /* NULL for answers without a body to write */
     struct metrics_cursor cursor;
     bool chunked, complete;        /* complete: nothing more to write into out */
@@ -281,7 +284,7 @@ static void on_readable(struct metrics_conn *c, uint32_t events)
     }
     c->request_len += (size_t)n;
     struct http_request req;
-    enum http_parse parsed = http_parse_request(c->request, c->request_len, &req);
+    enum http_parse parsed = http_parse_more(&c->scan, c->request, c->request_len, &req);
     if (parsed == HTTP_INCOMPLETE)
         return;
     c->writing = true;
