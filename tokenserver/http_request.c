@@ -6,7 +6,9 @@
  * folding, no NUL; HTTP/1.1 needs a Host; a request that announces a
  * body (Content-Length other than 0, Transfer-Encoding) is refused, so
  * that no byte after the head is ever read as a request. Only the method,
- * the version and the path are kept.
+ * the version and the path are kept. A head that arrives a byte at a time
+ * costs no more than one that arrives at once: the search for its end
+ * goes on where it stopped.
  */
 #include "http_request.h"
 
@@ -21,18 +23,25 @@ static int is_tchar(unsigned char c)
            (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
-/* The end of the head that starts at from: the index just past its empty
- * line, or 0 if it is not in buf yet. */
-static size_t head_end(const char *buf, size_t from, size_t len)
+/* The end of the head: the index just past its empty line, or 0 if it is
+ * not in buf yet. It is searched for from *from, and *from is moved to
+ * where the next search starts (no earlier byte can end the head). */
+static size_t head_end(const char *buf, size_t *from, size_t len)
 {
-    for (size_t i = from; i + 1 < len; i++) {
+    size_t i = *from;
+    for (; i + 1 < len; i++) {
         if (buf[i] != '\n')
             continue;
         if (buf[i + 1] == '\n')
             return i + 2;
-        if (buf[i + 1] == '\r' && i + 2 < len && buf[i + 2] == '\n')
-            return i + 3;
+        if (buf[i + 1] == '\r') {
+            if (i + 2 >= len)
+                break; /* LF CR and no more yet: look here again */
+            if (buf[i + 2] == '\n')
+                return i + 3;
+        }
     }
+    *from = i;
     return 0;
 }
 
@@ -129,19 +138,23 @@ static enum http_parse parse_field(const char *line, size_t n, int *host)
     return HTTP_OK;
 }
 
-enum http_parse http_parse_request(const char *buf, size_t len, struct http_request *req)
+enum http_parse http_parse_more(struct http_scan *scan, const char *buf, size_t len, struct http_request *req)
 {
-    size_t scan = len < HTTP_REQUEST_MAX ? len : HTTP_REQUEST_MAX;
-    size_t pos = 0;
-    /* A server should ignore empty lines before the request line. */
-    while (pos < scan && (buf[pos] == '\r' || buf[pos] == '\n'))
-        pos++;
-    size_t end = head_end(buf, pos, scan);
+    size_t limit = len < HTTP_REQUEST_MAX ? len : HTTP_REQUEST_MAX;
+    if (!scan->started) {
+        /* A server should ignore empty lines before the request line. */
+        size_t pos = scan->start;
+        while (pos < limit && (buf[pos] == '\r' || buf[pos] == '\n'))
+            pos++;
+        scan->start = scan->scanned = pos;
+        scan->started = pos < limit;
+    }
+    size_t end = scan->started ? head_end(buf, &scan->scanned, limit) : 0;
     if (!end)
         return len >= HTTP_REQUEST_MAX ? HTTP_TOO_LARGE : HTTP_INCOMPLETE;
     if (memchr(buf, '\0', end))
         return HTTP_BAD;
-    size_t start = pos;
+    size_t pos = scan->start, start = pos;
     long n = next_line(buf, end, &pos);
     if (n <= 0)
         return HTTP_BAD;
@@ -164,4 +177,10 @@ enum http_parse http_parse_request(const char *buf, size_t len, struct http_requ
         return HTTP_BAD;
     req->length = pos;
     return HTTP_OK;
+}
+
+enum http_parse http_parse_request(const char *buf, size_t len, struct http_request *req)
+{
+    struct http_scan scan = {0};
+    return http_parse_more(&scan, buf, len, req);
 }

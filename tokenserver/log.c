@@ -1,10 +1,17 @@
 /*
  * Logging to stderr, one line per message, and the rate limit on messages
- * a tenant or a client can cause (slog_limited): each kind of message,
- * per tenant, is written at most LOG_BURST times per LOG_WINDOW_NS; the
- * rest are counted, and one line saying how many were suppressed follows
- * when the window ends (log_flush, called every second). So no client can
- * make the log grow faster than a few lines a second.
+ * a tenant or a client can cause (slog_limited): each kind of message
+ * (its format string and its tag, a tenant) is written at most LOG_BURST
+ * times per LOG_WINDOW_NS; the rest are counted, and one line saying how
+ * many were suppressed follows when the window ends (log_flush, called
+ * every second). So no client can make the log grow faster than a few
+ * lines a second.
+ *
+ * Kinds are told apart exactly (pointer comparison, never a hash), in a
+ * table of LOG_KINDS. A kind keeps its place until its window ends, so no
+ * interleaving of kinds can restart another's count; when the table is
+ * full, every further kind shares one more window (the overflow). At most
+ * (LOG_KINDS + 1) * (LOG_BURST + 1) lines per window, whatever arrives.
  */
 #include "server.h"
 
@@ -18,16 +25,16 @@
 
 #define LOG_BURST 10
 #define LOG_WINDOW_NS 10000000000ull
-#define LOG_SLOTS 128
+#define LOG_KINDS 256
 
 int log_level = LOG_INFO;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
-/* One kind of message (format string, tenant) and its window. The table
- * belongs to the loop's thread; two kinds that hash to one slot share it
- * (the older one's count is flushed first). */
-struct log_slot {
+/* One kind of message (format string, tag) and its window; fmt is NULL
+ * in a free entry. The table and the overflow belong to the loop's
+ * thread. */
+struct log_kind {
     const char *fmt;
     const void *tag;
     int level;
@@ -35,7 +42,8 @@ struct log_slot {
     unsigned written, suppressed;
     char first_suppressed[200];
 };
-static struct log_slot slots[LOG_SLOTS];
+static struct log_kind kinds[LOG_KINDS];
+static struct log_kind overflow; /* the kinds that found the table full */
 
 const char *log_level_name(int level)
 {
@@ -85,43 +93,72 @@ void slog(int level, const char *fmt, ...)
     va_end(ap);
 }
 
-static void flush_slot(struct log_slot *s)
+/* Writes the count of what k suppressed in the window that ended, and
+ * starts a new one. */
+static void flush_kind(struct log_kind *k, uint64_t now)
 {
-    if (s->suppressed) {
+    if (k->suppressed) {
         char text[400];
-        snprintf(text, sizeof text, "%u more message%s like \"%s\" suppressed in the last %llu s",
-                 s->suppressed, s->suppressed == 1 ? "" : "s", s->first_suppressed,
-                 (unsigned long long)(LOG_WINDOW_NS / 1000000000ull));
-        write_line(s->level, text);
+        if (k == &overflow)
+            snprintf(text, sizeof text,
+                     "%u more message%s suppressed in the last %llu s, of kinds beyond the %d counted one by one; "
+                     "the first: \"%s\"",
+                     k->suppressed, k->suppressed == 1 ? "" : "s", (unsigned long long)(LOG_WINDOW_NS / 1000000000ull),
+                     LOG_KINDS, k->first_suppressed);
+        else
+            snprintf(text, sizeof text, "%u more message%s like \"%s\" suppressed in the last %llu s", k->suppressed,
+                     k->suppressed == 1 ? "" : "s", k->first_suppressed,
+                     (unsigned long long)(LOG_WINDOW_NS / 1000000000ull));
+        write_line(k->level, text);
     }
-    s->suppressed = 0;
-    s->written = 0;
+    k->suppressed = 0;
+    k->written = 0;
+    k->window_start = now;
+}
+
+/* The entry of (fmt, tag): its own, a free one, or the overflow. */
+static struct log_kind *kind_of(const char *fmt, const void *tag, int level, uint64_t now)
+{
+    struct log_kind *free_entry = NULL;
+    for (size_t i = 0; i < LOG_KINDS; i++) {
+        struct log_kind *k = &kinds[i];
+        if (k->fmt == fmt && k->tag == tag)
+            return k;
+        if (!free_entry && (!k->fmt || now - k->window_start >= LOG_WINDOW_NS))
+            free_entry = k;
+    }
+    if (!free_entry)
+        return &overflow;
+    if (free_entry->fmt)
+        flush_kind(free_entry, now); /* its window ended: its count first */
+    free_entry->fmt = fmt;
+    free_entry->tag = tag;
+    free_entry->level = level;
+    free_entry->written = free_entry->suppressed = 0;
+    free_entry->window_start = now;
+    return free_entry;
 }
 
 void slog_limited(const void *tag, int level, const char *fmt, ...)
 {
     if (level > log_level)
         return;
-    uintptr_t h = ((uintptr_t)fmt >> 3) * 31u + ((uintptr_t)tag >> 4);
-    struct log_slot *s = &slots[h % LOG_SLOTS];
     uint64_t now = now_ns();
-    if (s->fmt != fmt || s->tag != tag) {
-        flush_slot(s);
-        s->fmt = fmt;
-        s->tag = tag;
-        s->level = level;
-        s->window_start = now;
-    } else if (now - s->window_start >= LOG_WINDOW_NS) {
-        flush_slot(s);
-        s->window_start = now;
+    struct log_kind *k = kind_of(fmt, tag, level, now);
+    if (k == &overflow && !overflow.fmt) {
+        overflow.fmt = fmt; /* in use: its window runs */
+        overflow.level = level;
+        overflow.window_start = now;
     }
+    if (now - k->window_start >= LOG_WINDOW_NS)
+        flush_kind(k, now);
     va_list ap;
     va_start(ap, fmt);
-    if (s->written < LOG_BURST) {
-        s->written++;
+    if (k->written < LOG_BURST) {
+        k->written++;
         vlog(level, fmt, ap);
-    } else if (s->suppressed++ == 0) {
-        vsnprintf(s->first_suppressed, sizeof s->first_suppressed, fmt, ap);
+    } else if (k->suppressed++ == 0) {
+        vsnprintf(k->first_suppressed, sizeof k->first_suppressed, fmt, ap);
     }
     va_end(ap);
 }
@@ -129,9 +166,13 @@ void slog_limited(const void *tag, int level, const char *fmt, ...)
 void log_flush(void)
 {
     uint64_t now = now_ns();
-    for (size_t i = 0; i < LOG_SLOTS; i++)
-        if (slots[i].fmt && now - slots[i].window_start >= LOG_WINDOW_NS) {
-            flush_slot(&slots[i]);
-            slots[i].fmt = NULL;
+    for (size_t i = 0; i < LOG_KINDS; i++)
+        if (kinds[i].fmt && now - kinds[i].window_start >= LOG_WINDOW_NS) {
+            flush_kind(&kinds[i], now);
+            kinds[i].fmt = NULL;
         }
+    if (overflow.fmt && now - overflow.window_start >= LOG_WINDOW_NS) {
+        flush_kind(&overflow, now);
+        overflow.fmt = NULL;
+    }
 }

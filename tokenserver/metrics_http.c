@@ -3,17 +3,31 @@
  * event loop (no thread, no library), for Prometheus to scrape.
  *
  * Nothing a peer does can hold the loop or grow without bound:
- *   - every socket is non-blocking; a connection is a watch of its own;
+ *   - every socket is non-blocking; the listener and the connections are
+ *     watched in an epoll set of their own, and that set is one watch on
+ *     the server's loop: each round of the loop, metrics get one turn
+ *     (on_round), which handles at most ROUND_EVENTS events (an accept, a
+ *     read, a write), takes at most one snapshot and renders at most
+ *     ROUND_BYTES of text, all connections together. Whatever else is
+ *     ready (a tenant's ACQUIRE) is served before the next turn, however
+ *     many scrapers there are. Turns take at most SHARE_PERCENT of the
+ *     time (each charged the time it took, at least TURN_MIN_NS; a bucket
+ *     of CREDIT_MAX_NS for bursts): past it, the set leaves the loop until
+ *     the bucket has refilled, so that the server, idle most of the time,
+ *     is quick to wake for a tenant even on a machine short of CPU, and a
+ *     peer sending a byte at a time wakes it rarely;
  *   - at most METRICS_MAX_CONNS connections; when full, a new one closes
  *     the oldest that has not sent its whole request yet, and if every one
  *     is being answered the listener waits (connections queue in the
  *     kernel's backlog);
  *   - a request head is at most HTTP_REQUEST_MAX bytes (then 431), read
- *     into a fixed buffer, and must be complete REQUEST_TIMEOUT_NS after
+ *     into a fixed buffer and parsed as it arrives (the search for its end
+ *     goes on where it stopped: a head sent a byte at a time is never read
+ *     again from its start), and must be complete REQUEST_TIMEOUT_NS after
  *     the connection was accepted; the response must be taken within
  *     RESPONSE_TIMEOUT_NS; a peer past either is closed;
  *   - a scrape copies the figures at once (metrics_snapshot.c), then
- *     writes PIECE bytes of text per wake-up as the socket takes them
+ *     writes its text at most PIECE bytes per turn as the socket takes it
  *     (chunked for HTTP/1.1, so a cut-off response is seen as one), so a
  *     scrape of any size costs the scheduler at most one piece at a time.
  * One request per connection ("Connection: close"). Only GET and HEAD of
@@ -37,7 +51,21 @@
 #include <unistd.h>
 
 #define METRICS_MAX_CONNS 16
-#define ACCEPT_BATCH 16
+/* What one turn of the loop may do, all connections together. */
+#define ROUND_EVENTS 8
+#define ROUND_BYTES 32768 /* received and rendered */
+/* And over time: the time turns hold the loop, as a share of the time that
+ * passes, with a bucket for bursts (a scrape of 100 tenants x 8 GPUs takes
+ * about 3 ms). A turn is charged the wall time it took: its CPU time, or
+ * more where the machine is busy and it was preempted, which is the delay
+ * a tenant's message behind it sees; so metrics slow down when CPU is
+ * short. And at least TURN_MIN_NS, about what waking the server for it
+ * and its system calls cost, so that turns come at most 2000 times a
+ * second: a peer that sends its request a byte at a time cannot wake the
+ * server for each byte. */
+#define SHARE_PERCENT 10
+#define CREDIT_MAX_NS 5000000ull
+#define TURN_MIN_NS 50000ull
 /* The kernel's queue of connections not yet accepted (capped by
  * net.core.somaxconn). A connection that finds it full has its SYN dropped
  * and waits for TCP's retransmission, a second later: deep enough that a
@@ -56,6 +84,8 @@ struct metrics_conn {
     bool writing;                  /* the request is in; the answer goes out */
     char request[HTTP_REQUEST_MAX];
     size_t request_len;
+    struct http_scan scan;         /* how far the request has been parsed */
+    bool snapshot_due;             /* a scrape whose figures are not taken yet */
     struct metrics_snapshot *snapshot; /* NULL for answers without a body to write */
     struct metrics_cursor cursor;
     bool chunked, complete;        /* complete: nothing more to write into out */
@@ -65,7 +95,18 @@ struct metrics_conn {
     struct metrics_conn *next;
 };
 
-/* The listener, its connections and its timer; owned by the loop's thread. */
+/* The listener, its connections, their epoll set and its watch on the
+ * loop, this turn's budget and the timer; owned by the loop's thread. */
+static int set_fd = -1;
+static struct loop_watch set_watch = {.fd = -1};
+static bool set_watched;           /* set_watch is in the loop's epoll set */
+static struct {
+    unsigned events, snapshots;
+    size_t bytes;
+} round_left;
+static int64_t credit_ns = (int64_t)CREDIT_MAX_NS; /* the time turns may take now */
+static uint64_t credit_at;         /* when credit_ns was last brought up to date */
+static struct timer resume = {.watch = {.fd = -1}};
 static struct loop_watch listen_watch = {.fd = -1};
 static bool listening;             /* listen_watch is in the epoll set */
 static struct sockaddr_storage listen_addr;
@@ -112,6 +153,83 @@ bool metrics_parse_addr(const char *text, struct sockaddr_storage *out, socklen_
     return inet_pton(AF_INET, host, &a->sin_addr) == 1;
 }
 
+static int set_add(struct loop_watch *w, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+    return epoll_ctl(set_fd, EPOLL_CTL_ADD, w->fd, &ev);
+}
+
+static int set_mod(struct loop_watch *w, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+    return epoll_ctl(set_fd, EPOLL_CTL_MOD, w->fd, &ev);
+}
+
+static void set_del(struct loop_watch *w)
+{
+    if (epoll_ctl(set_fd, EPOLL_CTL_DEL, w->fd, NULL) != 0)
+        slog(LOG_ERR, "metrics: epoll_ctl(DEL, fd %d): %s", w->fd, strerror(errno));
+}
+
+static void spend_bytes(size_t n)
+{
+    round_left.bytes = n < round_left.bytes ? round_left.bytes - n : 0;
+}
+
+static void on_resume(void *arg)
+{
+    (void)arg;
+    if (!set_watched && set_fd >= 0) {
+        if (loop_add(&set_watch, EPOLLIN) == 0)
+            set_watched = true;
+        else
+            slog(LOG_ERR, "metrics: epoll: %s", strerror(errno));
+    }
+}
+
+/* Charges a turn that took took_ns, ending now; past the share, the set
+ * leaves the loop until the credit is back. */
+static void charge(uint64_t took_ns, uint64_t now)
+{
+    credit_ns -= (int64_t)(took_ns > TURN_MIN_NS ? took_ns : TURN_MIN_NS);
+    if (credit_ns >= 0)
+        return;
+    loop_del(&set_watch);
+    set_watched = false;
+    timer_at(&resume, now + (uint64_t)(-credit_ns) * 100 / SHARE_PERCENT);
+}
+
+/* Metrics' turn in a round of the loop: ready events of the set one at a
+ * time (so a callback that closes a connection leaves no stale event
+ * behind), while the turn's budget lasts. What is left stays ready, and
+ * the set with it: the loop comes back to it next round. */
+static void on_round(void *arg, uint32_t events)
+{
+    (void)arg;
+    (void)events;
+    uint64_t start = now_ns();
+    credit_ns += (int64_t)((start - credit_at) * SHARE_PERCENT / 100);
+    if (credit_ns > (int64_t)CREDIT_MAX_NS)
+        credit_ns = (int64_t)CREDIT_MAX_NS;
+    round_left.events = ROUND_EVENTS;
+    round_left.bytes = ROUND_BYTES;
+    round_left.snapshots = 1;
+    while (round_left.events > 0 && round_left.bytes > 0) {
+        struct epoll_event ev;
+        int n = epoll_wait(set_fd, &ev, 1, 0);
+        if (n < 0 && errno != EINTR)
+            slog(LOG_ERR, "metrics: epoll_wait: %s", strerror(errno));
+        if (n <= 0)
+            break;
+        round_left.events--;
+        struct loop_watch *w = ev.data.ptr;
+        w->fn(w->arg, ev.events);
+    }
+    uint64_t end = now_ns();
+    credit_at = start;
+    charge(end - start, end);
+}
+
 /* Arms the timer for the next thing due: a connection's deadline or a
  * paused listener (checked every TICK_NS), or the next try to bind. */
 static void arm_tick(void)
@@ -131,7 +249,7 @@ static void listen_resume(void)
 {
     if (listening || listen_watch.fd < 0 || nconns >= METRICS_MAX_CONNS)
         return;
-    if (loop_add(&listen_watch, EPOLLIN) == 0)
+    if (set_add(&listen_watch, EPOLLIN) == 0)
         listening = true;
     else
         slog(LOG_ERR, "metrics: epoll: %s", strerror(errno));
@@ -140,7 +258,7 @@ static void listen_resume(void)
 static void listen_pause(void)
 {
     if (listening)
-        loop_del(&listen_watch);
+        set_del(&listen_watch);
     listening = false;
     arm_tick();
 }
@@ -152,7 +270,7 @@ static void conn_close(struct metrics_conn *c)
             *p = c->next;
             break;
         }
-    loop_del(&c->watch);
+    set_del(&c->watch);
     if (close(c->fd) != 0)
         slog(LOG_WARN, "metrics: close: %s", strerror(errno));
     metrics_snapshot_free(c->snapshot);
@@ -209,15 +327,28 @@ static void answer(struct metrics_conn *c, enum http_parse parsed, const struct 
         c->complete = true;
         return;
     }
+    c->snapshot_due = true; /* on its first turn to write (on_writable) */
+}
+
+/* Takes the figures of a scrape, the turn's one snapshot; false if this
+ * turn has taken one already. */
+static bool take_snapshot(struct metrics_conn *c)
+{
+    if (!round_left.snapshots)
+        return false;
+    round_left.snapshots--;
+    c->snapshot_due = false;
     c->snapshot = metrics_snapshot_take();
     if (!c->snapshot) {
         slog(LOG_ERR, "metrics: out of memory taking a snapshot");
         c->out.len = 0;
-        answer_fixed(c, minor, "503 Service Unavailable", "", "out of memory\n", false);
+        answer_fixed(c, c->chunked ? 1 : 0, "503 Service Unavailable", "", "out of memory\n", false);
     }
+    return true;
 }
 
-/* Renders the next piece of the body into out (empty before). */
+/* Renders the next piece of the body into out (empty before), at most
+ * what is left of the turn's budget. */
 static void render_piece(struct metrics_conn *c)
 {
     size_t head = c->out.len;
@@ -227,7 +358,9 @@ static void render_piece(struct metrics_conn *c)
             return;
     }
     size_t body = c->out.len;
-    c->complete = metrics_render_next(c->snapshot, &c->cursor, &c->out, PIECE);
+    size_t budget = round_left.bytes < PIECE ? round_left.bytes : PIECE;
+    c->complete = metrics_render_next(c->snapshot, &c->cursor, &c->out, budget);
+    spend_bytes(c->out.len - head);
     if (!c->chunked || c->out.failed)
         return;
     size_t n = c->out.len - body;
@@ -245,7 +378,11 @@ static void render_piece(struct metrics_conn *c)
 
 static void on_writable(struct metrics_conn *c)
 {
+    if (c->snapshot_due && !take_snapshot(c))
+        return; /* next turn */
     if (c->sent == c->out.len && !c->complete) {
+        if (!round_left.bytes)
+            return; /* next turn */
         c->out.len = c->sent = 0;
         render_piece(c);
     }
@@ -280,14 +417,15 @@ static void on_readable(struct metrics_conn *c, uint32_t events)
         return;
     }
     c->request_len += (size_t)n;
+    spend_bytes((size_t)n);
     struct http_request req;
-    enum http_parse parsed = http_parse_request(c->request, c->request_len, &req);
+    enum http_parse parsed = http_parse_more(&c->scan, c->request, c->request_len, &req);
     if (parsed == HTTP_INCOMPLETE)
         return;
     c->writing = true;
     c->deadline = now_ns() + RESPONSE_TIMEOUT_NS;
     answer(c, parsed, &req);
-    if (loop_mod(&c->watch, EPOLLOUT) != 0) {
+    if (set_mod(&c->watch, EPOLLOUT) != 0) {
         slog(LOG_ERR, "metrics: epoll: %s", strerror(errno));
         conn_close(c);
     }
@@ -319,47 +457,45 @@ static bool evict_reading(void)
     return true;
 }
 
+/* One connection per event: the listener stays ready while more wait, and
+ * comes back within the turn's budget. */
 static void on_accept(void *arg, uint32_t events)
 {
     (void)arg;
     (void)events;
-    for (int i = 0; i < ACCEPT_BATCH; i++) {
-        if (nconns >= METRICS_MAX_CONNS && !evict_reading()) {
-            listen_pause(); /* every one is being answered: the rest wait in the backlog */
-            return;
-        }
-        int fd = accept4(listen_watch.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                slog_limited(&conns, LOG_WARN, "metrics: accept: %s; not accepting for %llu ms", strerror(errno),
-                             (unsigned long long)(TICK_NS / 1000000));
-                listen_pause();
-            }
-            return;
-        }
-        struct metrics_conn *c = calloc(1, sizeof *c);
-        if (!c) {
-            slog_limited(&conns, LOG_ERR, "metrics: out of memory");
-            if (close(fd) != 0)
-                slog(LOG_WARN, "metrics: close: %s", strerror(errno));
-            return;
-        }
-        c->fd = fd;
-        c->deadline = now_ns() + REQUEST_TIMEOUT_NS;
-        c->watch = (struct loop_watch){.fd = fd, .fn = conn_event, .arg = c};
-        c->next = conns;
-        conns = c;
-        nconns++;
-        if (loop_add(&c->watch, EPOLLIN) != 0) {
-            slog(LOG_ERR, "metrics: epoll: %s", strerror(errno));
-            conn_close(c);
-            return;
-        }
-        arm_tick();
-        on_readable(c, 0); /* the request is often there already */
+    if (nconns >= METRICS_MAX_CONNS && !evict_reading()) {
+        listen_pause(); /* every one is being answered: the rest wait in the backlog */
+        return;
     }
+    int fd = accept4(listen_watch.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+            slog_limited(&conns, LOG_WARN, "metrics: accept: %s; not accepting for %llu ms", strerror(errno),
+                         (unsigned long long)(TICK_NS / 1000000));
+            listen_pause();
+        }
+        return;
+    }
+    struct metrics_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        slog_limited(&conns, LOG_ERR, "metrics: out of memory");
+        if (close(fd) != 0)
+            slog(LOG_WARN, "metrics: close: %s", strerror(errno));
+        return;
+    }
+    c->fd = fd;
+    c->deadline = now_ns() + REQUEST_TIMEOUT_NS;
+    c->watch = (struct loop_watch){.fd = fd, .fn = conn_event, .arg = c};
+    c->next = conns;
+    conns = c;
+    nconns++;
+    if (set_add(&c->watch, EPOLLIN) != 0) {
+        slog(LOG_ERR, "metrics: epoll: %s", strerror(errno));
+        conn_close(c);
+        return;
+    }
+    arm_tick();
+    on_readable(c, 0); /* the request is often there already */
 }
 
 static char addr_text[80];
@@ -434,7 +570,15 @@ int metrics_open(void)
     if (!metrics_parse_addr(options.metrics_addr, &listen_addr, &listen_addr_len))
         return -1;
     describe_addr();
-    if (timer_init(&tick, on_tick, NULL) != 0) {
+    set_fd = epoll_create1(EPOLL_CLOEXEC);
+    set_watch = (struct loop_watch){.fd = set_fd, .fn = on_round, .arg = NULL};
+    if (set_fd < 0 || loop_add(&set_watch, EPOLLIN) != 0) {
+        slog(LOG_ERR, "metrics: epoll: %s", strerror(errno));
+        return -1;
+    }
+    set_watched = true;
+    credit_at = now_ns();
+    if (timer_init(&tick, on_tick, NULL) != 0 || timer_init(&resume, on_resume, NULL) != 0) {
         slog(LOG_ERR, "metrics: timerfd: %s", strerror(errno));
         return -1;
     }
@@ -451,4 +595,14 @@ void metrics_close(void)
         slog(LOG_WARN, "metrics: close: %s", strerror(errno));
     listen_watch.fd = -1;
     timer_close(&tick);
+    timer_close(&resume);
+    if (set_watched) {
+        loop_del(&set_watch);
+        set_watched = false;
+    }
+    if (set_fd >= 0) {
+        if (close(set_fd) != 0)
+            slog(LOG_WARN, "metrics: close: %s", strerror(errno));
+    }
+    set_fd = set_watch.fd = -1;
 }

@@ -3,8 +3,11 @@
 handoff latency (release -> the next tenant's blocked launch returns,
 handoff_bench) side by side: no scraper, slow scrapers (20 that never
 send, 4 reading 1 KiB every 100 ms), and every hostile scraper of
-metrics_hostile_test.py at once. One line per figure with its target."""
+metrics_hostile_test.py at once; and another tenant's ACQUIRE -> GRANT
+with none, with 16 scrapers back to back, with a slowloris, and with both,
+phases taken in turn on one server. One line per figure with its target."""
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -14,6 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from metricslib import (MetricsServer, handoff_latencies, percentile, populated_server, scrape,  # noqa: E402
                         server_run_ns)
 from testlib import Machine  # noqa: E402
+import gsproto  # noqa: E402
 
 HOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers", "scrape_hog.py")
 results = []
@@ -63,5 +67,50 @@ for name, attack in ATTACKS.items():
     ok = bool(lat) and med <= 1.5 * baseline + 50
     report("handoff, %s" % name, "%.0f us median, p90 %.0f us (n=%d)" % (med, p90, len(lat)),
            "<= none x1.5+50us", ok)
+
+# 3. ACQUIRE -> GRANT of another tenant while scrapers never stop: 8
+# tenants on 2 GPUs each (a scrape of about 51 KB); each phase times 150
+# grants 2 ms apart; the phases are taken in turn three times.
+machine = Machine()
+server = MetricsServer(machine, dict({"t%d" % i: "share = 1\n" for i in range(8)}, probe="share = 1\n"))
+others = []
+for i in range(8):
+    c = gsproto.Client(server.socket("t%d" % i))
+    for slot in range(2):
+        c.device(slot, gsproto.uuid_bytes(slot))
+        c.grant_latency(slot)
+    others.append(c)
+probe = gsproto.Client(server.socket("probe"))
+probe.device(0, gsproto.uuid_bytes(9))
+PHASES = {"no scraper": [], "16 scrapers back to back": [["--scrapers", "16"]],
+          "a slowloris": [["--slowloris", "1"]], "16 scrapers and a slowloris": [["--scrapers", "16"], ["--slowloris", "1"]]}
+grants = {name: [] for name in PHASES}
+cpu = {name: 0.0 for name in PHASES}
+loris_bytes = {name: 0 for name in PHASES}
+for _ in range(3):
+    for name, hogs in PHASES.items():
+        procs = [subprocess.Popen([sys.executable, HOG, str(server.port), "600"] + a, stdout=subprocess.PIPE, text=True)
+                 for a in hogs]
+        for p in procs:
+            p.stdout.readline()
+        time.sleep(0.3 if procs else 0)
+        cpu0 = server.cpu_seconds()
+        for _ in range(150):
+            took = probe.grant_latency(0, timeout=5.0)
+            grants[name].append(1000 * (took if took is not None else 5.0))
+            time.sleep(0.002)
+        cpu[name] += server.cpu_seconds() - cpu0
+        for p, a in zip(procs, hogs):
+            p.send_signal(signal.SIGTERM)
+            done = dict(kv.split("=") for kv in p.communicate()[0].split()[1:])
+            if a[0] == "--slowloris":
+                loris_bytes[name] += int(done["sent"])
+server.stop()
+quiet = statistics.median(grants["no scraper"])
+for name in PHASES:
+    med = statistics.median(grants[name])
+    extra = " loris %d KB" % (loris_bytes[name] >> 10) if loris_bytes[name] else ""
+    report("ACQUIRE->GRANT, %s" % name, "%.3f ms median, p90 %.3f (cpu %.2f s%s)"
+           % (med, percentile(grants[name], 0.9), cpu[name], extra), "<= 1 ms median", med <= 1.0)
 
 print("%d passed, %d failed" % (sum(results), len(results) - sum(results)))

@@ -5,8 +5,11 @@
  * must parse without reading outside it; the same input must give the
  * same answer; an accepted head must be within the input, with a path
  * that starts with '/' and a version of 1.0 or 1.1; a shorter prefix of
- * an accepted head must be incomplete; and the path must parse back from
- * a request written around it.
+ * an accepted head must be incomplete; the path must parse back from a
+ * request written around it; and the same bytes fed a piece at a time
+ * (a byte at a time, and in pieces of lengths taken from the input), as
+ * the listener reads them, must get the answer the bytes so far get at
+ * once.
  *
  * Built two ways, like protocol_fuzz.c: with clang -fsanitize=fuzzer as a
  * libFuzzer target (scripts/fuzz, in CI), and with a small main() that
@@ -40,6 +43,35 @@ static enum http_parse parse_copy(const uint8_t *data, size_t size, struct http_
     return r;
 }
 
+static bool same_request(const struct http_request *a, const struct http_request *b)
+{
+    return a->method == b->method && a->minor == b->minor && a->length == b->length && strcmp(a->path, b->path) == 0;
+}
+
+/* Feeds data a piece at a time into one scan, as the listener does, until
+ * the parser answers; that answer must be what the bytes so far get at
+ * once. Pass 0 cuts one byte at a time, pass 1 at lengths from the data. */
+static void check_pieces(const uint8_t *data, size_t size, int pass)
+{
+    char *copy = calloc(size ? size : 1, 1);
+    if (!copy)
+        abort();
+    if (size)
+        memcpy(copy, data, size);
+    struct http_scan scan = {0};
+    struct http_request req, at_once;
+    size_t len = 0, k = 0;
+    enum http_parse r = http_parse_more(&scan, copy, 0, &req);
+    while (r == HTTP_INCOMPLETE && len < size) {
+        size_t step = pass == 0 ? 1 : 1 + data[k++ % size] % 97;
+        len = step > size - len ? size : len + step;
+        r = http_parse_more(&scan, copy, len, &req);
+    }
+    free(copy);
+    if (parse_copy(data, len, &at_once) != r || (r == HTTP_OK && !same_request(&req, &at_once)))
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct http_request req, again;
@@ -49,13 +81,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     last = r;
     if (r < HTTP_INCOMPLETE || r > HTTP_BAD_VERSION)
         abort();
+    check_pieces(data, size, 0);
+    check_pieces(data, size, 1);
     if (r == HTTP_TOO_LARGE && size < HTTP_REQUEST_MAX)
         abort();
     if (r != HTTP_OK)
         return 0;
     if (req.length == 0 || req.length > size || req.length > HTTP_REQUEST_MAX || req.path[0] != '/' ||
         !memchr(req.path, '\0', sizeof req.path) || (req.minor != 0 && req.minor != 1) ||
-        req.method != again.method || strcmp(req.path, again.path) != 0 || req.length != again.length)
+        !same_request(&req, &again))
         abort();
     if (parse_copy(data, req.length - 1, &again) != HTTP_INCOMPLETE)
         abort();
