@@ -23,6 +23,8 @@ S1, S2 = gsproto.uuid_str(U1), gsproto.uuid_str(U2)
 MiB = 1 << 20
 
 # A fake NVIDIA driver /proc: GPU 2 is on the lower PCI bus, so it is index 0.
+# Its device nodes do not exist: the made-up clients' GPUs are not checked
+# (--verify-gpus off; hardening_foreign_gpu_test.py checks them).
 nvidia = tempfile.mkdtemp(prefix="gpuslice-nvidia-")
 for bus, uuid in (("0000:01:00.0", S2), ("0000:02:00.0", S1)):
     os.makedirs(os.path.join(nvidia, "gpus", bus))
@@ -31,7 +33,8 @@ for bus, uuid in (("0000:01:00.0", S2), ("0000:02:00.0", S1)):
 
 machine = Machine()
 server = MetricsServer(machine, {"a": "share = 3\nmemory = 1G\n", "b": "share = 1\nlimit = 0.5\n"},
-                       args=["--nvidia-dir", nvidia, "--max-devices-per-tenant", "2", "--max-clients-per-tenant", "4"])
+                       args=["--nvidia-dir", nvidia, "--verify-gpus", "off", "--max-devices-per-tenant", "2",
+                             "--max-clients-per-tenant", "4"])
 a = gsproto.Client(server.socket("a"))
 a.device(0, U1)
 a.device(1, U2)

@@ -289,7 +289,8 @@ void client_add(struct tenant *t, int fd)
         return;
     }
     t->clients++;
-    nclients++;
+    if (nclients++ == 0)
+        rundir_mark_clients(true);
     c->next = clients;
     clients = c;
     c->member_next = t->members;

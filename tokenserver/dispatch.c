@@ -11,8 +11,32 @@
 #include "server.h"
 #include "gpuslice/transport.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+
+/* The scheduler's wake-up (SET_WAKE); owned by the loop's thread. */
+static struct timer wake_timer;
+static bool wake_timer_ready;
+
+static void wake_fired(void *arg)
+{
+    (void)arg;
+    struct sched_event ev = {.type = SCHED_WAKE};
+    sched_run(&ev);
+}
+
+static void set_wake(uint64_t at)
+{
+    if (!wake_timer_ready) {
+        if (timer_init(&wake_timer, wake_fired, NULL) != 0) {
+            slog(LOG_ERR, "timerfd: %s; leases held after the restart are answered at the next one", strerror(errno));
+            return;
+        }
+        wake_timer_ready = true;
+    }
+    timer_at(&wake_timer, at);
+}
 
 static struct client *client_of(const struct sched_slot *slot)
 {
@@ -76,6 +100,9 @@ static void carry_out(const struct sched_action *a)
                      "slice revoked", c->tenant->name, c->pid, (unsigned long long)(options.grace_ns / 1000000));
         break;
     }
+    case SCHED_SET_WAKE:
+        set_wake(a->at);
+        break;
     case SCHED_OVER_CAP: {
         const struct client *c = client_of(a->slot);
         slog_limited(c->tenant, LOG_WARN, "tenant %s: %llu bytes in use after pid %u reconnected, over its cap of %llu",

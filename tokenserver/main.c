@@ -20,6 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* How long leases wait after a restart for the last server's processes. */
+#define RECOVERY_NS 1500000000ull
+
 /* Set from the command line before the loop starts; read-only after. */
 struct server_options options = {
     .config_dir = "/etc/gpuslice/tenants.d",
@@ -465,6 +468,13 @@ int main(int argc, char **argv)
     }
     if (accept_init() != 0 || rundir_open() != 0 || cdi_init() != 0)
         return 2;
+    if (rundir_clients_marked()) {
+        /* Processes of the last server may still run: they reconnect within
+         * their backoff (at most a second) and declare what they hold. */
+        server_sched.recovering_until = now_ns() + RECOVERY_NS;
+        slog(LOG_INFO, "processes of the previous server may still run: memory leases wait %.1f s for them to "
+                       "reconnect and declare what they hold", (double)RECOVERY_NS / 1e9);
+    }
     confwatch_open();
     if (tenants_load() != 0 || admin_open() != 0 || metrics_open() != 0)
         return 2;
@@ -486,6 +496,8 @@ int main(int argc, char **argv)
              options.verify_gpus == VERIFY_GPUS_OFF ? "--verify-gpus off" : "no NVIDIA driver list of GPUs here");
 
     int rc = loop_run();
+    /* Processes still connected reconnect to the next server. */
+    rundir_mark_clients(nclients > 0);
     metrics_close();
     tenants_close_all();
     cdi_remove();

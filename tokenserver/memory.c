@@ -24,6 +24,13 @@
  *
  * Counts never wrap: a lease that would overflow a count is refused, and a
  * declaration that would is a client lying, which is dropped.
+ *
+ * After a restart (sched.recovering_until), processes that were running
+ * reconnect one by one, up to a second apart (their backoff), and declare
+ * what they hold. A lease granted before all of them have would count room
+ * that is in fact held: the tenant could pass its cap by what its slower
+ * processes hold. So until then a lease waits, unanswered (the shim waits
+ * for its answer), and is answered at the recovery's end (SCHED_WAKE).
  */
 #include "sched.h"
 
@@ -74,12 +81,26 @@ static bool recall_siblings(struct sched *s, struct sched_slot *asker, bool send
     return outstanding;
 }
 
-static void lease(struct sched *s, struct sched_slot *slot, struct device_tenant *dt, const struct sched_event *ev,
-                  uint64_t now)
+static void lease(struct sched *s, struct sched_slot *slot, struct device_tenant *dt, uint64_t id, uint64_t need,
+                  uint64_t want, uint64_t now)
 {
-    uint64_t cap = slot->tenant->config.memory, need = ev->bytes, want = ev->want < need ? need : ev->want;
+    if (now < s->recovering_until) {
+        slot->deferred = true;
+        slot->deferred_id = id;
+        slot->deferred_need = need;
+        slot->deferred_want = want;
+        if (!s->wake_asked) {
+            s->wake_asked = true;
+            struct sched_action a = {.type = SCHED_SET_WAKE, .at = s->recovering_until};
+            sched_emit(s, &a);
+        }
+        return;
+    }
+    uint64_t cap = slot->tenant->config.memory;
+    if (want < need)
+        want = need;
     uint64_t room = cap == 0 ? UINT64_MAX : dt->mem_used < cap ? cap - dt->mem_used : 0;
-    struct sched_action a = {.type = SCHED_LEASED, .slot = slot, .id = ev->id, .cap = cap};
+    struct sched_action a = {.type = SCHED_LEASED, .slot = slot, .id = id, .cap = cap};
     if (need <= room && fits(dt, slot, need)) {
         uint64_t extra = want - need, spare = (room - need) / 2;
         if (extra > spare)
@@ -104,15 +125,35 @@ static void lease(struct sched *s, struct sched_slot *slot, struct device_tenant
     sched_emit(s, &a);
 }
 
+/* The recovery is over: the leases that waited for it are answered. */
+static void recovered(struct sched *s, uint64_t now)
+{
+    s->wake_asked = false;
+    for (struct device *d = s->devices; d; d = d->next)
+        for (size_t i = 0; i < d->nslots; i++) {
+            struct sched_slot *slot = d->slots[i];
+            struct device_tenant *dt = sched_entry_find(d, slot->tenant);
+            if (slot->deferred && dt) {
+                slot->deferred = false;
+                lease(s, slot, dt, slot->deferred_id, slot->deferred_need, slot->deferred_want, now);
+            }
+        }
+}
+
 void mem_event(struct sched *s, const struct sched_event *ev, uint64_t now)
 {
+    if (ev->type == SCHED_WAKE) {
+        if (now >= s->recovering_until)
+            recovered(s, now);
+        return;
+    }
     struct sched_slot *slot = ev->slot;
     struct device_tenant *dt = slot->device ? sched_entry_find(slot->device, slot->tenant) : NULL;
     if (!dt)
         return; /* the client layer lets only declared slots through */
     switch (ev->type) {
     case SCHED_MEM_LEASE:
-        lease(s, slot, dt, ev, now);
+        lease(s, slot, dt, ev->id, ev->bytes, ev->want, now);
         break;
     case SCHED_MEM_FREE:
         sub(dt, slot, ev->bytes);
@@ -154,4 +195,5 @@ void mem_slot_gone(struct sched *s, struct sched_slot *slot)
     slot->mem_held = 0;
     slot->recall_sent_ns = 0;
     slot->recalling = false;
+    slot->deferred = false;
 }

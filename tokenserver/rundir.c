@@ -77,6 +77,29 @@ int rundir_open(void)
     return 0;
 }
 
+#define CLIENTS_MARK ".clients"
+
+bool rundir_clients_marked(void)
+{
+    struct stat st;
+    return run_fd >= 0 && fstatat(run_fd, CLIENTS_MARK, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+void rundir_mark_clients(bool mark)
+{
+    if (run_fd < 0)
+        return;
+    if (mark) {
+        int fd = openat(run_fd, CLIENTS_MARK, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+            slog(LOG_WARN, "cannot create %s/%s: %s", options.run_dir, CLIENTS_MARK, strerror(errno));
+        else if (close(fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
+    } else if (unlinkat(run_fd, CLIENTS_MARK, 0) != 0 && errno != ENOENT) {
+        slog(LOG_WARN, "cannot remove %s/%s: %s", options.run_dir, CLIENTS_MARK, strerror(errno));
+    }
+}
+
 void rundir_close(void)
 {
     if (tenants_fd >= 0 && close(tenants_fd) != 0)

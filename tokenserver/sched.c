@@ -23,7 +23,10 @@
  *     1 / (1 - IDLE_REFUND_MAX) of its weight in held time (3.2 %), and a
  *     limit is always judged on held time, refund or not.
  *     A release counts from when it was sent (gpuslice/transport.h), not
- *     from when the loop woke to read it.
+ *     from when the loop woke to read it. A slice is charged at least
+ *     MIN_SLICE_CHARGE_NS, for the handoffs it costs: a tenant that takes
+ *     slices of microseconds (a modified shim) would otherwise fill the
+ *     GPU with handoffs no one pays for.
  *   - No banking, no debt from idle times: each GPU keeps a floor, the
  *     largest "smallest virtual time among its active tenants" seen so far
  *     (device.vtime_floor). A tenant that becomes active, newcomers
@@ -83,6 +86,10 @@
 #define NOT_YIELDING_NS 10000000ull
 /* The most of a slice refunded for idle time its holders claim. */
 #define IDLE_REFUND_MAX (1.0 / 32)
+/* Each slice is charged at least this: its handoffs cost the GPU time
+ * nobody holds, and a shim holds a slice at least its idle time (2 ms). A
+ * tenant that takes slices of microseconds pays for them. */
+#define MIN_SLICE_CHARGE_NS 1000000ull
 /* Virtual times saturate here: never inf or nan, whatever the history. */
 #define VTIME_MAX 1e300
 #define BUCKET_NS (SHARE_WINDOW_NS / SHARE_BUCKETS)
@@ -209,42 +216,57 @@ static uint64_t saturate_ns(double ns)
     return ns < 1.8e19 ? (uint64_t)ns : UINT64_MAX;
 }
 
-/* The smallest virtual time among active tenants other than `except`;
- * -1 if there is none. */
-static double min_active_vtime(const struct device *d, const struct device_tenant *except)
+/* The smallest virtual time among d's active tenants other than `except`
+ * that may be granted now (or hold it); -1 if none. One that a limit holds
+ * back is left out: it is not in the running meanwhile. */
+static double min_running_vtime(const struct device *d, const struct device_tenant *except, uint64_t now)
 {
     double min = -1;
     for (size_t i = 0; i < d->ntenants; i++) {
         const struct device_tenant *dt = &d->tenants[i];
-        if (dt != except && dt->active && (min < 0 || dt->vtime < min))
+        if (dt != except && dt->active && (dt->eligible_at <= now || dt == d->holder) && (min < 0 || dt->vtime < min))
             min = dt->vtime;
     }
     return min;
 }
 
-/* Raises d's floor to the smallest virtual time among its active tenants. */
-static void raise_floor(struct device *d)
+/* Raises d's floor to the smallest virtual time of those in the running. */
+static void raise_floor(struct device *d, uint64_t now)
 {
-    double min = min_active_vtime(d, NULL);
+    double min = min_running_vtime(d, NULL, now);
     if (min > d->vtime_floor)
         d->vtime_floor = min;
 }
 
-static void activate(struct device *d, struct device_tenant *dt)
+static void activate(struct device *d, struct device_tenant *dt, uint64_t now)
 {
     if (dt->active)
         return;
-    raise_floor(d);
+    raise_floor(d, now);
     if (d->vtime_floor > dt->vtime)
         dt->vtime = d->vtime_floor;
     dt->active = true;
 }
 
+/* A tenant that waited out its limit is back in the running: like one that
+ * was idle, it starts no lower than the others in the running. Device time
+ * they used while it could not have it is not held against them, and it
+ * banks nothing for what its limit kept it from. */
+static void back_from_limit(struct device *d, struct device_tenant *dt, uint64_t now)
+{
+    if (!dt->held_back || dt->eligible_at > now)
+        return;
+    dt->held_back = false;
+    double others = min_running_vtime(d, dt, now);
+    if (others > dt->vtime)
+        dt->vtime = others;
+}
+
 /* dt is no longer active unless it still waits for d; the floor keeps
  * what it had reached. */
-static void deactivate_unless_waiting(struct device *d, struct device_tenant *dt)
+static void deactivate_unless_waiting(struct device *d, struct device_tenant *dt, uint64_t now)
 {
-    raise_floor(d);
+    raise_floor(d, now);
     dt->active = waits_for(dt);
 }
 
@@ -429,6 +451,10 @@ static void end_slice(struct sched *s, struct device *d, uint64_t ended, uint64_
     uint64_t used = end - d->slice_start;
     uint64_t due = now < d->deadline ? now : d->deadline; /* when the next grant could have come */
     charge(d, end);
+    if (used < MIN_SLICE_CHARGE_NS) { /* in virtual time and the limit only: the figures count what was held */
+        dt->vtime = vtime_add(dt->vtime, (double)(MIN_SLICE_CHARGE_NS - used) / dt->tenant->config.share);
+        used = MIN_SLICE_CHARGE_NS;
+    }
     /* The part of the slice every holder claims it left idle (the least
      * any reported: their idle spells may not overlap), bounded. */
     uint64_t idle = d->slice_idle == UINT64_MAX ? 0 : d->slice_idle;
@@ -444,6 +470,7 @@ static void end_slice(struct sched *s, struct device *d, uint64_t ended, uint64_
     if (limit < 1.0) {
         uint64_t until = dt->cap_from + saturate_ns((double)used / limit);
         dt->eligible_at = until > now ? until : now;
+        dt->held_back = until > now;
     }
     /* Forget grants still held (a holder revoked after its grace). */
     for (size_t i = 0; i < d->nslots; i++)
@@ -453,7 +480,7 @@ static void end_slice(struct sched *s, struct device *d, uint64_t ended, uint64_
     d->holder = NULL;
     d->holders = 0;
     d->gang_start = 0;
-    deactivate_unless_waiting(d, dt);
+    deactivate_unless_waiting(d, dt, now);
     d->handoffs++;
     d->last_due = due;
     d->last_holder = dt;
@@ -500,7 +527,7 @@ static void reserve(struct sched *s, struct device *d, struct device_tenant *dt,
     d->holder = dt;
     d->holders = 0;
     d->slice_start = d->charged_until = now;
-    activate(d, dt);
+    activate(d, dt, now);
     set_timer(s, d, gang_next_look(s));
 }
 
@@ -511,7 +538,7 @@ static void unreserve(struct sched *s, struct device *d, uint64_t now)
     charge(d, now);
     d->state = DEV_IDLE;
     d->holder = NULL;
-    deactivate_unless_waiting(d, dt);
+    deactivate_unless_waiting(d, dt, now);
     set_timer(s, d, 0);
     mark_dirty(s, d);
 }
@@ -751,7 +778,8 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
         struct device_tenant *dt = &d->tenants[i];
         if (!waits_for(dt) || (s->forming_gang && is_gang(dt->tenant)))
             continue;
-        activate(d, dt); /* a gang that waits elsewhere may not be yet */
+        activate(d, dt, now); /* a gang that waits elsewhere may not be yet */
+        back_from_limit(d, dt, now);
         if (dt->eligible_at > now) {
             if (!next_eligible || dt->eligible_at < next_eligible)
                 next_eligible = dt->eligible_at;
@@ -824,13 +852,20 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
             d->slice_deadline = d->deadline;
             for (size_t i = 0; i < d->nslots; i++) {
                 struct sched_slot *slot = d->slots[i];
-                if (slot->holds != d->grant)
+                if (slot->tenant != d->holder->tenant || (slot->holds != d->grant && !slot->wants))
                     continue;
                 /* A holder that asked again (a RELEASE of a stale grant
-                 * with MORE) is answered by the extension. */
+                 * with MORE) is answered by the extension; a process of
+                 * the tenant that gave the slice back and asks for more
+                 * (nothing fitted before the old deadline) joins it. */
                 if (slot->wants && d->holder->waiting > 0)
                     add_waiting(s, d->holder, -1, now);
-                grant_to(s, slot, d, 0);
+                if (slot->holds == d->grant) {
+                    grant_to(s, slot, d, 0);
+                } else {
+                    grant_to(s, slot, d, GS_GRANT_JOIN);
+                    d->holders++;
+                }
             }
             set_timer(s, d, d->deadline - extend_margin(d->holder));
         } else if (now < d->deadline) {
@@ -887,7 +922,7 @@ static void on_acquire(struct sched *s, struct sched_slot *slot, uint64_t now)
         return;
     }
     add_waiting(s, dt, +1, now);
-    activate(d, dt);
+    activate(d, dt, now);
     if (d->state == DEV_IDLE)
         mark_dirty(s, d);
 }
@@ -905,7 +940,7 @@ static void on_release(struct sched *s, const struct sched_event *ev, uint64_t n
         if (dt) {
             slot->wants = true;
             add_waiting(s, dt, +1, now);
-            activate(d, dt);
+            activate(d, dt, now);
         }
     }
     if (ev->grant == 0 || slot->holds != ev->grant) {
@@ -950,7 +985,7 @@ static void slot_leaves(struct sched *s, struct sched_slot *slot, uint64_t now)
             if (dt->waiting == 0) {
                 dt->wait_ns += now - dt->waiting_since; /* waited, then left */
                 if (dt != d->holder)
-                    deactivate_unless_waiting(d, dt);
+                    deactivate_unless_waiting(d, dt, now);
             }
         }
     }
@@ -1069,12 +1104,15 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
     case SCHED_MEM_FREE:
     case SCHED_MEM_DECLARE:
     case SCHED_MEM_QUERY:
+    case SCHED_WAKE:
         mem_event(s, ev, now);
         break;
     }
-    /* A gathering gang that waits for a tenant past its deadline keeps
-     * nothing idle meanwhile. */
-    if (s->forming_gang && gang_blocked(s, now))
+    /* A gathering gang gives up after forming_until; one that waits for a
+     * tenant past its deadline keeps nothing idle meanwhile. */
+    if (s->forming_gang && now >= s->forming_until)
+        gang_cancel(s, now);
+    else if (s->forming_gang && gang_blocked(s, now))
         unreserve_all(s, s->forming_gang, now);
     while (s->dirty) {
         struct device *d = s->dirty;

@@ -79,6 +79,7 @@ struct device_tenant {
     unsigned refs;             /* slots of its clients that declared the GPU */
     double vtime;              /* virtual time: device time used / share */
     uint64_t eligible_at;      /* its limit: no grant before this */
+    bool held_back;            /* its limit held it back after its last slice */
     uint64_t cap_from;         /* its limit: where its slice's window begins */
     unsigned waiting;          /* its slots waiting for a grant here */
     bool tenant_waits;         /* its tenant waits on some GPU (tenant.waiting
@@ -160,6 +161,8 @@ struct sched_slot {
                                 plus its headroom */
     uint64_t recall_sent_ns; /* MEM_RECALL unanswered since; 0 = none */
     bool recalling;          /* its lease that did not fit made siblings recall */
+    bool deferred;           /* a lease waits for the recovery's end: */
+    uint64_t deferred_id, deferred_need, deferred_want;
 };
 
 /* ---- events and actions -------------------------------------------------------- */
@@ -177,6 +180,7 @@ enum sched_event_type {
     SCHED_MEM_FREE,          /* slot: bytes (also the answer to a recall) */
     SCHED_MEM_DECLARE,       /* slot: bytes it holds, after (re)connecting */
     SCHED_MEM_QUERY,         /* slot: id */
+    SCHED_WAKE,              /* the wake-up a SET_WAKE asked for */
 };
 
 struct sched_event {
@@ -205,6 +209,7 @@ enum sched_action_type {
     SCHED_LATE,              /* slot's client held past deadline + grace */
     SCHED_OVER_CAP,          /* slot's tenant counts `used`, over its cap
                                 `cap`, after the slot declared (log it) */
+    SCHED_SET_WAKE,          /* a SCHED_WAKE event is wanted at `at` */
 };
 
 struct sched_action {
@@ -228,6 +233,10 @@ struct sched {
     struct sched_tenant *forming_gang; /* the gang gathering its GPUs */
     uint64_t forming_until;  /* when its gathering gives up */
     uint64_t gang_starts;    /* gang slices started; device.gang_start */
+    uint64_t recovering_until; /* after a restart, leases wait until then
+                                (memory.c); set by the driver before the
+                                first step */
+    bool wake_asked;         /* a SET_WAKE is out */
     struct device *dirty;    /* GPUs to schedule before the step ends */
     struct device *timers;   /* GPUs whose timer changed in this step */
     struct sched_action *actions; /* what the last step asks for */
@@ -263,7 +272,7 @@ bool sched_actions_reserve(struct sched *s, size_t slots);
 
 /* Appends an action to the step's (counted in actions_lost if full). */
 void sched_emit(struct sched *s, const struct sched_action *a);
-/* MEM_LEASE, MEM_FREE, MEM_DECLARE, MEM_QUERY. */
+/* MEM_LEASE, MEM_FREE, MEM_DECLARE, MEM_QUERY, WAKE. */
 void mem_event(struct sched *s, const struct sched_event *ev, uint64_t now);
 /* The slot names its GPU no more: what it held is the tenant's no longer. */
 void mem_slot_gone(struct sched *s, struct sched_slot *slot);

@@ -156,6 +156,11 @@ void rundir_close(void);
 /* RUN_DIR/tenants/NAME, created if missing; never a symlink. A new
  * descriptor, -1 on error. */
 int rundir_tenant_dir(const char *name);
+/* RUN_DIR/.clients marks that processes connected to a server of this run
+ * directory (and may hold memory it counted) and were not all gone when it
+ * stopped: the next server waits for them to declare before leasing. */
+bool rundir_clients_marked(void);
+void rundir_mark_clients(bool mark);
 /* RUN_DIR, for the admin socket (the server's descriptor: do not close). */
 int rundir_admin_dir(void);
 /* RUN_DIR/NAME, a directory of the server's own (never a tenant's),

@@ -1,0 +1,376 @@
+/*
+ * The deterministic simulation of a node (test/sim): the server's real
+ * scheduler (tokenserver/sched.c, memory.c, sched_prepare.c, unchanged)
+ * driven by simulated processes, a simulated GPU per device, a virtual
+ * clock and one seeded random source. Every run is a pure function of its
+ * seed: `sim --seed N --trace` replays it bit for bit.
+ *
+ *   sim_world.c    the clock, the event queue, the random source, a run
+ *   sim_scenario.c what a seed makes: GPUs, tenants, processes, faults
+ *   sim_server.c   the server's side: the scheduler's steps and actions,
+ *                  what clients.c and devices.c do in the real server
+ *   sim_shim.c     a process's side of the protocol: a model of the shim
+ *                  (slices, drains, idle spells, leases of device memory)
+ *   sim_app.c      what processes run (patterns of kernels and host work)
+ *                  and the simulated GPUs
+ *   sim_hostile.c  tenants that speak the protocol to abuse it
+ *   sim_check.c    the invariants after every event, the figures at the end
+ *   sim_main.c     the command line, and many seeds at once
+ */
+#ifndef GPUSLICE_SIM_H
+#define GPUSLICE_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpuslice/protocol.h"
+#include "sched.h"
+
+#define SIM_MAX_GPUS 4
+#define SIM_MAX_TENANTS 8
+#define SIM_MAX_PROCS 48
+#define SIM_MAX_CONNS 128      /* connections ever made in a run */
+#define SIM_RANKS 4            /* GPUs one process may use */
+#define SIM_QUEUE 512          /* work items a GPU holds queued */
+#define SIM_EVENTS 4096        /* events pending at once */
+#define MS 1000000ull
+#define MIB (1ull << 20)
+#define US 1000ull
+
+/* ---- the random source: xoshiro256**, seeded by splitmix64 ------------------------ */
+
+struct rng {
+    uint64_t s[4];
+};
+void rng_seed(struct rng *r, uint64_t seed);
+uint64_t rng_next(struct rng *r);
+/* lo .. hi inclusive */
+uint64_t rng_range(struct rng *r, uint64_t lo, uint64_t hi);
+double rng_unit(struct rng *r);
+bool rng_chance(struct rng *r, double p);
+
+/* ---- events ------------------------------------------------------------------ */
+
+enum ev_kind {
+    EV_TO_SERVER,            /* conn: msg arrives at the server */
+    EV_TO_PROC,              /* proc (conn): msg arrives at the process */
+    EV_CLOSED,               /* conn: the server sees the connection close */
+    EV_SERVER_TIMER,         /* gpu (gen) */
+    EV_GPU,                  /* gpu (gen): the item at the head finishes */
+    EV_APP,                  /* proc (gen): the application's next step */
+    EV_SHIM,                 /* proc (gen): the shim's timer */
+    EV_FAULT,                /* fault index */
+    EV_SERVER_START,         /* the server (re)starts */
+    EV_SERVER_WAKE,          /* the scheduler's wake-up (gen) */
+};
+
+struct event {
+    uint64_t at, seq;
+    enum ev_kind kind;
+    int a;                   /* conn, proc, gpu or fault */
+    uint64_t gen;
+    uint64_t sent;           /* EV_TO_SERVER, EV_TO_PROC: when it was sent */
+    bool mem;                /* it changes what the server or a process counts
+                                of device memory (world.mem_in_flight) */
+    struct gs_msg msg;
+};
+
+/* ---- the simulated GPU -------------------------------------------------------- */
+
+struct item {
+    int proc;
+    int tenant;
+    uint64_t len;            /* ns of device time */
+    int64_t collective;      /* its index among a gang rank's collectives; -1 */
+    bool excused;            /* queued outside any slice the server knows of
+                                (server down under `open`, in flight when a
+                                connection or a slice was lost) */
+    uint64_t started;        /* 0 until it reaches the engine */
+    uint64_t submitted;
+};
+
+struct sim_gpu {
+    struct item q[SIM_QUEUE];
+    int head, n;
+    uint64_t gen;            /* of the pending EV_GPU */
+    uint64_t busy_ns[SIM_MAX_PROCS];
+    uint64_t busy_tenant[SIM_MAX_TENANTS];
+    uint64_t last_tenant_end[SIM_MAX_TENANTS];
+};
+
+/* ---- tenants and processes ----------------------------------------------------- */
+
+enum app_kind {
+    APP_DEEP,                /* keeps `depth` items queued */
+    APP_SYNC,                /* `batch` items, a synchronize, host work */
+    APP_BURSTS,              /* deep queue for a while, then idle */
+    APP_RANK,                /* a gang rank: collectives, `depth` queued */
+    APP_HOSTILE,             /* no application: sim_hostile.c speaks */
+};
+
+enum hostile_kind {
+    H_NONE,
+    H_LIAR,                  /* holds every slice to its deadline, claims it idle */
+    H_STALE,                 /* stale and made-up grant ids, RELEASE without a grant */
+    H_LEASE_STORM,           /* leases past the cap, huge declarations, no recall answers */
+    H_DEVICE_FLOOD,          /* declares its slots again and again */
+    H_FLOOD,                 /* ACQUIRE and RELEASE as fast as it can */
+    H_HOLDER,                /* holds and never releases (a hung process) */
+    H_KINDS,
+};
+
+struct tenant_plan {
+    char name[16];
+    struct tenant_config config;
+    bool gang;               /* its processes are ranks across GPUs */
+    bool hostile;
+    bool cap_lowered;        /* a config change put the cap below its count */
+    uint64_t cap_lowered_at;
+};
+
+/* A process's side of one GPU: the shim's state for it. */
+enum shim_state { SH_NONE, SH_WANT, SH_HOLD, SH_DRAIN };
+
+struct shim_dev {
+    int gpu, slot;
+    enum shim_state st;
+    uint64_t grant, last_released, deadline;
+    bool catch_up, drain_for_idle;
+    bool launched;           /* a launch was admitted in this slice */
+    uint64_t slice_start;
+    int queued;              /* items admitted and not finished */
+    uint64_t queued_est;     /* their estimated device time */
+    uint64_t est;            /* the estimate of one item's device time, as
+                                the drainer measures it: from when it could
+                                start (queued, or the last one finished) to
+                                its end, siblings' turns included */
+    uint64_t last_done;
+    uint64_t quiet_since, last_sync_end;
+    uint64_t idle_acc, idle_from;  /* idle spells in the slice */
+    int waiters;             /* launches waiting for admission */
+    /* device memory */
+    uint64_t held, headroom; /* what the process holds, and its lease's rest */
+    bool lease_wait;         /* an allocation waits for a lease */
+    bool lease_out;          /* its MEM_LEASE is unanswered */
+    uint64_t lease_retry_at; /* after a RETRY */
+    uint64_t lease_need;     /* what the allocation waiting for it needs */
+    uint64_t lease_id;
+    uint64_t last_mem;       /* the last allocation or free */
+};
+
+struct sim_proc {
+    int id, tenant;
+    bool alive, stopped;
+    enum app_kind app;
+    enum hostile_kind hostile;
+    /* connection */
+    int conn;                /* -1: none */
+    bool welcomed;
+    uint64_t conn_gen;       /* drops messages of an old connection */
+    uint64_t next_try, backoff;
+    /* GPUs */
+    int ngpus;
+    struct shim_dev dev[SIM_RANKS];
+    uint64_t shim_gen, shim_at;
+    /* the application */
+    uint64_t app_gen;
+    uint64_t item_len;       /* its items' device time */
+    int depth, batch;
+    int in_flight[SIM_RANKS];  /* its items on each GPU, not finished */
+    int alloc_pending;         /* the allocation waiting for a lease; -1 none */
+    bool started;
+    uint64_t host_ns;        /* host work between batches */
+    bool syncing, in_host;   /* waiting for its batch; doing host work */
+    uint64_t host_until;
+    int issued;              /* of the batch */
+    uint64_t burst_until, idle_until;
+    int64_t next_collective; /* gang ranks */
+    int group;               /* gang: ranks of one job share it */
+    uint64_t start_at, stop_at;
+    /* memory behaviour */
+    bool uses_memory;
+    uint64_t alloc_size;
+    uint64_t allocs[8];      /* held allocations, 0 = none */
+    /* hostile */
+    uint64_t hostile_gen;
+    uint64_t held_ns, hold_since; /* its own clock of held time */
+    /* figures */
+    uint64_t first_wait_start, first_wait_ns; /* #32: its first slice's wait */
+    bool returning;          /* went quiet, then wanted the GPU again */
+};
+
+/* ---- faults ---------------------------------------------------------------------- */
+
+enum fault_kind {
+    F_KILL,                  /* SIGKILL a process (a holder, if one holds) */
+    F_STOP,                  /* SIGSTOP for `len`, then SIGCONT */
+    F_RECONNECT,             /* a process closes its connection and reconnects */
+    F_SERVER_RESTART,        /* the server dies and starts again after `len` */
+    F_CONFIG,                /* a tenant's share, limit, quantum or cap changes */
+    F_FORK,                  /* a process forks: a child of the same tenant and GPUs */
+    F_CONT,                  /* SIGCONT after F_STOP */
+};
+
+struct fault {
+    enum fault_kind kind;
+    uint64_t at, len;
+    int target;
+};
+
+/* ---- the server ------------------------------------------------------------------ */
+
+struct sim_conn {
+    bool open;               /* at the server */
+    bool closing;            /* dropped by the server: closed at its next event */
+    int proc;
+    struct sched_slot slots[GS_MAX_DEVICES];
+    unsigned queued_to;      /* messages sent to it and not delivered */
+    uint64_t last_to_proc, last_to_server; /* keep each direction in order */
+    int tenant;
+};
+
+struct sim_server {
+    bool up;
+    struct sched s;
+    struct sched_tenant tenants[SIM_MAX_TENANTS];
+    struct device *gpus[SIM_MAX_GPUS];
+    uint64_t timer_gen[SIM_MAX_GPUS];
+    uint64_t wake_gen;
+    size_t declared;
+    uint64_t started_at;
+    int starts;
+};
+
+/* ---- a run ------------------------------------------------------------------ */
+
+/* Planted bugs of the shim's model (the scheduler's are patched in: see
+ * test/sim/plant.py). */
+enum sim_flags {
+    SIM_TRACE = 1,
+};
+
+struct figures {
+    /* per tenant, per GPU */
+    uint64_t held[SIM_MAX_TENANTS][SIM_MAX_GPUS];      /* by the server's grants */
+    uint64_t max_wait[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* longest wait while eligible */
+    uint64_t wait_since[SIM_MAX_TENANTS][SIM_MAX_GPUS];
+    uint64_t max_held[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its longest slice */
+    uint64_t grants;
+    uint64_t events, steps, messages;
+};
+
+struct world {
+    uint64_t seed;
+    unsigned flags;
+    struct rng rng;
+    uint64_t now, end, seq;
+    int nfree, nheap;        /* of the event queue, below */
+    /* the node */
+    int ngpus, ntenants, nprocs, nconns, nfaults;
+    struct sim_gpu gpu[SIM_MAX_GPUS];
+    struct tenant_plan tenant[SIM_MAX_TENANTS];
+    struct sim_proc proc[SIM_MAX_PROCS];
+    struct sim_conn conn[SIM_MAX_CONNS];
+    struct fault fault[16];
+    struct sim_server server;
+    int mem_in_flight;       /* events that change memory counts, pending */
+    int holding[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its processes holding the GPU */
+    uint64_t holding_since[SIM_MAX_TENANTS][SIM_MAX_GPUS];
+    int wanting[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its processes waiting for it */
+    bool over_cap_excused[SIM_MAX_TENANTS];      /* uncounted allocations under `open` */
+    bool limit_changed[SIM_MAX_TENANTS];
+    bool stalls;             /* faults that stop the world's progress for a while
+                                (SIGSTOP, a server restart, a hung holder) */
+    uint64_t warmup;         /* figures count from here */
+    uint64_t busy_at_warmup[SIM_MAX_GPUS][SIM_MAX_TENANTS];
+    bool warm;
+    enum on_server_down policy;
+    /* what the scenario promises, for the end-of-run figures */
+    bool clean;              /* honest deep-queue tenants on GPU 0, nothing else */
+    bool honest_pair;        /* two honest deep-queue tenants share GPU 0
+                                beside hostile ones: their ratio holds */
+    int honest_a, honest_b;
+    struct figures fig;
+    /* the first broken invariant */
+    bool failed;
+    char failure[512];
+    /* the event queue: a binary heap of indexes into pool (last: a run
+     * resets everything above, not these) */
+    int free_list[SIM_EVENTS];
+    int heap[SIM_EVENTS];
+    struct event pool[SIM_EVENTS];
+};
+
+/* sim_world.c */
+/* One run of `duration` simulated ns. */
+void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t duration);
+void post(struct world *w, uint64_t at, enum ev_kind kind, int a, uint64_t gen);
+void post_msg(struct world *w, uint64_t at, enum ev_kind kind, int a, const struct gs_msg *m, uint64_t sent);
+void trace(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fail(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* sim_scenario.c */
+void scenario_make(struct world *w);
+
+/* sim_server.c */
+void server_start(struct world *w);
+void server_stop(struct world *w);
+void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t sent);
+void server_closed(struct world *w, int conn);
+void server_timer(struct world *w, int gpu, uint64_t gen);
+void server_wake(struct world *w, uint64_t gen);
+/* A process connects: a new connection (its HELLO follows). */
+int server_connect(struct world *w, int proc);
+/* Sends m to the server on conn, after a transport delay. */
+void send_to_server(struct world *w, int conn, const struct gs_msg *m);
+/* The process closes conn (exit, kill, reconnect). */
+void close_from_proc(struct world *w, int conn);
+void server_tenant_changed(struct world *w, int t);
+
+/* sim_shim.c */
+void shim_start(struct world *w, struct sim_proc *p);
+void shim_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m, uint64_t sent);
+void shim_timer(struct world *w, struct sim_proc *p);
+void shim_disconnected(struct world *w, struct sim_proc *p);
+/* The process is gone (killed): its holds and waits end. */
+void shim_gone(struct world *w, struct sim_proc *p);
+/* The application wants to launch an item on its GPU number i: true if
+ * admitted (the caller queues it), false if it must wait (the shim calls
+ * app_admitted later). */
+bool shim_launch(struct world *w, struct sim_proc *p, int i);
+/* One of its items finished; it was submitted at `submitted`. */
+void shim_item_done(struct world *w, struct sim_proc *p, int i, uint64_t submitted);
+void shim_synced(struct world *w, struct sim_proc *p, int i);
+void shim_alloc(struct world *w, struct sim_proc *p, int i, uint64_t bytes, int which);
+void shim_free(struct world *w, struct sim_proc *p, int i, int which);
+void shim_schedule(struct world *w, struct sim_proc *p);
+/* What the process counts with the server on its GPU number i. */
+uint64_t shim_count(const struct sim_proc *p, int i);
+bool shim_policy_open(struct world *w, const struct sim_proc *p);
+
+/* sim_app.c */
+void app_step(struct world *w, struct sim_proc *p);
+void app_admitted(struct world *w, struct sim_proc *p, int i);
+void app_alloc_done(struct world *w, struct sim_proc *p, int which, bool ok);
+void gpu_submit(struct world *w, int g, struct sim_proc *p, uint64_t len, int64_t collective, bool excused);
+void gpu_event(struct world *w, int g, uint64_t gen);
+void gpu_kill(struct world *w, int proc);
+void gpu_excuse(struct world *w, int proc);
+int gpu_tenant_in_flight(const struct world *w, int g, int except_tenant);
+
+/* sim_hostile.c */
+void hostile_start(struct world *w, struct sim_proc *p);
+void hostile_act(struct world *w, struct sim_proc *p);
+void hostile_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m);
+
+/* sim_check.c */
+void check_after_step(struct world *w);
+void check_end(struct world *w);
+void check_grant(struct world *w, const struct sched_action *a);
+void check_submit(struct world *w, int g, const struct sim_proc *p, bool excused);
+
+/* Kills a process (its connection closes, its GPU work stops). */
+void proc_kill(struct world *w, struct sim_proc *p);
+void proc_fault(struct world *w, int f);
+
+#endif

@@ -1,0 +1,238 @@
+/*
+ * The invariants of a run, checked as it goes, and its figures at the end.
+ *
+ * After every event:
+ *   - never two tenants' work on one GPU at once (work the server cannot
+ *     know of is excused: queued while no server answered under `open`,
+ *     or in flight when a connection or an overdue slice was lost);
+ *   - no grant to a client that is gone;
+ *   - an honest tenant's memory count never above its cap (unless a
+ *     configuration change lowered the cap, or it allocated uncounted
+ *     under `open`), and equal to what its processes count whenever no
+ *     message that changes counts is on its way;
+ *   - virtual times finite, no action lost for want of room.
+ * At the end:
+ *   - clean runs: busy tenants' shares of device time within 0.5 points
+ *     of their weights;
+ *   - hostile runs: the two honest tenants' ratio within 1 point;
+ *   - limits hold in held time (one slice of slack at the window's ends);
+ *   - no honest tenant waited for its GPU longer than the bound of its
+ *     GPU (below), where nothing stopped the world meanwhile;
+ *   - every gang progressed;
+ *   - a tenant coming back after a pause waited no longer for its first
+ *     slice than the bound.
+ */
+#include "sim.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define SHARE_TOLERANCE 0.005
+#define PAIR_TOLERANCE 0.01
+#define DRAIN_SLACK_NS (10 * MS)   /* a drain, the handoff, the messages */
+
+void check_submit(struct world *w, int g, const struct sim_proc *p, bool excused)
+{
+    if (excused)
+        return;
+    int other = gpu_tenant_in_flight(w, g, p->tenant);
+    if (other >= 0)
+        fail(w, "GPU %d: tenant %s's process %d submits while tenant %s's work is still on the GPU", g,
+             w->tenant[p->tenant].name, p->id, w->tenant[other].name);
+}
+
+void check_grant(struct world *w, const struct sched_action *a)
+{
+    const struct sim_conn *c = a->slot->owner;
+    if (!c->open)
+        fail(w, "a GRANT to conn %d, which is closed", (int)(c - w->conn));
+    if (!a->slot->device)
+        fail(w, "a GRANT for a slot that names no GPU");
+}
+
+static uint64_t truth(const struct world *w, int t, int g)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < w->nprocs; i++) {
+        const struct sim_proc *p = &w->proc[i];
+        if (p->tenant != t || !p->alive || p->conn < 0)
+            continue;
+        for (int k = 0; k < p->ngpus; k++)
+            if (p->dev[k].gpu == g)
+                sum += shim_count(p, k);
+    }
+    return sum;
+}
+
+void check_after_step(struct world *w)
+{
+    struct sim_server *sv = &w->server;
+    if (!sv->up)
+        return;
+    bool quiet = w->mem_in_flight == 0;
+    for (int g = 0; g < w->ngpus; g++) {
+        const struct device *d = sv->gpus[g];
+        if (!d)
+            continue;
+        for (size_t i = 0; i < d->ntenants; i++) {
+            const struct device_tenant *dt = &d->tenants[i];
+            int t = (int)dt->tenant->index;
+            const struct tenant_plan *tp = &w->tenant[t];
+            if (!isfinite(dt->vtime) || dt->vtime < -1e-3) {
+                fail(w, "tenant %s's virtual time on GPU %d is %g", tp->name, g, dt->vtime);
+                return;
+            }
+            if (tp->hostile)
+                continue;
+            uint64_t cap = tp->config.memory;
+            if (cap && dt->mem_used > cap && !tp->cap_lowered && !w->over_cap_excused[t]) {
+                fail(w, "tenant %s counts %llu bytes on GPU %d, over its cap of %llu", tp->name,
+                     (unsigned long long)dt->mem_used, g, (unsigned long long)cap);
+                return;
+            }
+            if (quiet && dt->mem_used != truth(w, t, g)) {
+                fail(w, "tenant %s: the server counts %llu bytes on GPU %d, its processes %llu", tp->name,
+                     (unsigned long long)dt->mem_used, g, (unsigned long long)truth(w, t, g));
+                return;
+            }
+        }
+    }
+}
+
+/* How long an honest tenant may wait for its GPU: each other tenant there
+ * may go first, as many slices as its weight is to this one's (at least
+ * one), each a quantum plus a drain; a gang's gathering costs a slice of
+ * the longest quantum more. A tenant charged for an overrun (a slice
+ * longer than its quantum) waits on top of that while the others use as
+ * much device time, by their weights, as it overran. */
+static uint64_t wait_bound(const struct world *w, int t, int g)
+{
+    uint64_t bound = 0, longest = 0, overrun = 0;
+    double others = 0;
+    bool gang_on_gpu = false;
+    for (int u = 0; u < w->ntenants; u++) {
+        bool on_gpu = false;
+        for (int i = 0; i < w->nprocs; i++)
+            if (w->proc[i].tenant == u && w->proc[i].dev[0].gpu == g)
+                on_gpu = true;
+        if (!on_gpu)
+            continue;
+        const struct tenant_config *c = &w->tenant[u].config;
+        if (c->quantum_ns > longest)
+            longest = c->quantum_ns;
+        if (u == t)
+            continue;
+        gang_on_gpu |= w->tenant[u].gang;
+        others += c->share;
+        double slices = ceil(c->share / w->tenant[t].config.share);
+        bound += (uint64_t)((slices < 1 ? 1 : slices) * (double)(c->quantum_ns + DRAIN_SLACK_NS));
+    }
+    const struct tenant_config *mine = &w->tenant[t].config;
+    if (w->fig.max_held[t][g] > mine->quantum_ns)
+        overrun = w->fig.max_held[t][g] - mine->quantum_ns;
+    bound += (uint64_t)((double)overrun * others / mine->share);
+    return bound + longest + DRAIN_SLACK_NS + (gang_on_gpu ? 2 * (longest + DRAIN_SLACK_NS) : 0);
+}
+
+void check_end(struct world *w)
+{
+    /* held time still running counts up to the end */
+    for (int t = 0; t < w->ntenants; t++)
+        for (int g = 0; g < w->ngpus; g++)
+            if (w->holding[t][g])
+                w->fig.held[t][g] += w->now - w->holding_since[t][g];
+    if (w->clean) {
+        double weights = 0, busy = 0;
+        for (int t = 0; t < w->ntenants; t++) {
+            weights += w->tenant[t].config.share;
+            busy += (double)(w->gpu[0].busy_tenant[t] - w->busy_at_warmup[0][t]);
+        }
+        for (int t = 0; t < w->ntenants && busy > 0; t++) {
+            double got = (double)(w->gpu[0].busy_tenant[t] - w->busy_at_warmup[0][t]) / busy;
+            double want = w->tenant[t].config.share / weights;
+            if (fabs(got - want) > SHARE_TOLERANCE) {
+                fail(w, "clean run: tenant %s got %.2f %% of the device time, its weight is %.2f %%",
+                     w->tenant[t].name, 100 * got, 100 * want);
+                return;
+            }
+        }
+    }
+    if (w->honest_pair) {
+        int a = w->honest_a, b = w->honest_b;
+        double ba = (double)(w->gpu[0].busy_tenant[a] - w->busy_at_warmup[0][a]);
+        double bb = (double)(w->gpu[0].busy_tenant[b] - w->busy_at_warmup[0][b]);
+        double sa = w->tenant[a].config.share, sb = w->tenant[b].config.share;
+        if (ba + bb > 0 && fabs(ba / (ba + bb) - sa / (sa + sb)) > PAIR_TOLERANCE) {
+            double ha = (double)w->fig.held[a][0], hb = (double)w->fig.held[b][0];
+            fail(w, "hostile run: the honest tenants split %.2f/%.2f, their weights %.2f/%.2f (held %.2f/%.2f)",
+                 100 * ba / (ba + bb), 100 * bb / (ba + bb), 100 * sa / (sa + sb), 100 * sb / (sa + sb),
+                 100 * ha / (ha + hb), 100 * hb / (ha + hb));
+            return;
+        }
+    }
+    /* limits, in held time */
+    for (int t = 0; t < w->ntenants; t++) {
+        const struct tenant_plan *tp = &w->tenant[t];
+        if (tp->config.limit >= 1.0 || w->limit_changed[t])
+            continue;
+        for (int g = 0; g < w->ngpus; g++) {
+            uint64_t held = w->fig.held[t][g];
+            if (tp->hostile) {
+                held = 0;
+                for (int i = 0; i < w->nprocs; i++)
+                    if (w->proc[i].tenant == t && w->proc[i].dev[0].gpu == g && w->proc[i].hostile == H_LIAR)
+                        held += w->proc[i].held_ns;
+            }
+            /* the last slice's overrun is paid for after the run */
+            uint64_t last = w->fig.max_held[t][g] > tp->config.quantum_ns ? w->fig.max_held[t][g] : tp->config.quantum_ns;
+            uint64_t allowed = (uint64_t)(tp->config.limit * (double)w->end) + last + DRAIN_SLACK_NS;
+            if (held > allowed) {
+                fail(w, "tenant %s held GPU %d %.3f s of %.3f s, over its limit %g", tp->name, g, (double)held / 1e9,
+                     (double)w->end / 1e9, tp->config.limit);
+                return;
+            }
+        }
+    }
+    if (w->stalls)
+        return;
+    /* waits, gangs, returning tenants */
+    for (int t = 0; t < w->ntenants; t++) {
+        const struct tenant_plan *tp = &w->tenant[t];
+        if (tp->hostile || tp->config.limit < 1.0)
+            continue;
+        for (int g = 0; g < w->ngpus; g++) {
+            uint64_t waited = w->fig.max_wait[t][g];
+            if (w->fig.wait_since[t][g] && w->now - w->fig.wait_since[t][g] > waited)
+                waited = w->now - w->fig.wait_since[t][g];
+            uint64_t bound = wait_bound(w, t, g);
+            if (waited > bound) {
+                fail(w, "tenant %s waited %.1f ms for GPU %d, over the bound of %.1f ms", tp->name,
+                     (double)waited / 1e6, g, (double)bound / 1e6);
+                return;
+            }
+        }
+        if (tp->gang) {
+            uint64_t busy = 0;
+            for (int g = 0; g < w->ngpus; g++)
+                busy += w->gpu[g].busy_tenant[t];
+            if (busy == 0) {
+                fail(w, "gang %s never ran", tp->name);
+                return;
+            }
+        }
+    }
+    for (int i = 0; i < w->nprocs; i++) {
+        const struct sim_proc *p = &w->proc[i];
+        int g = p->dev[0].gpu;
+        if (!p->returning || !p->first_wait_ns)
+            continue;
+        /* a process of a tenant of several may also wait out its own
+         * tenant's slice, which it could not join once it drained */
+        uint64_t bound = wait_bound(w, p->tenant, g) + w->tenant[p->tenant].config.quantum_ns + DRAIN_SLACK_NS;
+        if (p->first_wait_ns > bound) {
+            fail(w, "proc %d came back after a pause and waited %.1f ms for its first slice, over %.1f ms", p->id,
+                 (double)p->first_wait_ns / 1e6, (double)bound / 1e6);
+            return;
+        }
+    }
+}

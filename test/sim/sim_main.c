@@ -1,0 +1,172 @@
+/*
+ * sim: the deterministic simulation of a node, from the command line.
+ *
+ *   sim [--seed N | --seeds FIRST-LAST] [--seconds S] [--jobs J] [--trace]
+ *
+ * Each seed is one run (sim_world.c); a run that breaks an invariant prints
+ * its seed, what broke, and the command that replays it with its trace.
+ * Exit status: 0 when every run kept every invariant, 1 when one did not,
+ * 2 on a usage error.
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"Usage: sim [--seed N | --seeds FIRST-LAST] [--seconds S] [--jobs J] [--trace]\n"
+"\n"
+"Runs the deterministic simulation of a node: gpuslice-server's scheduler\n"
+"(the real code) with simulated processes, GPUs, messages and faults, one\n"
+"run per seed, checking its invariants after every event and its figures\n"
+"at the end (test/sim/sim_check.c). The same seed replays the same run.\n"
+"\n"
+"  --seed N            one run (default 1)\n"
+"  --seeds FIRST-LAST  every seed from FIRST to LAST\n"
+"  --seconds S         simulated seconds per run (default 10)\n"
+"  --jobs J            runs in J processes at once (default 1)\n"
+"  --trace             print every run's events (for one seed)\n"
+"  -h, --help          show this help\n"
+"\n"
+"Exit status: 0 if every run kept every invariant, 1 if one did not (its\n"
+"seed and what broke are printed), 2 on a usage error.\n");
+}
+
+static int parse_u64(const char *text, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Runs seeds first, first + stride, ... up to last; prints failures. */
+static int run_seeds(uint64_t first, uint64_t last, uint64_t stride, unsigned flags, uint64_t seconds,
+                     uint64_t *events)
+{
+    struct world *w = malloc(sizeof *w);
+    if (!w) {
+        fprintf(stderr, "sim: out of memory\n");
+        return 2;
+    }
+    int failures = 0;
+    for (uint64_t seed = first; seed <= last; seed += stride) {
+        w->end = 0;
+        world_run_for(w, seed, flags, seconds * 1000 * MS);
+        *events += w->fig.events;
+        if (w->failed) {
+            printf("seed %llu: FAILED %s\n  replay: sim --seed %llu --seconds %llu --trace\n",
+                   (unsigned long long)seed, w->failure, (unsigned long long)seed, (unsigned long long)seconds);
+            fflush(stdout);
+            failures++;
+        }
+        if (seed + stride < seed)
+            break;
+    }
+    free(w);
+    return failures;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t first = 1, last = 1, jobs = 1, seconds = 10;
+    unsigned flags = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--trace") == 0) {
+            flags |= SIM_TRACE;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--seed") == 0 && v && parse_u64(v, &first) == 0) {
+            last = first;
+            i++;
+        } else if (strcmp(a, "--seeds") == 0 && v && strchr(v, '-')) {
+            char lo[32], *dash = strchr(v, '-');
+            size_t n = (size_t)(dash - v);
+            if (n >= sizeof lo) {
+                usage(stderr);
+                return 2;
+            }
+            memcpy(lo, v, n);
+            lo[n] = '\0';
+            if (parse_u64(lo, &first) != 0 || parse_u64(dash + 1, &last) != 0 || last < first) {
+                fprintf(stderr, "sim: --seeds needs FIRST-LAST with FIRST <= LAST, got '%s'\n", v);
+                return 2;
+            }
+            i++;
+        } else if (strcmp(a, "--seconds") == 0 && v && parse_u64(v, &seconds) == 0 && seconds >= 2 && seconds <= 3600) {
+            i++;
+        } else if (strcmp(a, "--jobs") == 0 && v && parse_u64(v, &jobs) == 0 && jobs >= 1 && jobs <= 64) {
+            i++;
+        } else {
+            fprintf(stderr, "sim: unknown or malformed option '%s'%s\n", a,
+                    strcmp(a, "--seconds") == 0 ? " (2 to 3600)" : strcmp(a, "--jobs") == 0 ? " (1 to 64)" : "");
+            usage(stderr);
+            return 2;
+        }
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    double start = wall_s();
+    uint64_t runs = last - first + 1, events = 0;
+    int failures = 0;
+    if (jobs == 1 || runs == 1) {
+        failures = run_seeds(first, last, 1, flags, seconds, &events);
+    } else {
+        pid_t pids[64];
+        int pipes[64][2];
+        for (uint64_t j = 0; j < jobs; j++) {
+            if (pipe(pipes[j]) != 0) {
+                perror("sim: pipe");
+                return 2;
+            }
+            pids[j] = fork();
+            if (pids[j] < 0) {
+                perror("sim: fork");
+                return 2;
+            }
+            if (pids[j] == 0) {
+                close(pipes[j][0]);
+                uint64_t mine = 0;
+                int f = first + j <= last ? run_seeds(first + j, last, jobs, flags, seconds, &mine) : 0;
+                if (write(pipes[j][1], &mine, sizeof mine) != sizeof mine)
+                    _exit(2);
+                _exit(f > 0 ? 1 : 0);
+            }
+            close(pipes[j][1]);
+        }
+        for (uint64_t j = 0; j < jobs; j++) {
+            uint64_t theirs = 0;
+            if (read(pipes[j][0], &theirs, sizeof theirs) == sizeof theirs)
+                events += theirs;
+            close(pipes[j][0]);
+            int status;
+            if (waitpid(pids[j], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) == 2)
+                failures++;
+            else if (WEXITSTATUS(status) == 1)
+                failures++;
+        }
+    }
+    printf("sim: %llu runs of %llu simulated s (seeds %llu-%llu), %llu events, %s, %.1f s\n",
+           (unsigned long long)runs, (unsigned long long)seconds, (unsigned long long)first, (unsigned long long)last,
+           (unsigned long long)events, failures ? "FAILED" : "every invariant held", wall_s() - start);
+    return failures ? 1 : 0;
+}

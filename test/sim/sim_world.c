@@ -1,0 +1,304 @@
+/*
+ * The simulation's clock, event queue and random source, and one run:
+ * events are taken in order of time (ties in order of posting), each is
+ * handled to the end, and the invariants are checked after it. Nothing
+ * reads a real clock; everything random comes from the seed.
+ */
+#include "sim.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- the random source ------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void rng_seed(struct rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+uint64_t rng_next(struct rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+uint64_t rng_range(struct rng *r, uint64_t lo, uint64_t hi)
+{
+    if (hi <= lo)
+        return lo;
+    return lo + rng_next(r) % (hi - lo + 1);
+}
+
+double rng_unit(struct rng *r)
+{
+    return (double)(rng_next(r) >> 11) / 9007199254740992.0;
+}
+
+bool rng_chance(struct rng *r, double p)
+{
+    return rng_unit(r) < p;
+}
+
+/* ---- the event queue -------------------------------------------------------------- */
+
+static bool earlier(const struct world *w, int i, int j)
+{
+    const struct event *a = &w->pool[i], *b = &w->pool[j];
+    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
+static void heap_push(struct world *w, int idx)
+{
+    int i = w->nheap++;
+    w->heap[i] = idx;
+    while (i > 0) {
+        int parent = (i - 1) / 2;
+        if (!earlier(w, w->heap[i], w->heap[parent]))
+            break;
+        int t = w->heap[i];
+        w->heap[i] = w->heap[parent];
+        w->heap[parent] = t;
+        i = parent;
+    }
+}
+
+static int heap_pop(struct world *w)
+{
+    int top = w->heap[0];
+    w->heap[0] = w->heap[--w->nheap];
+    int i = 0;
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < w->nheap && earlier(w, w->heap[l], w->heap[m]))
+            m = l;
+        if (r < w->nheap && earlier(w, w->heap[r], w->heap[m]))
+            m = r;
+        if (m == i)
+            break;
+        int t = w->heap[i];
+        w->heap[i] = w->heap[m];
+        w->heap[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+static struct event *new_event(struct world *w, uint64_t at, enum ev_kind kind, int a)
+{
+    if (w->nfree == 0) {
+        fail(w, "the event queue is full (%d events): something grows without bound", SIM_EVENTS);
+        return NULL;
+    }
+    int idx = w->free_list[--w->nfree];
+    struct event *e = &w->pool[idx];
+    e->at = at < w->now ? w->now : at;
+    e->seq = w->seq++;
+    e->kind = kind;
+    e->a = a;
+    e->gen = 0;
+    e->sent = 0;
+    e->mem = false;
+    heap_push(w, idx);
+    return e;
+}
+
+void post(struct world *w, uint64_t at, enum ev_kind kind, int a, uint64_t gen)
+{
+    struct event *e = new_event(w, at, kind, a);
+    if (!e)
+        return;
+    e->gen = gen;
+    if (kind == EV_CLOSED) {
+        e->mem = true;
+        w->mem_in_flight++;
+    }
+}
+
+/* Whether a message changes what the server or the process counts of
+ * device memory (or who is counted): the counts can differ meanwhile. */
+static bool changes_counts(enum gs_msg_type type)
+{
+    return type == GS_MSG_MEM_LEASE || type == GS_MSG_MEM_LEASED || type == GS_MSG_MEM_FREE ||
+           type == GS_MSG_MEM_DECLARE || type == GS_MSG_DEVICE || type == GS_MSG_ERROR;
+}
+
+void post_msg(struct world *w, uint64_t at, enum ev_kind kind, int a, const struct gs_msg *m, uint64_t sent)
+{
+    struct event *e = new_event(w, at, kind, a);
+    if (!e)
+        return;
+    e->msg = *m;
+    e->sent = sent;
+    if (changes_counts(m->type)) {
+        e->mem = true;
+        w->mem_in_flight++;
+    }
+}
+
+/* ---- reports ----------------------------------------------------------------- */
+
+void trace(struct world *w, const char *fmt, ...)
+{
+    if (!(w->flags & SIM_TRACE))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%10.6f ", (double)w->now / 1e9);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+}
+
+void fail(struct world *w, const char *fmt, ...)
+{
+    if (w->failed)
+        return;
+    w->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = snprintf(w->failure, sizeof w->failure, "at %.6f s: ", (double)w->now / 1e9);
+    vsnprintf(w->failure + n, sizeof w->failure - (size_t)n, fmt, ap);
+    va_end(ap);
+    trace(w, "FAILED: %s", w->failure);
+}
+
+/* ---- a run ------------------------------------------------------------------- */
+
+static void handle(struct world *w, struct event *e)
+{
+    if (++w->fig.events > 20000000) {
+        fail(w, "20 million events: something loops (the last: kind %d for %d)", (int)e->kind, e->a);
+        return;
+    }
+    switch (e->kind) {
+    case EV_TO_SERVER:
+        server_receive(w, e->a, &e->msg, e->sent);
+        break;
+    case EV_TO_PROC: {
+        struct sim_conn *c = &w->conn[e->a];
+        struct sim_proc *p = &w->proc[c->proc];
+        if (c->queued_to > 0)
+            c->queued_to--;
+        if (p->alive && p->conn == e->a) {
+            if (p->stopped) { /* it reads when it runs again */
+                post_msg(w, w->now + 100 * US, EV_TO_PROC, e->a, &e->msg, e->sent);
+                c->queued_to++;
+            } else if (p->app == APP_HOSTILE) {
+                hostile_receive(w, p, &e->msg);
+            } else {
+                shim_receive(w, p, &e->msg, e->sent);
+            }
+        }
+        break;
+    }
+    case EV_CLOSED:
+        server_closed(w, e->a);
+        break;
+    case EV_SERVER_TIMER:
+        server_timer(w, e->a, e->gen);
+        break;
+    case EV_GPU:
+        gpu_event(w, e->a, e->gen);
+        break;
+    case EV_APP: {
+        struct sim_proc *p = &w->proc[e->a];
+        if (p->alive && e->gen == p->app_gen) {
+            if (p->stopped)
+                post(w, w->now + 100 * US, EV_APP, e->a, e->gen);
+            else if (p->app == APP_HOSTILE)
+                hostile_act(w, p);
+            else
+                app_step(w, p);
+        }
+        break;
+    }
+    case EV_SHIM: {
+        struct sim_proc *p = &w->proc[e->a];
+        if (p->alive && e->gen == p->shim_gen) {
+            if (p->stopped)
+                post(w, w->now + 100 * US, EV_SHIM, e->a, e->gen);
+            else
+                shim_timer(w, p);
+        }
+        break;
+    }
+    case EV_FAULT:
+        proc_fault(w, e->a);
+        break;
+    case EV_SERVER_START:
+        server_start(w);
+        break;
+    case EV_SERVER_WAKE:
+        server_wake(w, e->gen);
+        break;
+    }
+}
+
+void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t duration)
+{
+    memset(w, 0, offsetof(struct world, free_list));
+    w->seed = seed;
+    w->flags = flags;
+    w->end = duration;
+    rng_seed(&w->rng, seed);
+    w->nfree = SIM_EVENTS;
+    for (int i = 0; i < SIM_EVENTS; i++)
+        w->free_list[i] = SIM_EVENTS - 1 - i;
+    scenario_make(w);
+    server_start(w);
+    for (int i = 0; i < w->nprocs; i++) {
+        struct sim_proc *p = &w->proc[i];
+        post(w, p->start_at, EV_APP, i, p->app_gen);
+    }
+    for (int f = 0; f < w->nfaults; f++)
+        post(w, w->fault[f].at, EV_FAULT, f, 0);
+    while (w->nheap > 0 && !w->failed) {
+        int idx = heap_pop(w);
+        struct event *e = &w->pool[idx];
+        if (e->at > w->end) {
+            w->free_list[w->nfree++] = idx;
+            break;
+        }
+        w->now = e->at;
+        if (!w->warm && w->now >= w->warmup) {
+            w->warm = true;
+            for (int g = 0; g < w->ngpus; g++)
+                for (int t = 0; t < w->ntenants; t++)
+                    w->busy_at_warmup[g][t] = w->gpu[g].busy_tenant[t];
+        }
+        handle(w, e);
+        if (e->mem)
+            w->mem_in_flight--;
+        w->free_list[w->nfree++] = idx;
+        if (!w->failed)
+            check_after_step(w);
+    }
+    if (w->nheap > 0 && w->now < w->end)
+        w->now = w->end;
+    if (!w->failed)
+        check_end(w);
+    server_stop(w);
+}
