@@ -1,22 +1,100 @@
-# Shared by scripts/demo and scripts/test: make sure the build tools are
-# there (installing them with apt-get when they are not), then configure
-# and build one build directory.
+# Shared by scripts/demo, scripts/test and test/gpu/check.sh: make sure the
+# build tools are there, then configure and build one build directory.
+#
+# Required: a C compiler, python3, meson and ninja (on PATH, or pip's
+# packages run through python3). Optional: json-c (gpuslice-hook), ncurses
+# (gpuslicectl top's live view) and pkg-config; the build goes on without
+# them. ensure_tools installs what is missing with apt-get, except with
+# --offline or when no package source can be reached: then it installs
+# nothing, a missing required tool is an error, and the optional parts are
+# left out of the build.
 
 die() { echo "gpuslice: $*" >&2; exit 1; }
 
+# How to run meson and ninja, set by find_meson_ninja: MESON (an array) and
+# NINJA (a path, exported: meson runs the ninja it names).
+MESON=(meson)
+NINJA=${NINJA:-ninja}
+
+# find_meson_ninja: meson and ninja on PATH, else pip's mesonbuild and ninja
+# packages of python3. Returns 1 if either is missing, naming the Debian
+# packages that would provide them in TOOLS_MISSING.
+TOOLS_MISSING=()
+find_meson_ninja() {
+    local path
+    TOOLS_MISSING=()
+    if command -v meson >/dev/null 2>&1; then
+        MESON=(meson)
+    elif python3 -c 'import mesonbuild.mesonmain' >/dev/null 2>&1; then
+        MESON=(python3 -m mesonbuild.mesonmain)
+    else
+        TOOLS_MISSING+=(meson)
+    fi
+    if [ "$NINJA" != ninja ] && [ -x "$NINJA" ]; then
+        :
+    elif command -v ninja >/dev/null 2>&1; then
+        NINJA=$(command -v ninja)
+    elif path=$(python3 -c 'import ninja, os; print(os.path.join(ninja.BIN_DIR, "ninja"))' 2>/dev/null) &&
+        [ -x "$path" ]; then
+        NINJA=$path
+    else
+        TOOLS_MISSING+=(ninja-build)
+    fi
+    export NINJA
+    [ ${#TOOLS_MISSING[@]} -eq 0 ]
+}
+
+# network_reachable: whether a host of apt's package sources answers on its
+# port (3 s at most each). False without apt sources.
+network_reachable() {
+    local url host port
+    for url in $(grep -rhoE '^[^#]*https?://[^/ ]+' /etc/apt/sources.list /etc/apt/sources.list.d 2>/dev/null |
+        grep -oE 'https?://[^/ ]+' | sort -u); do
+        host=${url#*://}
+        port=80
+        [ "${url%%://*}" = https ] && port=443
+        case $host in *:*) port=${host##*:}; host=${host%%:*} ;; esac
+        timeout 3 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null && return 0
+    done
+    return 1
+}
+
+# ensure_tools [--offline] [--required-only]: see the top of this file.
+# --required-only leaves the optional packages alone, installed or not.
 ensure_tools() {
+    local offline=false optional=true arg
+    for arg in "$@"; do
+        case $arg in
+        --offline) offline=true ;;
+        --required-only) optional=false ;;
+        esac
+    done
     local missing=()
-    command -v meson >/dev/null 2>&1 || missing+=(meson)
-    command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
-    command -v cc >/dev/null 2>&1 || missing+=(gcc)
+    find_meson_ninja || missing+=("${TOOLS_MISSING[@]}")
+    command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1 ||
+        missing+=(gcc)
     command -v python3 >/dev/null 2>&1 || missing+=(python3)
-    # json-c for gpuslice-hook (the build skips the hook without it)
-    [ -f /usr/include/json-c/json.h ] || missing+=(libjson-c-dev)
-    command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
-    # gpuslicectl top draws with ncurses
-    { pkg-config --exists ncursesw 2>/dev/null || pkg-config --exists ncurses 2>/dev/null; } ||
-        missing+=(libncurses-dev)
+    if $optional; then
+        # json-c for gpuslice-hook (the build skips the hook without it)
+        [ -f /usr/include/json-c/json.h ] || missing+=(libjson-c-dev)
+        command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+        # gpuslicectl top's live view draws with ncurses
+        { pkg-config --exists ncursesw 2>/dev/null || pkg-config --exists ncurses 2>/dev/null; } ||
+            missing+=(libncurses-dev)
+    fi
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if $offline || ! command -v apt-get >/dev/null 2>&1 || ! network_reachable; then
+        local required=() p
+        for p in "${missing[@]}"; do
+            case $p in libjson-c-dev | pkg-config | libncurses-dev) ;; *) required+=("$p") ;; esac
+        done
+        [ ${#required[@]} -eq 0 ] || die "missing ${required[*]}, and not installing anything (offline or no" \
+            "package source reachable): install them, e.g. pip install meson ninja"
+        echo "gpuslice: not installing ${missing[*]} (offline or no package source reachable): building without" >&2
+        return 0
+    fi
     apt_install "${missing[@]}"
+    find_meson_ninja || die "meson or ninja still missing after apt-get install"
 }
 
 # The tools the observability tests run (plain build only): Prometheus and
@@ -42,15 +120,18 @@ apt_install() {
         die "apt-get install ${missing[*]} failed"
 }
 
-# build DIR [meson options...]
+# build DIR [meson options...]: configures DIR if it is not yet, or applies
+# the options to it, then builds everything (or only $BUILD_TARGETS, ninja's
+# target names, when set).
 build() {
     local dir=$1
     shift
     if [ ! -f "$dir/build.ninja" ]; then
-        meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log" >&2; die "meson setup failed"; }
+        "${MESON[@]}" setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log" >&2; die "meson setup failed"; }
         rm -f "$dir.setup.log"
     elif [ $# -gt 0 ]; then
-        meson configure "$dir" "$@" >/dev/null || die "meson configure failed"
+        "${MESON[@]}" configure "$dir" "$@" >/dev/null || die "meson configure failed"
     fi
-    ninja -C "$dir" >/dev/null || { ninja -C "$dir"; die "build failed"; }
+    # shellcheck disable=SC2086 # BUILD_TARGETS is a list of names
+    "$NINJA" -C "$dir" ${BUILD_TARGETS:-} >/dev/null || { "$NINJA" -C "$dir" ${BUILD_TARGETS:-}; die "build failed"; }
 }

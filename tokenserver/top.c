@@ -4,11 +4,15 @@
  * window is resized; `q` quits, `s` changes the order of the tenants);
  * when standard output is not a terminal it prints plain frames instead,
  * one per interval (`--once`: one; `-n N`: N); with `--json` each frame is
- * the status JSON, as `gpuslicectl status --json` prints it.
+ * the status JSON, as `gpuslicectl status --json` prints it. Built without
+ * ncurses (-Dncurses=disabled, or none found), it has the plain frames
+ * only and says so when asked for the live view.
  */
 #include "ctl.h"
 
+#ifdef GPUSLICE_HAVE_NCURSES
 #include <curses.h>
+#endif
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,13 +43,6 @@ static void clock_text(char out[16])
     struct tm tm;
     if (!localtime_r(&now, &tm) || strftime(out, 16, "%H:%M:%S", &tm) == 0)
         snprintf(out, 16, "--:--:--");
-}
-
-static double monotonic_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void sleep_s(double s)
@@ -114,6 +111,14 @@ static int plain(const struct top_options *o)
     return rc;
 }
 
+#ifdef GPUSLICE_HAVE_NCURSES
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void draw(const struct top_model *m, enum top_sort sort, const char *error)
 {
     char clock[16];
@@ -170,6 +175,16 @@ static int interactive(const struct top_options *o)
     top_model_free(&m);
     return 0;
 }
+#else
+static int interactive(const struct top_options *o)
+{
+    (void)o;
+    fprintf(stderr, "gpuslicectl: top's live view needs ncurses, and this gpuslicectl was built without it; "
+                    "use top --once, -n N or --json (plain frames), or rebuild gpuslice with ncurses "
+                    "(Debian: libncurses-dev)\n");
+    return 2;
+}
+#endif
 
 int top_main(const struct top_options *o)
 {

@@ -328,6 +328,17 @@ static void engine_drop(struct fc_ctx *ctx, struct engine_hold *h)
     h->holding = false;
 }
 
+/* What a kernel reading %globaltimer ("A predefined, 64-bit global
+ * nanosecond timer", PTX ISA, "Special Registers") would read: one clock
+ * for every process of the machine. CLOCK_REALTIME, as a GPU's timer
+ * counts from the epoch; programs must not count on that and calibrate. */
+static uint64_t globaltimer_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* How long a waiting collective sleeps between looks at the engine's
  * line when nobody waits for the engine: a context that starts waiting
  * meanwhile is noticed this late at most. */
@@ -347,12 +358,15 @@ static void run_kernel(struct fc_ctx *ctx, const struct fc_work *w, struct engin
     uint64_t remaining = w->ns;
     bool waiting = w->collective, begun = false;
     struct fc_collective_wait coll;
+    uint64_t stamps[2] = {0, 0}; /* a "stamp*" kernel's %globaltimer at its start and end */
     for (;;) {
         /* Skipped while stopped (SIGSTOP): the engine moved on without us. */
         if (h->holding && atomic_load(&e->serving) != h->ticket)
             h->holding = false;
         if (!h->holding)
             engine_take(ctx, h);
+        if (w->stamp_out && !stamps[0])
+            stamps[0] = globaltimer_ns();
         uint64_t start = fc_now_ns();
         uint64_t slice_left = h->since + timeslice_ns > start ? h->since + timeslice_ns - start : 0;
         bool contended = fc_engine_contended(e, h->ticket);
@@ -394,6 +408,13 @@ static void run_kernel(struct fc_ctx *ctx, const struct fc_work *w, struct engin
     atomic_fetch_add(&s->dev[ctx->device].kernels, 1);
     if (slot >= 0)
         atomic_fetch_add(&s->procs[slot].kernels[ctx->device], 1);
+    if (w->stamp_out) {
+        stamps[1] = globaltimer_ns();
+        /* Written where the launch found device memory, unless it has been
+         * freed since (a GPU would fault; nothing is written instead). */
+        if (fc_mem_range_valid((CUdeviceptr)(uintptr_t)w->stamp_out, sizeof stamps))
+            memcpy(w->stamp_out, stamps, sizeof stamps);
+    }
 }
 
 static void apply_transfer(const struct fc_work *w)

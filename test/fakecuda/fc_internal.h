@@ -103,6 +103,7 @@ struct fc_work {
     uint64_t ns;
     bool collective;                 /* FC_WORK_KERNEL: first waits for its peers (coll) */
     struct fc_collective_args coll;
+    void *stamp_out;                 /* FC_WORK_KERNEL of a "stamp*" kernel: where its two stamps go, or NULL */
     void *dst;
     const void *src;
     size_t bytes;
@@ -431,6 +432,7 @@ enum fc_function_kind {
     FC_FN_DEFAULT,    /* FAKECUDA_KERNEL_NS */
     FC_FN_SPIN,       /* "spin*": its first parameter's nanoseconds */
     FC_FN_COLLECTIVE, /* "collective*": waits for its peers, then its ns */
+    FC_FN_STAMP,      /* "stamp*": its first parameter's nanoseconds, then writes when it ran */
 };
 
 struct fc_function {

@@ -6,6 +6,10 @@
  *   - a kernel whose name starts with "collective" waits on its device for
  *     its peer ranks, then runs for its first parameter's nanoseconds
  *     (parameters and behaviour: fc_collective.c);
+ *   - a kernel whose name starts with "stamp" runs for its first
+ *     parameter's nanoseconds, then writes when it started and ended into
+ *     the 16 bytes of device memory its second parameter points to
+ *     (fc_exec.c), as a kernel reading %globaltimer would;
  *   - any other runs for FAKECUDA_KERNEL_NS (default 5000).
  * A library's kernel (cuLibraryGetKernel) is context-independent: launched
  * into a created stream it runs in that stream's context, current context
@@ -122,6 +126,8 @@ static CUresult function_new(const char *name, uint64_t *out)
         f->kind = FC_FN_SPIN;
     else if (strncmp(name, "collective", 10) == 0)
         f->kind = FC_FN_COLLECTIVE;
+    else if (strncmp(name, "stamp", 5) == 0)
+        f->kind = FC_FN_STAMP;
     else
         f->kind = FC_FN_DEFAULT;
     f->handle = fc_handle_new(FC_H_FUNCTION, f);
@@ -169,27 +175,53 @@ FC_API CUresult cuKernelGetFunction(CUfunction *pfunc, CUkernel kernel)
 
 /* ---- launches ----------------------------------------------------------- */
 
+/* The 64-bit parameter `index` (0 or 1) of a kernel whose parameters are
+ * all 64-bit: from kernelParams, or at offset 8 x index of an `extra`
+ * buffer at least that long. 0 if it is not there. */
+static uint64_t param_u64(void **params, void **extra, unsigned index)
+{
+    uint64_t v = 0;
+    if (params && params[0]) {
+        if (index == 0 || params[index])
+            memcpy(&v, params[index], sizeof v);
+    } else if (extra) {
+        const void *buffer = NULL;
+        size_t size = 0;
+        for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2) {
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+                buffer = extra[i + 1];
+            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+                memcpy(&size, extra[i + 1], sizeof size);
+        }
+        if (buffer && (index == 0 || size >= 8 * (index + 1)))
+            memcpy(&v, (const char *)buffer + 8 * index, sizeof v);
+    }
+    return v;
+}
+
 static uint64_t spin_ns(void **params, void **extra)
 {
-    uint64_t ns = 0;
-    if (params && params[0]) {
-        memcpy(&ns, params[0], sizeof ns);
-    } else if (extra) {
-        for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2)
-            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER && extra[i + 1])
-                memcpy(&ns, extra[i + 1], sizeof ns);
-    }
-    return ns;
+    return param_u64(params, extra, 0);
 }
 
 CUresult fc_kernel_work(const struct fc_function *f, void **params, void **extra, struct fc_work *work)
 {
     work->kind = FC_WORK_KERNEL;
     work->collective = false;
+    work->stamp_out = NULL;
     if (f->kind == FC_FN_DEFAULT) {
         work->ns = fc_kernel_default_ns();
     } else if (f->kind == FC_FN_SPIN) {
         work->ns = spin_ns(params, extra);
+    } else if (f->kind == FC_FN_STAMP) {
+        work->ns = spin_ns(params, extra);
+        CUdeviceptr out = (CUdeviceptr)param_u64(params, extra, 1);
+        if (out && !fc_mem_range_valid(out, 2 * sizeof(uint64_t))) {
+            fc_log("launch of stamp kernel %s refused: its output 0x%llx is not 16 bytes of device memory", f->name,
+                   (unsigned long long)out);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        work->stamp_out = (void *)(uintptr_t)out;
     } else {
         const char *why = "";
         if (!fc_collective_parse(params, extra, &work->ns, &work->coll, &why)) {
