@@ -274,6 +274,7 @@ struct world {
     struct fault fault[16];
     struct sim_server server;
     int mem_in_flight;       /* events that change memory counts, pending */
+    bool mem_changed;        /* such an event was handled since the last check */
     int holding[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its processes holding the GPU */
     uint64_t holding_since[SIM_MAX_TENANTS][SIM_MAX_GPUS];
     int wanting[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its processes waiting for it */

@@ -244,7 +244,7 @@ void app_step(struct world *w, struct sim_proc *p)
             p->first_wait_start = w->now;
         }
         while (p->in_flight[0] < p->depth && launch(w, p, 0))
-            ;
+            p->first_wait_start = 0; /* admitted at once: no wait */
         break;
     case APP_SYNC:
         if (p->in_host && w->now < p->host_until)

@@ -145,7 +145,18 @@ static void run(struct world *w, const struct sched_event *ev)
 {
     struct sim_server *sv = &w->server;
     w->fig.steps++;
+    const struct sched_tenant *forming = sv->s.forming_gang;
     sched_step(&sv->s, ev, w->now);
+    if (sv->s.forming_gang != forming)
+        trace(w, "server: %s%s%s", sv->s.forming_gang ? "gang " : "", sv->s.forming_gang ? sv->s.forming_gang->name : "",
+              sv->s.forming_gang ? " gathers its GPUs" : "no gang gathers now");
+    if ((w->flags & SIM_TRACE) && sv->s.forming_gang && (w->fig.steps % 64) == 0)
+        for (const struct device *d = sv->s.devices; d; d = d->next)
+            for (size_t i = 0; i < d->ntenants; i++)
+                trace(w, "  GPU %d %s vtime %.6f waiting %u state %d", d->uuid[0] - 1, d->tenants[i].tenant->name,
+                      d->tenants[i].vtime / 1e9, d->tenants[i].waiting, d->state);
+    if (sv->s.forming_gang && sv->s.forming_gang != forming)
+        trace(w, "server: until +%.3f ms", ((double)sv->s.forming_until - (double)w->now) / 1e6);
     /* A drop only marks the connection (closed by a later event, as
      * clients.c does), so nothing here steps again. */
     for (size_t i = 0; i < sv->s.nactions && !w->failed; i++)

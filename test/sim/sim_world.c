@@ -290,8 +290,10 @@ void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t dura
                     w->busy_at_warmup[g][t] = w->gpu[g].busy_tenant[t];
         }
         handle(w, e);
-        if (e->mem)
+        if (e->mem) {
             w->mem_in_flight--;
+            w->mem_changed = true;
+        }
         w->free_list[w->nfree++] = idx;
         if (!w->failed)
             check_after_step(w);
@@ -300,5 +302,20 @@ void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t dura
         w->now = w->end;
     if (!w->failed)
         check_end(w);
+    if ((w->flags & SIM_TRACE) && w->server.up) {
+        const struct sched *sc = &w->server.s;
+        trace(w, "server's state: forming gang %s until %.3f", sc->forming_gang ? sc->forming_gang->name : "-",
+              (double)sc->forming_until / 1e9);
+        for (const struct device *d = sc->devices; d; d = d->next) {
+            trace(w, "GPU %d: state %d holder %s holders %u floor %.6f", d->uuid[0] - 1, (int)d->state,
+                  d->holder ? d->holder->tenant->name : "-", d->holders, d->vtime_floor / 1e9);
+            for (size_t i = 0; i < d->ntenants; i++) {
+                const struct device_tenant *dt = &d->tenants[i];
+                trace(w, "  %s: vtime %.6f waiting %u tenant_waits %d active %d eligible %+.3f refs %u", dt->tenant->name,
+                      dt->vtime / 1e9, dt->waiting, dt->tenant_waits, dt->active,
+                      ((double)dt->eligible_at - (double)w->now) / 1e9, dt->refs);
+            }
+        }
+    }
     server_stop(w);
 }
