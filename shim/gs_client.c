@@ -230,17 +230,16 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
             atomic_store(&d->budget, atomic_load(&d->admitted));
             d->state = GS_DEV_NONE;
             d->last_released = 0; /* a new server numbers its grants afresh */
-            /* Declare the device and what this process holds on it, so
-             * that the count survives a server restart. */
+            /* Declare the device and what this process holds on it (even
+             * nothing), so that the count survives a server restart and the
+             * server lets go of what it kept counted for this process while
+             * it had no connection. */
             send_slot_msg(GS_MSG_DEVICE, d);
             d->declared = true;
-            uint64_t count = gs_lease_count_locked(d);
-            if (count) {
-                struct gs_msg m = {.type = GS_MSG_MEM_DECLARE};
-                m.u.mem.slot = (uint32_t)d->slot;
-                m.u.mem.bytes = count;
-                send_msg(&m);
-            }
+            struct gs_msg m = {.type = GS_MSG_MEM_DECLARE};
+            m.u.mem.slot = (uint32_t)d->slot;
+            m.u.mem.bytes = gs_lease_count_locked(d);
+            send_msg(&m);
         }
         pthread_cond_broadcast(&gs_gate_cv); /* memory requests waiting for the server */
         break;

@@ -20,6 +20,7 @@
 #include "gpuslice/transport.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,8 +101,11 @@ void client_close(struct client *c, const char *reason)
     *c->member_prev = c->member_next;
     if (c->member_next)
         c->member_next->member_prev = c->member_prev;
+    /* A process that lives on (the server drops it, or it reconnects)
+     * still holds its memory. */
+    bool lives_on = c->peer.pid && kill((pid_t)c->peer.pid, 0) == 0;
     for (int slot = 0; slot < GS_MAX_DEVICES; slot++)
-        device_undeclare(c, slot);
+        device_undeclare(c, slot, lives_on);
     c->tenant->clients--;
     nclients--;
     loop_del(&c->watch);
@@ -275,10 +279,11 @@ void client_add(struct tenant *t, int fd)
         slog(LOG_DEBUG, "tenant %s: SO_TIMESTAMPNS: %s", t->name, strerror(errno));
     c->fd = fd;
     c->tenant = t;
-    for (int i = 0; i < GS_MAX_DEVICES; i++)
-        c->slots[i] = (struct sched_slot){.owner = c, .number = (uint32_t)i, .tenant = &t->sched};
     peer_identify(fd, &c->peer);
     c->pid = c->peer.pid;
+    for (int i = 0; i < GS_MAX_DEVICES; i++)
+        c->slots[i] = (struct sched_slot){.owner = c, .number = (uint32_t)i, .tenant = &t->sched,
+                                          .pid = c->peer.pid};
     c->watch = (struct loop_watch){.fd = fd, .fn = client_readable, .arg = c};
     c->connected_ns = now_ns();
     if (loop_add(&c->watch, EPOLLIN | EPOLLRDHUP) != 0) {

@@ -221,13 +221,16 @@ static uint64_t saturate_ns(double ns)
 
 /* The smallest virtual time among d's active tenants other than `except`
  * that may be granted now (or hold it); -1 if none. One that a limit holds
- * back is left out: it is not in the running meanwhile. */
+ * back is left out, and so is a gang that does not hold d (its turn here
+ * waits for its other GPUs): neither is in the running meanwhile. */
 static double min_running_vtime(const struct device *d, const struct device_tenant *except, uint64_t now)
 {
     double min = -1;
     for (size_t i = 0; i < d->ntenants; i++) {
         const struct device_tenant *dt = &d->tenants[i];
-        if (dt != except && dt->active && (dt->eligible_at <= now || dt == d->holder) && (min < 0 || dt->vtime < min))
+        if (dt == except || !dt->active || (dt != d->holder && (dt->eligible_at > now || is_gang(dt->tenant))))
+            continue;
+        if (min < 0 || dt->vtime < min)
             min = dt->vtime;
     }
     return min;
@@ -603,6 +606,12 @@ static void gang_try_start(struct sched *s, uint64_t now)
     s->gang_starts++;
     for (struct device *d = s->devices; d; d = d->next)
         if (d->state == DEV_RESERVED && d->holder->tenant == t) {
+            /* Like a tenant back from its limit, a gang back from waiting
+             * for its other GPUs banks nothing here for the time others
+             * used this one meanwhile. */
+            double others = min_running_vtime(d, d->holder, now);
+            if (others > d->holder->vtime)
+                d->holder->vtime = others;
             start_slice(s, d, d->holder, d->slice_start, now, UINT64_MAX);
             d->gang_start = s->gang_starts;
         }
@@ -659,6 +668,7 @@ static void gang_form(struct sched *s, struct sched_tenant *t, uint64_t now)
     s->forming_gang = t;
     for (struct device *d = s->devices; d; d = d->next) {
         struct device_tenant *dt;
+        d->backfilled = false;
         if (!gang_member(d, t, &dt))
             continue;
         if (d->state == DEV_RUNNING && d->holder == dt) {
@@ -855,7 +865,10 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
      * nothing it could have used. */
     if (needed && !gang_blocked(s, now) && (!best || mine->vtime <= best->vtime)) {
         uint64_t free_at = gang_free_at(s, d, now);
-        if (best && free_at > now + BACKFILL_MIN_NS) {
+        if (best && !d->backfilled && free_at > now + BACKFILL_MIN_NS) {
+            /* once per gathering: a backfill that overran must not meet
+             * the others' next ones, and so on */
+            d->backfilled = true;
             start_slice(s, d, best, now, now, free_at);
             return;
         }
@@ -1082,12 +1095,12 @@ static void on_declare(struct sched *s, struct sched_slot *slot, struct device *
     }
 }
 
-static void on_undeclare(struct sched *s, struct sched_slot *slot, uint64_t now)
+static void on_undeclare(struct sched *s, struct sched_slot *slot, bool lives_on, uint64_t now)
 {
     struct device *d = slot->device;
     if (!d)
         return;
-    mem_slot_gone(s, slot);
+    mem_slot_gone(s, slot, lives_on);
     slot_leaves(s, slot, now);
     struct device_tenant *dt = sched_entry_find(d, slot->tenant);
     /* O(1): the last slot takes this one's place in the list. */
@@ -1157,7 +1170,7 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
         on_declare(s, ev->slot, ev->device, now);
         break;
     case SCHED_UNDECLARE:
-        on_undeclare(s, ev->slot, now);
+        on_undeclare(s, ev->slot, ev->lives_on, now);
         break;
     case SCHED_ACQUIRE:
         on_acquire(s, ev->slot, now);
@@ -1173,6 +1186,7 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
     case SCHED_MEM_DECLARE:
     case SCHED_MEM_QUERY:
     case SCHED_WAKE:
+    case SCHED_PROCESS_GONE:
         mem_event(s, ev, now);
         break;
     }

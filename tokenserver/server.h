@@ -319,8 +319,13 @@ extern struct sched server_sched;
 /* Declares slot of c to be the GPU uuid, within the limits; gives back what
  * the slot named before. NULL (with a reason) if the limits refuse it. */
 struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], const char **why);
-/* The slot no longer names its device (the client went away). */
-void device_undeclare(struct client *c, int slot);
+/* The slot no longer names its device (the client went away; lives_on:
+ * its process is alive, so what it holds stays counted until it declares
+ * again or exits). */
+void device_undeclare(struct client *c, int slot, bool lives_on);
+/* Lets go of the memory counted for processes that exited without a
+ * connection (memory.c's ghosts); every second. */
+void devices_check_ghosts(void);
 /* Arms the loop's timer of d (0 disarms): a SET_TIMER action. */
 void device_set_timer(struct device *d, uint64_t at);
 /* Frees devices nobody has used for the linger time; every second. */
