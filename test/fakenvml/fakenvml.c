@@ -501,3 +501,79 @@ API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dev, nvmlProcessUt
     *count = kept;
     return NVML_SUCCESS;
 }
+
+/* ---- what a GPU without graphics, MPS, accounting or video sessions says ---- */
+
+API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t dev, unsigned int *count, nvmlProcessInfo_v1_t *infos)
+{
+    return list(dev, count, infos, -1);
+}
+
+API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t dev, unsigned int *count,
+                                                          nvmlProcessInfo_v2_t *infos)
+{
+    return list(dev, count, infos, -1);
+}
+
+API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t dev, unsigned int *count,
+                                                         nvmlProcessInfo_v1_t *infos)
+{
+    return list(dev, count, infos, -1);
+}
+
+API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t dev, unsigned int *count,
+                                                            nvmlProcessInfo_v2_t *infos)
+{
+    return list(dev, count, infos, -1);
+}
+
+/* Accounting mode is off, as it is by default: NVML_ERROR_NOT_SUPPORTED. */
+API nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t dev, unsigned int *count, unsigned int *pids)
+{
+    (void)pids;
+    nvmlReturn_t rc = check(dev);
+    return rc != NVML_SUCCESS ? rc : !count ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+}
+
+API nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t dev, unsigned int pid, void *stats)
+{
+    (void)pid;
+    nvmlReturn_t rc = check(dev);
+    return rc != NVML_SUCCESS ? rc : !stats ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+}
+
+API nvmlReturn_t nvmlDeviceGetAccountingStats_v2(nvmlDevice_t dev, void *stats)
+{
+    nvmlReturn_t rc = check(dev);
+    return rc != NVML_SUCCESS ? rc : !stats ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* No encoder or frame-capture sessions: *count 0 asks for the count. */
+static nvmlReturn_t no_sessions(nvmlDevice_t dev, unsigned int *count)
+{
+    nvmlReturn_t rc = check(dev);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *count = 0;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetEncoderSessions(nvmlDevice_t dev, unsigned int *count, void *infos)
+{
+    (void)infos;
+    return no_sessions(dev, count);
+}
+
+API nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t dev, unsigned int *count, void *infos)
+{
+    (void)infos;
+    return no_sessions(dev, count);
+}
+
+API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t dev, void *info)
+{
+    nvmlReturn_t rc = check(dev);
+    return rc != NVML_SUCCESS ? rc : !info ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+}
