@@ -20,6 +20,7 @@
  * failing that GPUSLICE_REAL_LIBNVML, then libnvidia-ml.so.1.
  */
 #include "gs_nvml.h"
+#include "gs_glibc_compat.h"
 #include "gs_log.h"
 #include "gs_settings.h"
 
