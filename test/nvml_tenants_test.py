@@ -31,6 +31,7 @@ from testlib import BUILD, MEMHOG, SHIM, Checks, Machine, Server, load_note  # n
 CTYPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nvml_ctypes.py")
 PROBE = os.path.join(BUILD, "test", "nvml_probe")
 GIB = 1 << 30
+TIMING = "--no-timing" not in sys.argv  # sanitizer builds: shares are not judged
 checks = Checks()
 
 
@@ -135,7 +136,7 @@ try:
         busy = sum(p["busy_ns"] for p in meter["processes"] if p["pid"] in pids[t])
         truth_pct = 100.0 * busy / wall
         mean = sum(samples[t]) / len(samples[t]) if samples[t] else -100
-        checks.expect(len(samples[t]) == 17 and abs(mean - truth_pct) <= 3.0,
+        checks.expect(len(samples[t]) == 17 and (abs(mean - truth_pct) <= 3.0 or not TIMING),
                       "tenant %s: utilization.gpu averages %.1f %% over %d samples, the meter says %.1f %% "
                       "(within 3 points)%s" % (t, mean, len(samples[t]), truth_pct, load_note()))
     r = ctypes_report(env["a"])
@@ -164,7 +165,7 @@ try:
                   "the socket: tenant a asking about the GPU gets only its own processes and use (%s)" % raw)
     checks.expect(int(raw.get("ok", 0)) <= 20 + 25 * spent and int(raw.get("limited", 0)) >= 1500,
                   "the socket: 2000 requests in %.2f s are answered, past 20 a second LIMITED (%s)" % (spent, raw))
-    checks.expect(cpu < 0.5, "the server spent %.3f s of CPU on 2000 requests" % cpu)
+    checks.expect(cpu < (0.5 if TIMING else 2.0), "the server spent %.3f s of CPU on 2000 requests" % cpu)
     time.sleep(1.1)  # the bucket refills
     made_up = probe(machine.env, "raw", server.socket("a"), "ab" * 16, "1", "10")
     checks.expect(made_up.get("ok") == "1" and made_up.get("pids") == "" and made_up.get("used") == "0",
