@@ -116,13 +116,18 @@ try:
                       "tenant %s: the linked path reports the same (%s)" % (t, linked))
 
     # ---- 3. utilization -----------------------------------------------------------------
-    spins = {t: server.spin(t, 12, kernel_us=2000, depth=8) for t in "ab"}
+    spins = {t: server.spin(t, 30, kernel_us=2000, depth=8) for t in "ab"}
     procs += spins.values()
     for t in "ab":
         pids[t].add(spins[t].pid)
     time.sleep(2.5)
     snap = machine.snapshot()
-    time.sleep(1.0)
+    began = time.monotonic()
+    # While both run: tenant a's per-process samples are its own.
+    r = ctypes_report(env["a"])
+    own = {s["pid"] for s in r["gpus"][0]["samples"]["samples"]} if r else set()
+    checks.expect(own and own <= pids["a"], "tenant a: per-process utilization samples are its own processes' (%s)" % own)
+    time.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
     samples = {t: [] for t in "ab"}
     for i in range(17):  # t0 + 1 s .. t0 + 5 s, each covering the second before it
         for t in "ab":
@@ -139,9 +144,6 @@ try:
         checks.expect(len(samples[t]) == 17 and (abs(mean - truth_pct) <= 3.0 or not TIMING),
                       "tenant %s: utilization.gpu averages %.1f %% over %d samples, the meter says %.1f %% "
                       "(within 3 points)%s" % (t, mean, len(samples[t]), truth_pct, load_note()))
-    r = ctypes_report(env["a"])
-    own = {s["pid"] for s in r["gpus"][0]["samples"]["samples"]} if r else set()
-    checks.expect(own and own <= pids["a"], "tenant a: per-process utilization samples are its own processes' (%s)" % own)
 
     # ---- 4. hostile -------------------------------------------------------------------------
     r = ctypes_report(env["a"])
@@ -173,7 +175,9 @@ try:
 finally:
     for p in procs:
         try:
-            if p.stdin:
+            if not p.stdin:
+                p.terminate()  # a spin still running
+            else:
                 p.stdin.close()
             p.wait(timeout=30)
         except Exception:
