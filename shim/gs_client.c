@@ -20,6 +20,7 @@
 #include "gs_gate.h"
 #include "gs_glibc_compat.h"
 #include "gs_memory.h"
+#include "gs_nvml.h"
 #include "gs_log.h"
 #include "gs_settings.h"
 #include "gpuslice/transport.h"
@@ -310,6 +311,9 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
         }
         break;
     }
+    case GS_MSG_USAGE:
+        gs_nvml_usage_arrived_locked(&msg->u.usage);
+        break;
     case GS_MSG_ERROR:
         gs_log(GS_LOG_WARN, "gpuslice-server: %s", msg->u.error.reason);
         break;
@@ -676,6 +680,20 @@ int gs_client_lease_call(struct gs_dev *d, uint64_t need, uint64_t want, struct 
             return 0;
         }
     }
+}
+
+int gs_client_send_connected_locked(const struct gs_msg *m, uint64_t wait_ns)
+{
+    gs_client_start_locked();
+    uint64_t first_try = gs_now_ns();
+    while (!connected) {
+        bool server_maybe_up = !connect_tried || sock >= 0;
+        if (!started || !server_maybe_up || gs_now_ns() - first_try >= wait_ns)
+            return -1;
+        gs_client_wake();
+        wait_gate_cv_locked(10);
+    }
+    return send_msg(m);
 }
 
 /* Sends m, a message about d that has no answer, if connected (a message

@@ -144,6 +144,8 @@ static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
         c->greeted = true;
         if (!c->pid) /* SO_PEERCRED could not say */
             c->pid = msg->u.hello.pid;
+        c->hello_pid = msg->u.hello.pid;
+        c->pidns = usage_pid_namespace(c->peer.pid);
         struct gs_msg welcome = {.type = GS_MSG_WELCOME};
         snprintf(welcome.u.welcome.tenant, sizeof welcome.u.welcome.tenant, "%s", c->tenant->name);
         client_send(c, &welcome);
@@ -193,6 +195,9 @@ static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
         ev.bytes = msg->u.lease.need;
         ev.want = msg->u.lease.want;
         break;
+    case GS_MSG_USAGE_QUERY: /* read-only: no scheduler step */
+        usage_answer(c, &msg->u.usage_query);
+        return;
     default: {
         char what[64];
         snprintf(what, sizeof what, "unexpected %s message", gs_msg_type_str(msg->type));

@@ -308,9 +308,16 @@ static void share_add(struct device_tenant *dt, uint64_t from, uint64_t to)
 
 double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now)
 {
+    return device_tenant_share_over(d, dt, now, SHARE_WINDOW_NS);
+}
+
+double device_tenant_share_over(const struct device *d, const struct device_tenant *dt, uint64_t now, uint64_t window)
+{
     uint64_t span = now > d->created_ns ? now - d->created_ns : 0;
-    if (span > SHARE_WINDOW_NS || span == 0)
-        span = SHARE_WINDOW_NS;
+    if (window > SHARE_WINDOW_NS)
+        window = SHARE_WINDOW_NS;
+    if (span > window || span == 0)
+        span = window;
     uint64_t start = now - span, first = start / BUCKET_NS, last = now / BUCKET_NS;
     double held = 0;
     for (uint64_t k = first; k <= last; k++) {

@@ -306,6 +306,8 @@ bool sched_in_line(const struct device_tenant *dt);
  * was first used, if less), a sliding window, the running slice counted
  * up to now. */
 double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
+/* The same over the last `window` ns (at most SHARE_WINDOW_NS). */
+double device_tenant_share_over(const struct device *d, const struct device_tenant *dt, uint64_t now, uint64_t window);
 /* The 99th percentile of (release - deadline) over the last slices, in ns;
  * a slice released before its deadline counts as 0. */
 uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);

@@ -16,6 +16,7 @@
  *   sched.c        the scheduler, a state machine (sched.h): who holds each
  *                  GPU, who is next
  *   memory.c       its part that keeps each tenant's device memory under its cap
+ *   usage.c        USAGE_QUERY: a tenant's own use of a GPU, for its NVML
  *   status.c       the status report, written a piece at a time
  *   admin.c        the admin socket gpuslicectl talks to
  *   cdi.c          the CDI spec and the preload list containers get
@@ -187,6 +188,20 @@ int rundir_listen(int dir_fd, const char *name, mode_t mode, int backlog, struct
 /* Closes the socket and removes NAME if it is still that socket. */
 void rundir_unlisten(int dir_fd, const char *name, struct bound_socket *s);
 
+/* ---- usage.c ------------------------------------------------------------------ */
+
+/* A token bucket: at most `rate` answers a second, `burst` at once. */
+struct usage_bucket {
+    double tokens;
+    uint64_t at;             /* when tokens was last brought up to date; 0: full */
+};
+
+struct client;
+/* Answers USAGE_QUERY from c (USAGE, or LIMITED past the rate limits). */
+void usage_answer(struct client *c, const struct gs_msg_usage_query *q);
+/* The inode of the PID namespace of pid (in the server's), 0 if unknown. */
+uint64_t usage_pid_namespace(uint32_t pid);
+
 /* ---- tenants.c ------------------------------------------------------------- */
 
 struct tenant {
@@ -204,6 +219,7 @@ struct tenant {
     struct client *members;  /* its clients (client.member_next) */
     uint64_t read_round;     /* the loop round read_count counts in */
     unsigned read_count;     /* messages of its clients handled in that round */
+    struct usage_bucket usage_bucket; /* USAGE answers, all its clients (usage.c) */
     struct tenant *next;
 };
 
@@ -287,6 +303,9 @@ struct client {
     bool greeted;
     bool closing;            /* dropped; closed at its next event */
     uint64_t connected_ns;
+    uint32_t hello_pid;      /* the PID its HELLO gave: its own, in its namespace */
+    uint64_t pidns;          /* its PID namespace's inode, 0 if unknown (usage.c) */
+    struct usage_bucket usage_bucket; /* its USAGE answers (usage.c) */
     struct sched_slot slots[GS_MAX_DEVICES];  /* by the protocol's slot number:
                                                  its GPU and what the scheduler
                                                  keeps of it */
