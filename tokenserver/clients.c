@@ -103,9 +103,8 @@ void client_close(struct client *c, const char *reason)
         c->member_next->member_prev = c->member_prev;
     /* A process that lives on (the server drops it, or it reconnects)
      * still holds its memory. */
-    bool lives_on = c->peer.pid && kill((pid_t)c->peer.pid, 0) == 0;
-    for (int slot = 0; slot < GS_MAX_DEVICES; slot++)
-        device_undeclare(c, slot, lives_on);
+    bool lives_on = c->peer.pid && process_lives((pid_t)c->peer.pid);
+    devices_client_gone(c, lives_on);
     c->tenant->clients--;
     nclients--;
     loop_del(&c->watch);

@@ -338,10 +338,17 @@ extern struct sched server_sched;
 /* Declares slot of c to be the GPU uuid, within the limits; gives back what
  * the slot named before. NULL (with a reason) if the limits refuse it. */
 struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], const char **why);
-/* The slot no longer names its device (the client went away; lives_on:
- * its process is alive, so what it holds stays counted until it declares
- * again or exits). */
+/* The slot no longer names its device (it declares another; lives_on:
+ * its process keeps what it holds counted until it declares again or
+ * exits). */
 void device_undeclare(struct client *c, int slot, bool lives_on);
+/* c is gone: all its slots name their GPUs no more, in one scheduler step
+ * (lives_on: its process keeps its memory counted). */
+void devices_client_gone(struct client *c, bool lives_on);
+/* Whether process pid lives on: it exists and is neither a zombie nor
+ * exiting (a process whose exit closed its connection holds no device
+ * memory any more). */
+bool process_lives(pid_t pid);
 /* Lets go of the memory counted for processes that exited without a
  * connection (memory.c's ghosts); every second. */
 void devices_check_ghosts(void);
