@@ -69,6 +69,100 @@ class Machine:
         return json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
 
 
+def _proc_stat_fields(pid):
+    with open("/proc/%s/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def _own_cpu_seconds():
+    """CPU seconds used so far by this process and everything it started:
+    the live descendants (with what they reaped) from /proc, the reaped
+    ones from os.times()."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                parents[int(name)] = int(_proc_stat_fields(name)[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    me = os.getpid()
+    total = 0.0
+    for pid in parents:
+        p = pid
+        while p > 1 and p != me:
+            p = parents.get(p, 0)
+        if p == me and pid != me:
+            try:
+                f = _proc_stat_fields(pid)
+                total += sum(int(x) for x in f[11:15]) / tick
+            except (OSError, IndexError, ValueError):
+                pass  # exited meanwhile: its parent reaps it
+    t = os.times()
+    return total + t.user + t.system + t.children_user + t.children_system
+
+
+def _machine_cpu_seconds():
+    """CPU seconds the whole machine has used (all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_pressure_us():
+    """Microseconds in which some runnable task waited for a CPU (PSI), or None."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return int(f.readline().split("total=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class LoadWatch:
+    """What the machine did while a test measured a scheduling figure:
+    create one at the start of the measured window; str() of it (in a
+    check's message) says whether the machine was loaded, with the figures
+    that show it: the load average, how long runnable tasks waited for a
+    CPU, and the share of the CPU time used on the machine that this
+    test's own processes got. A failed timing check then tells a fault
+    from a busy neighbour."""
+
+    CPUS = os.cpu_count() or 1
+
+    def __init__(self):
+        self.restart()
+
+    def restart(self):
+        self.t0 = time.monotonic()
+        self.own0 = _own_cpu_seconds()
+        self.machine0 = _machine_cpu_seconds()
+        self.psi0 = _cpu_pressure_us()
+
+    def figures(self):
+        """(wall s, own CPU s, others' CPU s, share of time a task waited for a CPU or None, load average)."""
+        wall = max(time.monotonic() - self.t0, 1e-6)
+        own = _own_cpu_seconds() - self.own0
+        others = max(0.0, _machine_cpu_seconds() - self.machine0 - own)
+        psi = _cpu_pressure_us()
+        waited = (psi - self.psi0) / 1e6 / wall if psi is not None and self.psi0 is not None else None
+        return wall, own, others, waited, os.getloadavg()[0]
+
+    def loaded(self):
+        """True when others used at least a quarter of a CPU meanwhile, or
+        runnable tasks waited for a CPU a fifth of the time or more."""
+        wall, _, others, waited, _ = self.figures()
+        return others / wall >= 0.25 or (waited is not None and waited >= 0.2)
+
+    def __str__(self):
+        wall, own, others, waited, load = self.figures()
+        verdict = "loaded" if others / wall >= 0.25 or (waited is not None and waited >= 0.2) else "quiet"
+        return ("machine %s over the %.1f s measured: load average %.1f on %d CPUs, %s; this test's processes "
+                "used %.2f CPU-s, everything else %.2f (%.0f %% of the CPU time used was this test's)"
+                % (verdict, wall, load, self.CPUS,
+                   "a runnable task waited for a CPU %.0f %% of the time" % (100 * waited) if waited is not None
+                   else "CPU pressure unknown", own, others, 100 * own / max(own + others, 1e-9)))
+
+
 def wait_for(cond, timeout=2.0, step=0.02):
     """Polls cond until it is true or timeout seconds have passed; its last value."""
     end = time.monotonic() + timeout
