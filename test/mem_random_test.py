@@ -139,10 +139,22 @@ def count():
     return devices[0]["mem_used"] if devices else 0
 
 
-samples, over, mismatches = 0, [], []
+# Samples of the truth by count: SAMPLES_PER_ROUND while the actors run,
+# spread over the round. An actor waits before each step until the sampler
+# has caught up with its part of the round, however slow either side is
+# (an instrumented build, a busy machine); SAMPLE_WAIT_S bounds the wait.
+SAMPLES_PER_ROUND, SAMPLE_WAIT_S = 6, 60.0
+samples, over, mismatches, stalled = 0, [], [], []
 for rnd in range(ROUNDS):
+    taken = [0]
+    paced = threading.Condition()
+
     def drive(actor):
-        for _ in range(OPS):
+        for step in range(OPS):
+            need = -(-step * SAMPLES_PER_ROUND // OPS)  # ceil: the last step waits for them all
+            with paced:
+                if not paced.wait_for(lambda: taken[0] >= need, SAMPLE_WAIT_S):
+                    stalled.append((rnd, step, taken[0]))
             actor.step()
 
     threads = [threading.Thread(target=drive, args=(a,)) for a in actors]
@@ -150,6 +162,9 @@ for rnd in range(ROUNDS):
         t.start()
     while any(t.is_alive() for t in threads):
         held = truth()
+        with paced:
+            taken[0] += 1
+            paced.notify_all()
         samples += 1
         if held > GIB:
             over.append(held)
@@ -159,14 +174,16 @@ for rnd in range(ROUNDS):
         a.quiesce()
     time.sleep(0.15)
     held, counted = truth(), count()
-    print("round %d: truth %d MiB, count %d MiB, ooms %s" % (rnd, held // MIB, counted // MIB,
-                                                           [a.ooms for a in actors]))
+    print("round %d: %d samples; truth %d MiB, count %d MiB, ooms %s" % (rnd, taken[0], held // MIB, counted // MIB,
+                                                                       [a.ooms for a in actors]))
     if abs(counted - held) > CTX:
         mismatches.append((rnd, held, counted))
 
 errors = [e for a in actors for e in a.errors]
 checks.expect(not errors, "every call returns success or CUDA_ERROR_OUT_OF_MEMORY (%s)" % errors[:5])
-checks.expect(samples >= 2 * ROUNDS and not over, "the tenant's true device memory never exceeded 1 GiB in %d samples "
+checks.expect(not stalled, "the sampler kept pace with the actors (stalled at %s)" % stalled[:3])
+checks.expect(samples >= SAMPLES_PER_ROUND * ROUNDS and not over,
+              "the tenant's true device memory never exceeded 1 GiB in %d samples taken while the actors ran "
               "(over: %s)" % (samples, [o // MIB for o in over[:5]]))
 checks.expect(sum(a.ooms for a in actors) > 0, "allocations past the cap were refused (%d)" % sum(a.ooms for a in actors))
 checks.expect(not mismatches, "at every quiet point the server's count equals the truth within one context "
