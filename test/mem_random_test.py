@@ -10,10 +10,9 @@ within one context's footprint.
   mem_random_test.py [SEED]"""
 import random
 import sys
-import threading
 import time
 
-from testlib import Checks, Machine, MemScript, Server
+from testlib import Checks, Machine, MemScript, Server, run_paced
 
 MIB, GIB = 1 << 20, 1 << 30
 CTX = 64 * MIB
@@ -140,41 +139,24 @@ def count():
 
 
 # Samples of the truth by count: SAMPLES_PER_ROUND while the actors run,
-# spread over the round. An actor waits before each step until the sampler
-# has caught up with its part of the round, however slow either side is
-# (an instrumented build, a busy machine); SAMPLE_WAIT_S bounds the wait.
+# spread over the round (testlib.run_paced), however slow either side is.
 SAMPLES_PER_ROUND, SAMPLE_WAIT_S = 6, 60.0
 samples, over, mismatches, stalled = 0, [], [], []
 for rnd in range(ROUNDS):
-    taken = [0]
-    paced = threading.Condition()
-
-    def drive(actor):
-        for step in range(OPS):
-            need = -(-step * SAMPLES_PER_ROUND // OPS)  # ceil: the last step waits for them all
-            with paced:
-                if not paced.wait_for(lambda: taken[0] >= need, SAMPLE_WAIT_S):
-                    stalled.append((rnd, step, taken[0]))
-            actor.step()
-
-    threads = [threading.Thread(target=drive, args=(a,)) for a in actors]
-    for t in threads:
-        t.start()
-    while any(t.is_alive() for t in threads):
+    def sample():
         held = truth()
-        with paced:
-            taken[0] += 1
-            paced.notify_all()
-        samples += 1
         if held > GIB:
             over.append(held)
-    for t in threads:
-        t.join()
+
+    taken, stalls = run_paced([lambda step, a=a: a.step() for a in actors], OPS, sample, SAMPLES_PER_ROUND,
+                              SAMPLE_WAIT_S)
+    samples += taken
+    stalled += [(rnd,) + s for s in stalls]
     for a in actors:
         a.quiesce()
     time.sleep(0.15)
     held, counted = truth(), count()
-    print("round %d: %d samples; truth %d MiB, count %d MiB, ooms %s" % (rnd, taken[0], held // MIB, counted // MIB,
+    print("round %d: %d samples; truth %d MiB, count %d MiB, ooms %s" % (rnd, taken, held // MIB, counted // MIB,
                                                                        [a.ooms for a in actors]))
     if abs(counted - held) > CTX:
         mismatches.append((rnd, held, counted))

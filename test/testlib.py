@@ -3,9 +3,11 @@ fresh fakecuda state per test, the fakecuda meter, and a check counter that
 prints the 'N passed, N failed' line."""
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 BUILD = os.environ.get("GPUSLICE_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "build"))
@@ -352,3 +354,78 @@ class MemScript:
         except BrokenPipeError:
             pass
         self.proc.wait(timeout=30)
+
+
+def run_paced(workers, steps, sample, samples_wanted, wait_s=60.0):
+    """Runs each worker (a callable taking the step number) for `steps`
+    steps, each in its own thread, while this thread calls sample() over and
+    over. Before each step a worker waits until sample() has been called its
+    part of samples_wanted times, so that at least samples_wanted samples
+    are taken while the workers run, spread over the run, however slow
+    either side is (an instrumented build, a busy machine): samples by
+    count, not as many as happen to fit. A wait longer than wait_s is given
+    up and reported. Returns (samples taken, [(worker, step, samples then)]
+    for each wait given up)."""
+    taken = [0]
+    paced = threading.Condition()
+    stalls = []
+
+    def drive(index, worker):
+        for step in range(steps):
+            need = -(-step * samples_wanted // steps)  # ceil: the last step waits for them all
+            with paced:
+                if not paced.wait_for(lambda: taken[0] >= need, wait_s):
+                    stalls.append((index, step, taken[0]))
+            worker(step)
+
+    threads = [threading.Thread(target=drive, args=(i, w)) for i, w in enumerate(workers)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        sample()
+        with paced:
+            taken[0] += 1
+            paced.notify_all()
+    for t in threads:
+        t.join()
+    return taken[0], stalls
+
+
+class RandomChunks:
+    """A memscript process that allocates and frees chunks at random, as
+    memhog --random does, one step at a time: a free of a held chunk one
+    step in three, else an allocation. Counts its successes and
+    CUDA_ERROR_OUT_OF_MEMORY; any other result is an error."""
+
+    def __init__(self, env, chunk, seed):
+        self.app = MemScript(env)
+        self.pid = self.app.pid
+        self.chunk = chunk
+        self.rng = random.Random(seed)
+        self.held = []
+        self.allocs = self.frees = self.ooms = 0
+        self.errors = []
+        rc = self.app.rc("init")
+        if rc != "CUDA_SUCCESS":
+            self.errors.append("init -> %s" % rc)
+
+    def step(self, _=None):
+        if self.held and self.rng.randrange(3) == 0:
+            i = self.held.pop(self.rng.randrange(len(self.held)))
+            rc = self.app.rc("free %d" % i)
+            self.frees += rc == "CUDA_SUCCESS"
+            if rc != "CUDA_SUCCESS":
+                self.errors.append("free -> %s" % rc)
+        else:
+            i = min(set(range(256)) - set(self.held))
+            rc = self.app.rc("alloc %d %d" % (i, self.chunk))
+            if rc == "CUDA_SUCCESS":
+                self.held.append(i)
+                self.allocs += 1
+            elif rc == "CUDA_ERROR_OUT_OF_MEMORY":
+                self.ooms += 1
+            else:
+                self.errors.append("alloc -> %s" % rc)
+
+    def close(self):
+        self.app.close()
