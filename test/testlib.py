@@ -122,8 +122,8 @@ def _cpu_pressure_us():
 
 class LoadWatch:
     """What the machine did while a test measured a scheduling figure:
-    create one at the start of the measured window; str() of it (in a
-    check's message) says whether the machine was loaded, with the figures
+    create one at the start of the measured window, stop() it at its end;
+    str() of it (in a check's message) says whether the machine was loaded, with the figures
     that show it: the load average, how long runnable tasks waited for a
     CPU, and the share of the CPU time used on the machine that this
     test's own processes got. A failed timing check then tells a fault
@@ -139,9 +139,19 @@ class LoadWatch:
         self.own0 = _own_cpu_seconds()
         self.machine0 = _machine_cpu_seconds()
         self.psi0 = _cpu_pressure_us()
+        self.stopped = None
+
+    def stop(self):
+        """Ends the window (at the end of what was measured); str() then
+        reports it, however much later. Returns self."""
+        self.stopped = None
+        self.stopped = self.figures()
+        return self
 
     def figures(self):
         """(wall s, own CPU s, others' CPU s, share of time a task waited for a CPU or None, load average)."""
+        if self.stopped:
+            return self.stopped
         wall = max(time.monotonic() - self.t0, 1e-6)
         own = _own_cpu_seconds() - self.own0
         others = max(0.0, _machine_cpu_seconds() - self.machine0 - own)
@@ -157,7 +167,7 @@ class LoadWatch:
 
     def __str__(self):
         wall, own, others, waited, load = self.figures()
-        verdict = "loaded" if others / wall >= 0.25 or (waited is not None and waited >= 0.2) else "quiet"
+        verdict = "loaded" if self.loaded() else "quiet"
         return ("machine %s over the %.1f s measured: load average %.1f on %d CPUs, %s; this test's processes "
                 "used %.2f CPU-s, everything else %.2f (%.0f %% of the CPU time used was this test's)"
                 % (verdict, wall, load, self.CPUS,
