@@ -18,7 +18,10 @@ noise:
 3. A process of the tenant (the shim in spin, against a stand-in server)
    is stopped while its GRANT waits in its socket: the RELEASE it sends at
    the end of the slice counts the slice idle from when the GRANT was
-   sent, not from when the process read it (its idle field)."""
+   sent, not from when the process read it (its idle field).
+4. The idle a RELEASE reports is not charged: a slice held 60 ms and
+   released with 40 ms idle is charged 20 ms (gpu_ms), to the bounds of
+   the send call."""
 import os
 import signal
 import socket
@@ -184,4 +187,25 @@ checks.expect(idle_ms >= STOP_S * 1000 * 0.9, "a GRANT read %.0f ms late by a st
               "the slice idle for %.1f ms, from when the GRANT was sent" % (STOP_S * 1000, idle_ms))
 checks.expect(idle_ms < STOP_S * 1000 + 200, "and not much more (%.1f ms): the work after it was not idle (%s)"
               % (idle_ms, watch))
+
+# ---- 4. what the holder left idle is not charged --------------------------
+IDLE_NS = 40_000_000
+server, client = lone_client("i", "quantum_ms = 1000\n", 3)
+client.acquire(0)
+grant = client.expect(gp.GRANT, 5.0)
+checks.expect(grant is not None, "the lone tenant is granted its GPU")
+if grant:
+    start = grant["deadline"] - 1_000_000_000
+    time.sleep(0.06)
+    before = time.monotonic_ns()
+    client.sock.send(gp.encode(gp.RELEASE, struct.pack("<IQQI", 0, grant["grant"], IDLE_NS, 0)))
+    after = time.monotonic_ns()
+    time.sleep(0.2)
+    gpu_ms = charged_ms(server, "i")
+    low, high = (before - start - IDLE_NS) / 1e6 - 0.1, (after - start - IDLE_NS) / 1e6 + 0.1  # gpu_ms has 0.1 ms
+    checks.expect(low <= gpu_ms <= high, "a slice held %.1f ms and released with %.0f ms idle is charged %.1f ms: "
+                  "the slice less its idle (%.1f to %.1f)" % ((before - start) / 1e6, IDLE_NS / 1e6, gpu_ms, low, high))
+client.close()
+server.stop()
+
 checks.finish()
