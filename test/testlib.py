@@ -123,11 +123,11 @@ def _cpu_pressure_us():
 class LoadWatch:
     """What the machine did while a test measured a scheduling figure:
     create one at the start of the measured window, stop() it at its end;
-    str() of it (in a check's message) says whether the machine was loaded, with the figures
-    that show it: the load average, how long runnable tasks waited for a
-    CPU, and the share of the CPU time used on the machine that this
-    test's own processes got. A failed timing check then tells a fault
-    from a busy neighbour."""
+    str() of it (in a check's message) says whether the machine was
+    loaded, with the figures that show it: the load average, how long
+    runnable tasks waited for a CPU, and the share of the CPU time used on
+    the machine that this test's own processes got. A failed timing check
+    then tells a fault from a busy neighbour."""
 
     CPUS = os.cpu_count() or 1
 
