@@ -902,13 +902,15 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
         if (!best || dt->vtime < best->vtime)
             best = dt;
     }
-    /* A GPU the gathering gang needs is kept for it once it is the gang's
-     * turn there; a tenant ahead of it on this GPU goes first. While the
-     * gang's other GPUs run slices that end later, the tenant next here
-     * gets a slice that ends then (a backfill), rather than the GPU idling
-     * for the gang: it is charged for what it holds, and the gang loses
+    /* A GPU the gathering gang needs is kept for it: it gathers once it
+     * is next on all of them (gang_next_everywhere), so none waiting was
+     * ahead of it then, and one that held a GPU then, ahead of it by less
+     * than its slice, is next after the gang's slice. While the gang's
+     * other GPUs run slices that end later, the tenant next here gets a
+     * slice that ends then (a backfill), rather than the GPU idling for
+     * the gang: it is charged for what it holds, and the gang loses
      * nothing it could have used. */
-    if (needed && !gang_blocked(s, now) && (!best || mine->vtime <= best->vtime)) {
+    if (needed && !gang_blocked(s, now)) {
         uint64_t free_at = gang_free_at(s, d, now);
         if (best && !d->backfilled && free_at > now + BACKFILL_MIN_NS) {
             /* once per gathering: a backfill that overran must not meet
@@ -930,12 +932,26 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
     }
     if (is_gang(best->tenant)) {
         struct sched_tenant *gang = gang_to_form(s, best->tenant);
-        if (gang_next_everywhere(s, gang, now)) {
+        if (!gang_next_everywhere(s, gang, now)) {
+            /* not yet its turn on another of its GPUs: another gang here
+             * whose turn it is everywhere, by gang_key, may gather */
+            gang = NULL;
+            double key = 0;
+            for (size_t i = 0; i < d->ntenants; i++) {
+                struct sched_tenant *u = d->tenants[i].tenant;
+                if (u != best->tenant && is_gang(u) && waits_for(&d->tenants[i]) && gang_next_everywhere(s, u, now) &&
+                    (!gang || gang_key(s, u) < key)) {
+                    gang = u;
+                    key = gang_key(s, u);
+                }
+            }
+        }
+        if (gang) {
             gang_form(s, gang, now);
             return;
         }
-        /* not yet its turn on another of its GPUs: the next tenant here
-         * that is not a gang goes meanwhile */
+        /* no gang's turn everywhere: the next tenant here that is not a
+         * gang goes meanwhile */
         best = NULL;
         for (size_t i = 0; i < d->ntenants; i++) {
             struct device_tenant *dt = &d->tenants[i];
@@ -960,6 +976,10 @@ static void gang_changed(struct sched *s, struct sched_tenant *t, uint64_t now)
         gang_cancel(s, now);
     if (!is_gang(t))
         end_unheld_gang_slices(s, t, 0, now, now);
+    /* where it waits, it is in line in another way now */
+    for (struct device *d = s->devices; d; d = d->next)
+        if (sched_entry_find(d, t))
+            mark_dirty(s, d);
 }
 
 /* ---- events ----------------------------------------------------------------------- */
