@@ -8,6 +8,8 @@
  *   config_file.c  reading one tenant file safely (regular files only)
  *   confwatch.c    watching the configuration directory (inotify)
  *   rundir.c       the run directory: sockets made without following paths
+ *   runlock.c      one server per run directory (RUN_DIR/server.lock)
+ *   uninstall.c    gpuslice-server --uninstall
  *   tenants.c      the set of tenants, their listening sockets, reloads
  *   accept.c       accepting connections within the limits
  *   clients.c      one connection per shim process: messages in and out
@@ -152,6 +154,9 @@ void confwatch_close(void);
 
 /* Opens RUN_DIR and RUN_DIR/tenants (created if missing). */
 int rundir_open(void);
+/* Takes RUN_DIR/server.lock for the server's life (runlock.c); -1,
+ * logged with the PID of the server that holds it, if another has it. */
+int rundir_lock(void);
 void rundir_close(void);
 /* RUN_DIR/tenants/NAME, created if missing; never a symlink. A new
  * descriptor, -1 on error. */
@@ -186,6 +191,26 @@ struct bound_socket {
 int rundir_listen(int dir_fd, const char *name, mode_t mode, int backlog, struct bound_socket *out);
 /* Closes the socket and removes NAME if it is still that socket. */
 void rundir_unlisten(int dir_fd, const char *name, struct bound_socket *s);
+
+/* ---- runlock.c: one server per run directory ---------------------------------- */
+
+#define RUNLOCK_NAME "server.lock"
+/* Opens (creates) RUN_DIR/server.lock in run_fd; -1 with errno. */
+int runlock_open(int run_fd);
+/* Locks it without waiting: 0 taken, 1 another process holds it, -1 error. */
+int runlock_take(int fd);
+/* Writes this process's PID into the lock file it holds. */
+void runlock_mark(int fd);
+/* The PID of the process holding the lock on fd (0 if unknown). */
+long runlock_holder(int fd);
+/* Whether a server holds RUN_DIR/server.lock of run_dir now (its PID in
+ * *pid, 0 if unknown), read without touching the lock. */
+int runlock_held_at(const char *run_dir, long *pid);
+
+/* ---- uninstall.c -------------------------------------------------------------------- */
+
+/* gpuslice-server --uninstall: returns the exit status. */
+int uninstall_run(const char *install_dir);
 
 /* ---- tenants.c ------------------------------------------------------------- */
 
@@ -346,8 +371,10 @@ int cdi_init(void);
 void cdi_update(void);
 /* Tries again if the last update failed; every second. */
 void cdi_retry(void);
-/* Removes the spec this server wrote, at shutdown. */
+/* Removes the spec if it is this run directory's (no tenant left). */
 void cdi_remove(void);
+/* Forgets the spec at shutdown, leaving it for the next server. */
+void cdi_close(void);
 
 /* ---- status.c ------------------------------------------------------------------ */
 
