@@ -296,6 +296,7 @@ static void on_housekeeping(void *arg)
     cdi_retry();
     confwatch_check();
     log_flush();
+    status_shares_refresh(now_ns());
     timer_at(&housekeeping, now_ns() + 1000000000ull);
 }
 

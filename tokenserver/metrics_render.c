@@ -20,7 +20,7 @@ enum what {
     BUILD_INFO, START_TIME, RELOADS, DROPS, CONNECTIONS,
     T_SHARE, T_LIMIT, T_QUANTUM, T_PROCESSES,
     G_HELD, G_SLICES, G_HANDOFFS, G_HANDOFF_HIST, G_HOLDER, G_PROCESSES,
-    P_USED, P_WAIT, P_SLICES, P_OVERRUN_HIST, P_TARGET, P_MEM, P_MEM_CAP, P_MEM_PEAK, P_OOM,
+    P_USED, P_WAIT, P_SLICES, P_OVERRUN_HIST, P_TARGET, P_ACHIEVED, P_MEM, P_MEM_CAP, P_MEM_PEAK, P_OOM,
 };
 
 struct family {
@@ -65,6 +65,10 @@ static const struct family families[] = {
      "The fraction of the GPU the tenant should get now: its share among the tenants busy on the GPU, capped by its "
      "limit; 0 while it is not busy.",
      PAIR, P_TARGET},
+    {"gpuslice_tenant_gpu_achieved_ratio", "gauge",
+     "The fraction of the GPU's time the tenant held over the last 10 s, a sliding window with the slice it holds "
+     "counted up to now: the share gpuslicectl status and top show.",
+     PAIR, P_ACHIEVED},
     {"gpuslice_tenant_gpu_memory_bytes", "gauge", "Device memory counted for the tenant's processes on the GPU.", PAIR,
      P_MEM},
     {"gpuslice_tenant_gpu_memory_limit_bytes", "gauge",
@@ -318,6 +322,7 @@ static bool write_item(struct text *o, const struct family *f, const struct metr
     case P_WAIT: end_series_seconds(o, p->wait_ns); break;
     case P_SLICES: end_series_u64(o, p->slices); break;
     case P_TARGET: end_series_double(o, p->target); break;
+    case P_ACHIEVED: end_series_double(o, p->achieved); break;
     case P_MEM: end_series_u64(o, p->mem_used); break;
     case P_MEM_CAP: end_series_u64(o, p->mem_cap); break;
     case P_MEM_PEAK: end_series_u64(o, p->mem_peak); break;

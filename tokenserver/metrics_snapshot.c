@@ -50,6 +50,7 @@ static void copy_pair(struct snap_pair *p, const struct device *d, const struct 
     p->mem_peak = dt->mem_peak;
     p->oom_refusals = dt->oom_refusals;
     p->target = device_tenant_target_share(d, dt, now);
+    p->achieved = status_achieved_share(d, dt, now); /* as status and top show it */
     p->overrun = dt->overrun_hist;
 }
 

@@ -31,7 +31,7 @@ struct snap_pair {                /* one tenant on one GPU */
     size_t tenant, gpu;           /* indexes into tenants and gpus */
     uint64_t used_ns, wait_ns, slices;
     uint64_t mem_used, mem_cap, mem_peak, oom_refusals;
-    double target;
+    double target, achieved;
     struct histogram overrun;
 };
 

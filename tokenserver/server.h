@@ -402,6 +402,12 @@ struct status_cursor {
  * to be still valid when it has not changed); the loop's thread only. */
 extern uint64_t removals;
 void status_begin(struct status_cursor *cur, enum gs_status_format format);
+/* The achieved share the status, top and /metrics show: the GPU's time
+ * the entry held over the 10 s before the last refresh
+ * (device_tenant_recent_share then), or now if it is newer. */
+double status_achieved_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
+/* Takes every entry's achieved share at now; every second. */
+void status_shares_refresh(uint64_t now);
 /* Appends the next entries to out until it has grown by at least `budget`
  * bytes or the report is complete; returns true once it is complete. */
 bool status_next(struct status_cursor *cur, struct text *out, size_t budget);
