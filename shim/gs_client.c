@@ -118,6 +118,7 @@ static void send_slot_msg(enum gs_msg_type type, struct gs_dev *d)
     if (type == GS_MSG_DEVICE) {
         msg.u.device.slot = (uint32_t)d->slot;
         memcpy(msg.u.device.uuid, d->uuid, 16);
+        msg.u.device.total_bytes = d->total_mem;
     } else {
         msg.u.acquire.slot = (uint32_t)d->slot;
     }

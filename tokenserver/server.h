@@ -82,6 +82,9 @@ void slog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 /* For anything a tenant or a client can cause: at most a few lines per
  * kind of message and tag (a tenant) every 10 s, then a count. */
 void slog_limited(const void *tag, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A refusal (a memory cap, a limit, a protocol error), at warn: once per
+ * minute per tag (a tenant) and cause (a short text), then a count. */
+void slog_refusal(const void *tag, const char *cause, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Writes the counts of windows that ended; called every second. */
 void log_flush(void);
 int log_level_parse(const char *name); /* -1 if unknown */
