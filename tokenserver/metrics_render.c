@@ -73,7 +73,8 @@ static const struct family families[] = {
      P_MEM},
     {"gpuslice_tenant_gpu_memory_limit_bytes", "gauge",
      "The tenant's device memory cap on the GPU; absent if it has none.", PAIR, P_MEM_CAP},
-    {"gpuslice_tenant_gpu_memory_peak_bytes", "gauge", "The most device memory the tenant has had counted on the GPU.",
+    {"gpuslice_tenant_gpu_memory_peak_bytes", "gauge", "The most device memory counted for the tenant on the GPU at once: what its processes held plus the headroom "
+     "leased to them, so above what they ever allocated.",
      PAIR, P_MEM_PEAK},
     {"gpuslice_tenant_gpu_oom_refusals_total", "counter",
      "Allocations refused because they would have crossed the tenant's memory cap.", PAIR, P_OOM},
