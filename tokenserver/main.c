@@ -42,6 +42,7 @@ struct server_options options = {
     .verify_gpus = VERIFY_GPUS_AUTO,
     .device_node_dir = "/dev",
     .on_server_down = ON_DOWN_WAIT,
+    .pod_log_dir = "/var/log/containers",
 };
 
 static void usage(FILE *f)
@@ -137,7 +138,14 @@ static void usage(FILE *f)
 "                         exists; off: any UUID is accepted (needed for MIG\n"
 "                         instances, whose UUIDs DIR/gpus does not list)\n"
 "      --device-node-dir NODE_DIR\n"
-"                         where processes find /dev/nvidiaN (default /dev)\n");
+"                         where processes find /dev/nvidiaN (default /dev)\n"
+"      --hostname NAME    a Hostname label on GPU and process series in\n"
+"                         /metrics, as dcgm-exporter has (default none; in a\n"
+"                         DaemonSet, the node's name)\n"
+"      --pod-log-dir DIR  the kubelet's links to container logs,\n"
+"                         POD_NAMESPACE_CONTAINER-ID.log, whose names give\n"
+"                         the namespace, pod and container labels of process\n"
+"                         series (default /var/log/containers; '' for none)\n");
     fprintf(f,
 "      --on-server-down POLICY\n"
 "                         what the processes in tenants' containers do while\n"
@@ -315,6 +323,8 @@ enum {
     OPT_ON_SERVER_DOWN,
     OPT_UNINSTALL,
     OPT_INSTALL_DIR,
+    OPT_HOSTNAME,
+    OPT_POD_LOG_DIR,
 };
 
 /* --uninstall and its --install-dir; set from the command line. */
@@ -347,6 +357,8 @@ static int parse_options(int argc, char **argv)
         {"on-server-down", required_argument, NULL, OPT_ON_SERVER_DOWN},
         {"uninstall", no_argument, NULL, OPT_UNINSTALL},
         {"install-dir", required_argument, NULL, OPT_INSTALL_DIR},
+        {"hostname", required_argument, NULL, OPT_HOSTNAME},
+        {"pod-log-dir", required_argument, NULL, OPT_POD_LOG_DIR},
         {NULL, 0, NULL, 0},
     };
     int opt, index = 0;
@@ -362,6 +374,8 @@ static int parse_options(int argc, char **argv)
         case OPT_NVIDIA_DIR: options.nvidia_dir = optarg; break;
         case OPT_UNINSTALL: uninstall = true; break;
         case OPT_INSTALL_DIR: install_dir = optarg; break;
+        case OPT_HOSTNAME: options.hostname = optarg; break;
+        case OPT_POD_LOG_DIR: options.pod_log_dir = optarg; break;
         case OPT_DEVICE_NODE_DIR:
             if (optarg[0] != '/') {
                 fprintf(stderr, "gpuslice-server: --device-node-dir needs an absolute path, got '%s'\n", optarg);
@@ -475,6 +489,8 @@ int main(int argc, char **argv)
     }
     if (uninstall)
         return uninstall_run(install_dir);
+    if (!options.hostname)
+        options.hostname = "";
     /* Nothing is created through a path a tenant controls, and modes are
      * given at creation: 0755 directories; sockets set their own. */
     umask(022);

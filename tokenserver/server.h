@@ -22,6 +22,7 @@
  *   admin.c        the admin socket gpuslicectl talks to
  *   cdi.c          the CDI spec and the preload list containers get
  *   peers.c        who a client is: host PID, container and pod, from the kernel
+ *   pod_names.c    a container's Kubernetes names, from the kubelet's log links
  *   nvidia_gpus.c  the NVIDIA driver's GPUs: index and device minor by UUID
  *   gpu_access.c   whether a client's process may use a GPU it declares
  *   metrics*.c, http_request.c, histogram.c
@@ -114,6 +115,8 @@ struct server_options {
                                          (a time namespace's offset) */
     enum on_server_down on_server_down; /* ON_DOWN_WAIT or ON_DOWN_OPEN: the
                                          tenants' default (--on-server-down) */
+    const char *hostname;             /* the Hostname label of /metrics; "" none */
+    const char *pod_log_dir;          /* the kubelet's /var/log/containers; "" none */
 };
 extern struct server_options options; /* set by main before the loop starts */
 
@@ -266,6 +269,14 @@ void peer_identify(int fd, struct peer *p);
 /* Finds the container ID and pod UID in the text of a /proc/PID/cgroup. */
 void peer_parse_cgroup(const char *text, struct peer *p);
 
+/* ---- pod_names.c ------------------------------------------------------------------ */
+
+#define POD_NAMES_MAX 400
+/* The namespace, pod and container names of a container ID, from the
+ * names of the kubelet's links in options.pod_log_dir; false if unknown.
+ * The strings are valid until the next call. */
+bool pod_names_of(const char *container_id, const char **ns, const char **pod, const char **container, uint64_t now);
+
 /* ---- nvidia_gpus.c ------------------------------------------------------------ */
 
 /* The GPU's index as nvidia-smi and dcgm-exporter number it (PCI bus
@@ -277,6 +288,9 @@ int gpu_index_of(const uint8_t uuid[16], uint64_t now);
 int gpu_minor_of(const uint8_t uuid[16], uint64_t now);
 /* Whether the driver's list of GPUs exists on this node. */
 bool nvidia_gpus_known(uint64_t now);
+/* The GPU's model as the driver names it ("" if unknown): dcgm-exporter's
+ * modelName label. Valid until the next call. */
+const char *gpu_model_of(const uint8_t uuid[16], uint64_t now);
 
 /* ---- gpu_access.c ------------------------------------------------------------- */
 
