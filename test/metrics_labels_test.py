@@ -4,7 +4,9 @@ information, a copy made here) and Hostname (--hostname, as the DaemonSet
 gives the node's name; promtool's lint dislikes these camelCase names,
 and nothing else); per-process series (gpuslice_process_info,
 gpuslice_process_gpu_memory_bytes) carry the tenant, the host PID and the
-GPU's labels, and the memory a process holds. The live scrape passes
+GPU's labels, and the memory a process holds. The peak's help text says
+it counts leased headroom (it said "the most device memory the tenant has
+had counted", and showed 662 MiB for a program holding 300). The live scrape passes
 `promtool check metrics` where promtool is installed.
 
 Before: GPU series had UUID and gpu only, and there were no per-process
@@ -53,6 +55,10 @@ checks.expect(list(info.values()) == [1.0], "gpuslice_process_info names the pro
 held = value(m, "gpuslice_process_gpu_memory_bytes", tenant="a", pid=str(hog.pid), **gpu_labels)
 checks.expect(held is not None and held >= 128 << 20,
               "gpuslice_process_gpu_memory_bytes: what it holds on the GPU, with the GPU's labels (%s)" % held)
+peak = value(m, "gpuslice_tenant_gpu_memory_peak_bytes", tenant="a", UUID=uuid)
+checks.expect("headroom" in m["help"].get("gpuslice_tenant_gpu_memory_peak_bytes", "") and peak >= held,
+              "the peak is documented as what it counts, leased headroom included (%s; peak %s, held %s)"
+              % (m["help"].get("gpuslice_tenant_gpu_memory_peak_bytes"), peak, held))
 promtool = shutil.which("promtool")
 if promtool:
     text = split_response(request(server.port, b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n"))[2].decode()
