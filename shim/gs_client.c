@@ -24,6 +24,7 @@
 #include "gs_gate.h"
 #include "gs_glibc_compat.h"
 #include "gs_memory.h"
+#include "gs_nvml.h"
 #include "gs_log.h"
 #include "gs_settings.h"
 #include "gpuslice/transport.h"
@@ -244,17 +245,16 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
             atomic_store(&d->budget, atomic_load(&d->admitted));
             d->state = GS_DEV_NONE;
             d->last_released = 0; /* a new server numbers its grants afresh */
-            /* Declare the device and what this process holds on it, so
-             * that the count survives a server restart. */
+            /* Declare the device and what this process holds on it (even
+             * nothing), so that the count survives a server restart and the
+             * server lets go of what it kept counted for this process while
+             * it had no connection. */
             send_slot_msg(GS_MSG_DEVICE, d);
             d->declared = true;
-            uint64_t count = gs_lease_count_locked(d);
-            if (count) {
-                struct gs_msg m = {.type = GS_MSG_MEM_DECLARE};
-                m.u.mem.slot = (uint32_t)d->slot;
-                m.u.mem.bytes = count;
-                send_msg(&m);
-            }
+            struct gs_msg m = {.type = GS_MSG_MEM_DECLARE};
+            m.u.mem.slot = (uint32_t)d->slot;
+            m.u.mem.bytes = gs_lease_count_locked(d);
+            send_msg(&m);
         }
         pthread_cond_broadcast(&gs_gate_cv); /* memory requests waiting for the server */
         break;
@@ -325,6 +325,9 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
         }
         break;
     }
+    case GS_MSG_USAGE:
+        gs_nvml_usage_arrived_locked(&msg->u.usage);
+        break;
     case GS_MSG_ERROR:
         gs_log(GS_LOG_WARN, "gpuslice-server: %s", msg->u.error.reason);
         break;
@@ -691,6 +694,20 @@ int gs_client_lease_call(struct gs_dev *d, uint64_t need, uint64_t want, struct 
             return 0;
         }
     }
+}
+
+int gs_client_send_connected_locked(const struct gs_msg *m, uint64_t wait_ns)
+{
+    gs_client_start_locked();
+    uint64_t first_try = gs_now_ns();
+    while (!connected) {
+        bool server_maybe_up = !connect_tried || sock >= 0;
+        if (!started || !server_maybe_up || gs_now_ns() - first_try >= wait_ns)
+            return -1;
+        gs_client_wake();
+        wait_gate_cv_locked(10);
+    }
+    return send_msg(m);
 }
 
 /* Sends m, a message about d that has no answer, if connected (a message

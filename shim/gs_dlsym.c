@@ -1,7 +1,8 @@
 /*
  * The dlsym override: how libgpuslice.so sees the entry points that
  * libcudart, PyTorch, JAX and CuPy fetch with dlopen("libcuda.so.1") and
- * dlsym. Lookups of wrapped CUDA names return the wrapper; every other
+ * dlsym, and NVML's, which nvidia-smi and pynvml fetch the same way.
+ * Lookups of wrapped CUDA and NVML names return the wrapper; every other
  * lookup returns exactly what glibc's dlsym returns.
  *
  * glibc's dlsym(RTLD_NEXT, ...) searches after the object that called it,
@@ -13,6 +14,7 @@
  */
 #include "gs_driver.h"
 #include "gs_log.h"
+#include "gs_nvml.h"
 
 #include <dlfcn.h>
 
@@ -21,6 +23,9 @@ __attribute__((visibility("hidden"))) void *gs_dlsym_hook(void *handle, const ch
 void *gs_dlsym_hook(void *handle, const char *name)
 {
     void *result = gs_call_real_dlsym(handle, name);
+    /* NVML names: the same rule, for libnvidia-ml.so.1 (gs_nvml.c). */
+    if (result && handle != RTLD_NEXT && name && name[0] == 'n' && gs_nvml_is_wrapped_name(name))
+        return gs_nvml_lookup(name, result);
     /* Only names the shim wraps can load the driver: a process that looks
      * up curl_easy_init must not find libcuda opened behind its back.
      * Matched by name, not address (fail closed): whatever the lookup

@@ -276,6 +276,12 @@ void gs_client_mem_free(struct gs_dev *d, uint64_t bytes);
  * Takes gs_gate_lock; safe on the gate thread. */
 void gs_client_mem_lease_unanswered(struct gs_dev *d, uint64_t bytes);
 
+/* Sends m once the process is connected (gs_gate_lock held; released
+ * while waiting): at once if it is, after at most wait_ns if a connection
+ * is being made. -1, sending nothing, when there is no connection and none
+ * under way (no server, whatever the server-down policy). */
+int gs_client_send_connected_locked(const struct gs_msg *m, uint64_t wait_ns);
+
 uint64_t gs_now_ns(void);
 
 #endif

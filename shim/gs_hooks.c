@@ -4,6 +4,7 @@
  * starts with no gate thread, no connection and no devices.
  */
 #include "gs_hooks.h"
+#include "gs_nvml.h"
 #include "gs_contexts.h"
 #include "gs_graph.h"
 
@@ -26,4 +27,5 @@ void gs_hooks_after_fork_child(void)
     gs_graph_after_fork_child();
     gs_contexts_after_fork_child();
     gs_gate_after_fork_child();
+    gs_nvml_after_fork_child();
 }

@@ -23,6 +23,7 @@
 #include "gpuslice/transport.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,8 +171,11 @@ void client_close(struct client *c, const char *reason)
     *c->member_prev = c->member_next;
     if (c->member_next)
         c->member_next->member_prev = c->member_prev;
+    /* A process that lives on (the server drops it, or it reconnects)
+     * still holds its memory. */
+    bool lives_on = c->peer.pid && kill((pid_t)c->peer.pid, 0) == 0;
     for (int slot = 0; slot < GS_MAX_DEVICES; slot++)
-        device_undeclare(c, slot);
+        device_undeclare(c, slot, lives_on);
     c->tenant->clients--;
     nclients--;
     loop_del(&c->watch);
@@ -210,6 +214,8 @@ static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
         c->greeted = true;
         if (!c->pid) /* SO_PEERCRED could not say */
             c->pid = msg->u.hello.pid;
+        c->hello_pid = msg->u.hello.pid;
+        c->pidns = usage_pid_namespace(c->peer.pid);
         struct gs_msg welcome = {.type = GS_MSG_WELCOME};
         snprintf(welcome.u.welcome.tenant, sizeof welcome.u.welcome.tenant, "%s", c->tenant->name);
         client_send(c, &welcome);
@@ -268,6 +274,9 @@ static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
         ev.bytes = msg->u.lease.need;
         ev.want = msg->u.lease.want;
         break;
+    case GS_MSG_USAGE_QUERY: /* read-only: no scheduler step */
+        usage_answer(c, &msg->u.usage_query);
+        return;
     default: {
         char what[64];
         snprintf(what, sizeof what, "unexpected %s message", gs_msg_type_str(msg->type));
@@ -357,10 +366,11 @@ void client_add(struct tenant *t, int fd)
         slog(LOG_DEBUG, "tenant %s: SO_TIMESTAMPNS: %s", t->name, strerror(errno));
     c->fd = fd;
     c->tenant = t;
-    for (int i = 0; i < GS_MAX_DEVICES; i++)
-        c->slots[i] = (struct sched_slot){.owner = c, .number = (uint32_t)i, .tenant = &t->sched};
     peer_identify(fd, &c->peer);
     c->pid = c->peer.pid;
+    for (int i = 0; i < GS_MAX_DEVICES; i++)
+        c->slots[i] = (struct sched_slot){.owner = c, .number = (uint32_t)i, .tenant = &t->sched,
+                                          .pid = c->peer.pid};
     c->watch = (struct loop_watch){.fd = fd, .fn = client_readable, .arg = c};
     c->connected_ns = now_ns();
     if (loop_add(&c->watch, EPOLLIN | EPOLLRDHUP) != 0) {

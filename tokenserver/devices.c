@@ -18,6 +18,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,12 +91,12 @@ void device_set_timer(struct device *d, uint64_t at)
     timer_at(&((struct gpu *)d)->timer, at);
 }
 
-void device_undeclare(struct client *c, int slot)
+void device_undeclare(struct client *c, int slot, bool lives_on)
 {
     struct sched_slot *s = &c->slots[slot];
     if (!s->device)
         return;
-    struct sched_event ev = {.type = SCHED_UNDECLARE, .slot = s};
+    struct sched_event ev = {.type = SCHED_UNDECLARE, .slot = s, .lives_on = lives_on};
     sched_run(&ev);
     declared_slots--;
 }
@@ -111,7 +112,7 @@ struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16]
         *why = reason;
         return NULL;
     }
-    device_undeclare(c, slot);
+    device_undeclare(c, slot, false); /* it names another GPU now */
     struct tenant *t = c->tenant;
     const struct device_tenant *known = d ? sched_entry_find(d, &t->sched) : NULL;
     if ((!known || known->refs == 0) && t->sched.devices >= options.max_devices_per_tenant) {
@@ -142,6 +143,19 @@ struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16]
     sched_run(&ev);
     declared_slots++;
     return d;
+}
+
+void devices_check_ghosts(void)
+{
+    for (struct device *d = server_sched.devices; d; d = d->next)
+        for (size_t i = 0; i < d->ntenants; i++)
+            for (int g = 0; g < MEM_GHOSTS; g++) {
+                uint32_t pid = d->tenants[i].ghosts[g].pid;
+                if (pid && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+                    struct sched_event ev = {.type = SCHED_PROCESS_GONE, .pid = pid};
+                    sched_run(&ev);
+                }
+            }
 }
 
 void devices_sweep(void)

@@ -300,6 +300,7 @@ static void on_housekeeping(void *arg)
     clients_sweep();
     admin_sweep();
     devices_sweep();
+    devices_check_ghosts();
     tenants_retry_listen();
     cdi_retry();
     confwatch_check();

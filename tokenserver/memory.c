@@ -25,6 +25,14 @@
  * Counts never wrap: a lease that would overflow a count is refused, and a
  * declaration that would is a client lying, which is dropped.
  *
+ * A connection that closes while its process lives on (the server dropped
+ * it, or it reconnects) leaves what the process holds counted, as a ghost
+ * of the tenant's entry keyed by its PID: the memory is still on the GPU,
+ * and a sibling must not lease it meanwhile. The ghost goes when the
+ * process declares again (a new connection's MEM_DECLARE) or exits
+ * (SCHED_PROCESS_GONE, from the server's check of its ghosts' processes).
+ * At most MEM_GHOSTS per entry: beyond that the oldest is let go.
+ *
  * After a restart (sched.recovering_until), processes that were running
  * reconnect one by one, up to a second apart (their backoff), and declare
  * what they hold. A lease granted before all of them have would count room
@@ -33,6 +41,8 @@
  * for its answer), and is answered at the recovery's end (SCHED_WAKE).
  */
 #include "sched.h"
+
+#include <string.h>
 
 #define RECALL_TIMEOUT_NS 200000000ull /* a sibling that does not answer a recall in 200 ms is skipped */
 
@@ -56,6 +66,37 @@ static void sub(struct device_tenant *dt, struct sched_slot *slot, uint64_t byte
         bytes = slot->mem_held;
     slot->mem_held -= bytes;
     dt->mem_used -= bytes > dt->mem_used ? dt->mem_used : bytes;
+}
+
+/* Lets go of pid's ghost count in dt, if any. */
+static void forget_ghost(struct device_tenant *dt, uint32_t pid)
+{
+    for (int i = 0; i < MEM_GHOSTS && pid; i++)
+        if (dt->ghosts[i].pid == pid) {
+            uint64_t b = dt->ghosts[i].bytes;
+            dt->mem_used -= b < dt->mem_used ? b : dt->mem_used;
+            dt->ghosts[i] = (struct mem_ghost){0, 0};
+        }
+}
+
+/* Keeps bytes counted in dt for pid, which lives on without a connection. */
+static void keep_ghost(struct device_tenant *dt, uint32_t pid, uint64_t bytes)
+{
+    int free_at = -1;
+    for (int i = 0; i < MEM_GHOSTS; i++) {
+        if (dt->ghosts[i].pid == pid) {
+            dt->ghosts[i].bytes += bytes;
+            return;
+        }
+        if (!dt->ghosts[i].pid && free_at < 0)
+            free_at = i;
+    }
+    if (free_at < 0) { /* full: the oldest goes */
+        forget_ghost(dt, dt->ghosts[0].pid);
+        memmove(&dt->ghosts[0], &dt->ghosts[1], (MEM_GHOSTS - 1) * sizeof dt->ghosts[0]);
+        free_at = MEM_GHOSTS - 1;
+    }
+    dt->ghosts[free_at] = (struct mem_ghost){.pid = pid, .bytes = bytes};
 }
 
 /* The tenant's other slots on the asker's GPU: with `send`, asks each that
@@ -147,6 +188,12 @@ void mem_event(struct sched *s, const struct sched_event *ev, uint64_t now)
             recovered(s, now);
         return;
     }
+    if (ev->type == SCHED_PROCESS_GONE) {
+        for (struct device *d = s->devices; d; d = d->next)
+            for (size_t i = 0; i < d->ntenants; i++)
+                forget_ghost(&d->tenants[i], ev->pid);
+        return;
+    }
     struct sched_slot *slot = ev->slot;
     struct device_tenant *dt = slot->device ? sched_entry_find(slot->device, slot->tenant) : NULL;
     if (!dt)
@@ -160,6 +207,7 @@ void mem_event(struct sched *s, const struct sched_event *ev, uint64_t now)
         slot->recall_sent_ns = 0; /* also the answer to a recall */
         break;
     case SCHED_MEM_DECLARE: {
+        forget_ghost(dt, slot->pid); /* what it held before is in this declaration */
         sub(dt, slot, slot->mem_held);
         if (!fits(dt, slot, ev->bytes)) {
             struct sched_action a = {.type = SCHED_DROP, .slot = slot,
@@ -186,11 +234,13 @@ void mem_event(struct sched *s, const struct sched_event *ev, uint64_t now)
     }
 }
 
-void mem_slot_gone(struct sched *s, struct sched_slot *slot)
+void mem_slot_gone(struct sched *s, struct sched_slot *slot, bool lives_on)
 {
     (void)s;
     struct device_tenant *dt = slot->device ? sched_entry_find(slot->device, slot->tenant) : NULL;
-    if (dt && slot->mem_held)
+    if (dt && slot->mem_held && lives_on && slot->pid)
+        keep_ghost(dt, slot->pid, slot->mem_held); /* still counted */
+    else if (dt && slot->mem_held)
         sub(dt, slot, slot->mem_held);
     slot->mem_held = 0;
     slot->recall_sent_ns = 0;

@@ -84,6 +84,9 @@
  * gathering its GPUs keeps none reserved while it waits for one. A drain
  * takes a few ms; this leaves room for a loaded machine's. */
 #define NOT_YIELDING_NS 10000000ull
+/* A GPU a gathering gang waits for runs another tenant meanwhile if the
+ * gang's other GPUs are not free for at least this long (a backfill). */
+#define BACKFILL_MIN_NS 2000000ull
 /* The most of a slice refunded for idle time its holders claim. */
 #define IDLE_REFUND_MAX (1.0 / 32)
 /* Each slice is charged at least this: its handoffs cost the GPU time
@@ -218,13 +221,16 @@ static uint64_t saturate_ns(double ns)
 
 /* The smallest virtual time among d's active tenants other than `except`
  * that may be granted now (or hold it); -1 if none. One that a limit holds
- * back is left out: it is not in the running meanwhile. */
+ * back is left out, and so is a gang that does not hold d (its turn here
+ * waits for its other GPUs): neither is in the running meanwhile. */
 static double min_running_vtime(const struct device *d, const struct device_tenant *except, uint64_t now)
 {
     double min = -1;
     for (size_t i = 0; i < d->ntenants; i++) {
         const struct device_tenant *dt = &d->tenants[i];
-        if (dt != except && dt->active && (dt->eligible_at <= now || dt == d->holder) && (min < 0 || dt->vtime < min))
+        if (dt == except || !dt->active || (dt != d->holder && (dt->eligible_at > now || is_gang(dt->tenant))))
+            continue;
+        if (min < 0 || dt->vtime < min)
             min = dt->vtime;
     }
     return min;
@@ -302,9 +308,16 @@ static void share_add(struct device_tenant *dt, uint64_t from, uint64_t to)
 
 double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now)
 {
+    return device_tenant_share_over(d, dt, now, SHARE_WINDOW_NS);
+}
+
+double device_tenant_share_over(const struct device *d, const struct device_tenant *dt, uint64_t now, uint64_t window)
+{
     uint64_t span = now > d->created_ns ? now - d->created_ns : 0;
-    if (span > SHARE_WINDOW_NS || span == 0)
-        span = SHARE_WINDOW_NS;
+    if (window > SHARE_WINDOW_NS)
+        window = SHARE_WINDOW_NS;
+    if (span > window || span == 0)
+        span = window;
     uint64_t start = now - span, first = start / BUCKET_NS, last = now / BUCKET_NS;
     double held = 0;
     for (uint64_t k = first; k <= last; k++) {
@@ -406,16 +419,18 @@ static uint64_t extend_margin(const struct device_tenant *dt)
 }
 
 /* Starts a slice of `best` on d at `now`, held (and charged) from `from`
- * (now, or when d was reserved for a gang): grants it to each of the
- * tenant's slots waiting for d. */
-static void start_slice(struct sched *s, struct device *d, struct device_tenant *best, uint64_t from, uint64_t now)
+ * (now, or when d was reserved for a gang), ending at its quantum or at
+ * `until` if that is sooner: grants it to each of the tenant's slots
+ * waiting for d. */
+static void start_slice(struct sched *s, struct device *d, struct device_tenant *best, uint64_t from, uint64_t now,
+                        uint64_t until)
 {
     d->state = DEV_RUNNING;
     d->holder = best;
     d->grant++;
     d->slices++;
     d->slice_start = d->charged_until = from;
-    d->deadline = d->slice_deadline = now + best->tenant->config.quantum_ns;
+    d->deadline = d->slice_deadline = now + best->tenant->config.quantum_ns < until ? now + best->tenant->config.quantum_ns : until;
     best->cap_from = best->eligible_at && best->eligible_at <= from && from - best->eligible_at <= CAP_LATE_NS
                          ? best->eligible_at
                          : from;
@@ -575,6 +590,18 @@ static void gang_slice_ended(struct sched *s, const struct device *d)
             mark_dirty(s, e);
 }
 
+/* When the forming gang's GPUs other than d will all be free: the latest
+ * deadline of the slices other tenants run there (now if past). */
+static uint64_t gang_free_at(const struct sched *s, const struct device *d, uint64_t now)
+{
+    uint64_t at = now;
+    for (const struct device *e = s->devices; e; e = e->next)
+        if (e != d && (e->state == DEV_RUNNING || e->state == DEV_REVOKING) &&
+            e->holder->tenant != s->forming_gang && gang_member(e, s->forming_gang, NULL) && e->slice_deadline > at)
+            at = e->slice_deadline;
+    return at;
+}
+
 /* Grants the forming gang all its GPUs if every one is reserved for it. */
 static void gang_try_start(struct sched *s, uint64_t now)
 {
@@ -586,23 +613,69 @@ static void gang_try_start(struct sched *s, uint64_t now)
     s->gang_starts++;
     for (struct device *d = s->devices; d; d = d->next)
         if (d->state == DEV_RESERVED && d->holder->tenant == t) {
-            start_slice(s, d, d->holder, d->slice_start, now);
+            /* Like a tenant back from its limit, a gang back from waiting
+             * for its other GPUs banks nothing here for the time others
+             * used this one meanwhile. */
+            double others = min_running_vtime(d, d->holder, now);
+            if (others > d->holder->vtime)
+                d->holder->vtime = others;
+            start_slice(s, d, d->holder, d->slice_start, now, UINT64_MAX);
             d->gang_start = s->gang_starts;
         }
     /* GPUs that passed over gangs while this one formed may start one now. */
     mark_all_dirty(s);
 }
 
-/* The gang `best`, next on d, starts gathering its GPUs. A slice of its
- * own that runs on one of them alone (granted before it used a second
- * GPU) ends now, so that its ranks start again together. */
-static void gang_form(struct sched *s, struct device_tenant *best, uint64_t now)
+/* A gang's place among gangs: its smallest virtual time on its GPUs. */
+static double gang_key(const struct sched *s, const struct sched_tenant *t)
 {
-    struct sched_tenant *t = best->tenant;
+    double key = -1;
+    for (const struct device *d = s->devices; d; d = d->next) {
+        struct device_tenant *dt;
+        if (gang_member(d, t, &dt) && (key < 0 || dt->vtime < key))
+            key = dt->vtime;
+    }
+    return key;
+}
+
+/* Which gang gathers when the gang t is next on one of its GPUs: t, unless
+ * another gang that waits on one of t's GPUs comes first by gang_key (ties
+ * by index). One order for all gangs, so that two gangs that each come
+ * first on a GPU of the other never wait for each other, and none is
+ * passed over for good: a gang alone on one of its GPUs is always next
+ * there, and would otherwise gather again each time its slice ended. */
+static struct sched_tenant *gang_to_form(const struct sched *s, struct sched_tenant *t)
+{
+    struct sched_tenant *first = t;
+    double first_key = gang_key(s, t);
+    for (const struct device *d = s->devices; d; d = d->next) {
+        if (!gang_member(d, t, NULL))
+            continue;
+        for (size_t i = 0; i < d->ntenants; i++) {
+            const struct device_tenant *dt = &d->tenants[i];
+            struct sched_tenant *u = dt->tenant;
+            if (u == first || !is_gang(u) || !waits_for(dt))
+                continue;
+            double key = gang_key(s, u);
+            if (key < first_key || (key == first_key && u->index < first->index)) {
+                first = u;
+                first_key = key;
+            }
+        }
+    }
+    return first;
+}
+
+/* The gang t starts gathering its GPUs. A slice of its own that runs on
+ * one of them alone (granted before it used a second GPU) ends now, so
+ * that its ranks start again together. */
+static void gang_form(struct sched *s, struct sched_tenant *t, uint64_t now)
+{
     uint64_t longest = t->config.quantum_ns;
     s->forming_gang = t;
     for (struct device *d = s->devices; d; d = d->next) {
         struct device_tenant *dt;
+        d->backfilled = false;
         if (!gang_member(d, t, &dt))
             continue;
         if (d->state == DEV_RUNNING && d->holder == dt) {
@@ -733,10 +806,13 @@ static bool has_competitor_anywhere(const struct sched *s, const struct device *
     const struct sched_tenant *t = d->holder->tenant;
     if (s->forming_gang && gang_member(d, s->forming_gang, NULL))
         return true;
-    if (!is_gang(t))
+    if (!is_gang(t) || !d->gang_start)
         return has_competitor(d, now);
+    /* A gang's slice ends on all its GPUs together: once one of them is
+     * being revoked, none is extended (it would keep the others, nobody
+     * holding them, from ending). */
     for (const struct device *e = s->devices; e; e = e->next)
-        if (e->state == DEV_RUNNING && e->holder && e->holder->tenant == t && has_competitor(e, now))
+        if (same_gang_slice(e, d) && (e->state == DEV_REVOKING || has_competitor(e, now)))
             return true;
     return false;
 }
@@ -789,8 +865,20 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
             best = dt;
     }
     /* A GPU the gathering gang needs is kept for it once it is the gang's
-     * turn there; a tenant ahead of it on this GPU goes first. */
+     * turn there; a tenant ahead of it on this GPU goes first. While the
+     * gang's other GPUs run slices that end later, the tenant next here
+     * gets a slice that ends then (a backfill), rather than the GPU idling
+     * for the gang: it is charged for what it holds, and the gang loses
+     * nothing it could have used. */
     if (needed && !gang_blocked(s, now) && (!best || mine->vtime <= best->vtime)) {
+        uint64_t free_at = gang_free_at(s, d, now);
+        if (best && !d->backfilled && free_at > now + BACKFILL_MIN_NS) {
+            /* once per gathering: a backfill that overran must not meet
+             * the others' next ones, and so on */
+            d->backfilled = true;
+            start_slice(s, d, best, now, now, free_at);
+            return;
+        }
         reserve(s, d, mine, now);
         gang_try_start(s, now);
         return;
@@ -803,10 +891,10 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
         return;
     }
     if (is_gang(best->tenant)) {
-        gang_form(s, best, now);
+        gang_form(s, gang_to_form(s, best->tenant), now);
         return;
     }
-    start_slice(s, d, best, now, now);
+    start_slice(s, d, best, now, now, UINT64_MAX);
 }
 
 /* The gang's processes changed, or whether it is a gang: a gathering gang
@@ -1014,12 +1102,12 @@ static void on_declare(struct sched *s, struct sched_slot *slot, struct device *
     }
 }
 
-static void on_undeclare(struct sched *s, struct sched_slot *slot, uint64_t now)
+static void on_undeclare(struct sched *s, struct sched_slot *slot, bool lives_on, uint64_t now)
 {
     struct device *d = slot->device;
     if (!d)
         return;
-    mem_slot_gone(s, slot);
+    mem_slot_gone(s, slot, lives_on);
     slot_leaves(s, slot, now);
     struct device_tenant *dt = sched_entry_find(d, slot->tenant);
     /* O(1): the last slot takes this one's place in the list. */
@@ -1089,7 +1177,7 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
         on_declare(s, ev->slot, ev->device, now);
         break;
     case SCHED_UNDECLARE:
-        on_undeclare(s, ev->slot, now);
+        on_undeclare(s, ev->slot, ev->lives_on, now);
         break;
     case SCHED_ACQUIRE:
         on_acquire(s, ev->slot, now);
@@ -1105,6 +1193,7 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
     case SCHED_MEM_DECLARE:
     case SCHED_MEM_QUERY:
     case SCHED_WAKE:
+    case SCHED_PROCESS_GONE:
         mem_event(s, ev, now);
         break;
     }

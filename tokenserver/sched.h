@@ -73,6 +73,15 @@ struct sched_tenant {
 #define SHARE_WINDOW_NS 10000000000ull  /* the achieved share's window */
 #define SHARE_BUCKETS 100               /* of SHARE_WINDOW_NS / SHARE_BUCKETS */
 
+/* What a process still holds on a GPU after its connection closed while
+ * it lives on (a drop, a reconnection): counted until it declares again
+ * or exits (memory.c). */
+#define MEM_GHOSTS 8
+struct mem_ghost {
+    uint32_t pid;            /* 0: a free entry */
+    uint64_t bytes;
+};
+
 /* Per GPU, per tenant: that tenant's place in the GPU's schedule. */
 struct device_tenant {
     struct sched_tenant *tenant;
@@ -90,7 +99,10 @@ struct device_tenant {
     uint64_t slices, used_ns, wait_ns;
     uint64_t share_start;      /* the bucket share_used[0] counts, by number */
     uint64_t share_used[SHARE_BUCKETS]; /* held ns per bucket, a ring */
-    uint64_t mem_used, mem_peak, oom_refusals;  /* device memory, all its processes */
+    uint64_t mem_used, mem_peak, oom_refusals;  /* device memory, all its processes
+                                                   (ghosts included) */
+    struct mem_ghost ghosts[MEM_GHOSTS];        /* counts of processes that live on
+                                                   without a connection (memory.c) */
     uint64_t *overruns;        /* release - deadline (0 if before) of the last
                                   GS_OVERRUN_SAMPLES slices (sched_entry_get
                                   allocates it) */
@@ -136,6 +148,7 @@ struct device {
                                   been granted, for the handoff histogram */
     const struct device_tenant *last_holder;
     bool dirty, timer_changed; /* on the step's worklists */
+    bool backfilled;           /* ran a backfill for the gathering gang */
     struct device *dirty_next, *timer_next;
     struct device *next;
     uint64_t slices, handoffs;
@@ -152,6 +165,7 @@ struct device {
 struct sched_slot {
     void *owner;             /* the client: opaque to the scheduler */
     uint32_t number;         /* its number in the protocol, 0..GS_MAX_DEVICES-1 */
+    uint32_t pid;            /* its process (the kernel's word), 0 if unknown */
     struct sched_tenant *tenant;
     struct device *device;   /* NULL while it names no GPU */
     size_t index;            /* its place in device->slots */
@@ -172,7 +186,8 @@ enum sched_event_type {
     SCHED_TENANT_GONE,       /* tenant: removed; its entries go from every GPU */
     SCHED_DECLARE,           /* slot: now names `device` (it named none) */
     SCHED_UNDECLARE,         /* slot: names its GPU no more (re-declared, or
-                                the client is gone) */
+                                the client is gone; lives_on: its process
+                                is alive and keeps its memory) */
     SCHED_ACQUIRE,           /* slot: wants the slice */
     SCHED_RELEASE,           /* slot: grant, more, idle_ns, sent_ns */
     SCHED_TIMER,             /* device: its timer fired */
@@ -181,6 +196,7 @@ enum sched_event_type {
     SCHED_MEM_DECLARE,       /* slot: bytes it holds, after (re)connecting */
     SCHED_MEM_QUERY,         /* slot: id */
     SCHED_WAKE,              /* the wake-up a SET_WAKE asked for */
+    SCHED_PROCESS_GONE,      /* pid: a process with a ghost count exited */
 };
 
 struct sched_event {
@@ -195,6 +211,8 @@ struct sched_event {
     uint64_t id;             /* MEM_LEASE, MEM_QUERY */
     uint64_t bytes;          /* MEM_FREE, MEM_DECLARE; MEM_LEASE: need */
     uint64_t want;           /* MEM_LEASE */
+    bool lives_on;           /* UNDECLARE */
+    uint32_t pid;            /* PROCESS_GONE */
 };
 
 enum sched_action_type {
@@ -272,10 +290,12 @@ bool sched_actions_reserve(struct sched *s, size_t slots);
 
 /* Appends an action to the step's (counted in actions_lost if full). */
 void sched_emit(struct sched *s, const struct sched_action *a);
-/* MEM_LEASE, MEM_FREE, MEM_DECLARE, MEM_QUERY, WAKE. */
+/* MEM_LEASE, MEM_FREE, MEM_DECLARE, MEM_QUERY, WAKE, PROCESS_GONE. */
 void mem_event(struct sched *s, const struct sched_event *ev, uint64_t now);
-/* The slot names its GPU no more: what it held is the tenant's no longer. */
-void mem_slot_gone(struct sched *s, struct sched_slot *slot);
+/* The slot names its GPU no more: what it held is the tenant's no longer,
+ * or, if its process lives on, a ghost until that process declares again
+ * or exits. */
+void mem_slot_gone(struct sched *s, struct sched_slot *slot, bool lives_on);
 
 /* ---- reading the state (status, metrics) --------------------------------------------- */
 
@@ -286,6 +306,8 @@ bool sched_in_line(const struct device_tenant *dt);
  * was first used, if less), a sliding window, the running slice counted
  * up to now. */
 double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
+/* The same over the last `window` ns (at most SHARE_WINDOW_NS). */
+double device_tenant_share_over(const struct device *d, const struct device_tenant *dt, uint64_t now, uint64_t window);
 /* The 99th percentile of (release - deadline) over the last slices, in ns;
  * a slice released before its deadline counts as 0. */
 uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);

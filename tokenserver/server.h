@@ -18,6 +18,7 @@
  *   sched.c        the scheduler, a state machine (sched.h): who holds each
  *                  GPU, who is next
  *   memory.c       its part that keeps each tenant's device memory under its cap
+ *   usage.c        USAGE_QUERY: a tenant's own use of a GPU, for its NVML
  *   status.c       the status report, written a piece at a time
  *   admin.c        the admin socket gpuslicectl talks to
  *   cdi.c          the CDI spec and the preload list containers get
@@ -218,6 +219,20 @@ int runlock_held_at(const char *run_dir, long *pid);
 /* gpuslice-server --uninstall: returns the exit status. */
 int uninstall_run(const char *install_dir);
 
+/* ---- usage.c ------------------------------------------------------------------ */
+
+/* A token bucket: at most `rate` answers a second, `burst` at once. */
+struct usage_bucket {
+    double tokens;
+    uint64_t at;             /* when tokens was last brought up to date; 0: full */
+};
+
+struct client;
+/* Answers USAGE_QUERY from c (USAGE, or LIMITED past the rate limits). */
+void usage_answer(struct client *c, const struct gs_msg_usage_query *q);
+/* The inode of the PID namespace of pid (in the server's), 0 if unknown. */
+uint64_t usage_pid_namespace(uint32_t pid);
+
 /* ---- tenants.c ------------------------------------------------------------- */
 
 struct tenant {
@@ -235,6 +250,7 @@ struct tenant {
     struct client *members;  /* its clients (client.member_next) */
     uint64_t read_round;     /* the loop round read_count counts in */
     unsigned read_count;     /* messages of its clients handled in that round */
+    struct usage_bucket usage_bucket; /* USAGE answers, all its clients (usage.c) */
     struct tenant *next;
 };
 
@@ -329,6 +345,9 @@ struct client {
     bool greeted;
     bool closing;            /* dropped; closed at its next event */
     uint64_t connected_ns;
+    uint32_t hello_pid;      /* the PID its HELLO gave: its own, in its namespace */
+    uint64_t pidns;          /* its PID namespace's inode, 0 if unknown (usage.c) */
+    struct usage_bucket usage_bucket; /* its USAGE answers (usage.c) */
     struct sched_slot slots[GS_MAX_DEVICES];  /* by the protocol's slot number:
                                                  its GPU and what the scheduler
                                                  keeps of it */
@@ -361,8 +380,13 @@ extern struct sched server_sched;
 /* Declares slot of c to be the GPU uuid, within the limits; gives back what
  * the slot named before. NULL (with a reason) if the limits refuse it. */
 struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], const char **why);
-/* The slot no longer names its device (the client went away). */
-void device_undeclare(struct client *c, int slot);
+/* The slot no longer names its device (the client went away; lives_on:
+ * its process is alive, so what it holds stays counted until it declares
+ * again or exits). */
+void device_undeclare(struct client *c, int slot, bool lives_on);
+/* Lets go of the memory counted for processes that exited without a
+ * connection (memory.c's ghosts); every second. */
+void devices_check_ghosts(void);
 /* Arms the loop's timer of d (0 disarms): a SET_TIMER action. */
 void device_set_timer(struct device *d, uint64_t at);
 /* Frees devices nobody has used for the linger time; every second. */

@@ -47,6 +47,9 @@ static uint64_t get_u64(const uint8_t *p)
     return v;
 }
 
+#define USAGE_FIXED 52u
+#define USAGE_PROC 12u
+
 /* The body length each fixed-size type has; 0 for none, -1 for variable. */
 static long body_size(int type)
 {
@@ -68,6 +71,8 @@ static long body_size(int type)
     case GS_MSG_MEM_LEASE: return 4 + 8 + 8 + 8;
     case GS_MSG_MEM_LEASED: return 8 + 4 + 8 + 8 + 8;
     case GS_MSG_MEM_RECALL: return 4;
+    case GS_MSG_USAGE_QUERY: return 8 + 16;
+    case GS_MSG_USAGE: return -1;
     default: return -2;
     }
 }
@@ -98,7 +103,11 @@ size_t gs_msg_encode(const struct gs_msg *msg, uint8_t *buf, size_t cap)
     if (size == -2)
         return 0;
     size_t body = size >= 0 ? (size_t)size : msg->text_len;
-    if (size < 0 && (msg->text_len > GS_MSG_MAX - GS_HEADER_SIZE || (!msg->text && msg->text_len)))
+    if (msg->type == GS_MSG_USAGE) {
+        if (msg->u.usage.nprocs > GS_USAGE_MAX_PROCS)
+            return 0;
+        body = USAGE_FIXED + USAGE_PROC * msg->u.usage.nprocs;
+    } else if (size < 0 && (msg->text_len > GS_MSG_MAX - GS_HEADER_SIZE || (!msg->text && msg->text_len)))
         return 0;
     if (cap < GS_HEADER_SIZE + body)
         return 0;
@@ -176,6 +185,26 @@ size_t gs_msg_encode(const struct gs_msg *msg, uint8_t *buf, size_t cap)
     case GS_MSG_MEM_RECALL:
         put_u32(b, msg->u.recall.slot);
         break;
+    case GS_MSG_USAGE_QUERY:
+        put_u64(b, msg->u.usage_query.id);
+        memcpy(b + 8, msg->u.usage_query.uuid, 16);
+        break;
+    case GS_MSG_USAGE: {
+        const struct gs_msg_usage *u = &msg->u.usage;
+        put_u64(b, u->id);
+        put_u32(b + 8, u->status);
+        put_u64(b + 12, u->cap);
+        put_u64(b + 20, u->used);
+        put_u64(b + 28, u->window_ns);
+        put_u64(b + 36, u->busy_ns);
+        put_u32(b + 44, u->procs_total);
+        put_u32(b + 48, u->nprocs);
+        for (uint32_t i = 0; i < u->nprocs; i++) {
+            put_u32(b + USAGE_FIXED + USAGE_PROC * i, u->procs[i].pid);
+            put_u64(b + USAGE_FIXED + USAGE_PROC * i + 4, u->procs[i].bytes);
+        }
+        break;
+    }
     }
     return GS_HEADER_SIZE + body;
 }
@@ -200,6 +229,11 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
     /* DEVICE without total_bytes (20 bytes) is what shims before it send. */
     bool short_device = type == GS_MSG_DEVICE && body == GS_DEVICE_BODY_WITHOUT_TOTAL;
     if (len - GS_HEADER_SIZE != body || (size >= 0 && body != (uint32_t)size && !short_device))
+        return GS_DECODE_BAD_LENGTH;
+    /* USAGE: its fixed part, then as many processes as it says. */
+    if (type == GS_MSG_USAGE &&
+        (body < USAGE_FIXED || get_u32(buf + GS_HEADER_SIZE + 48) > GS_USAGE_MAX_PROCS ||
+         body != USAGE_FIXED + USAGE_PROC * get_u32(buf + GS_HEADER_SIZE + 48)))
         return GS_DECODE_BAD_LENGTH;
     memset(msg, 0, sizeof *msg);
     msg->type = (enum gs_msg_type)type;
@@ -295,6 +329,28 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
         if (msg->u.recall.slot >= GS_MAX_DEVICES)
             return GS_DECODE_BAD_FIELD;
         break;
+    case GS_MSG_USAGE_QUERY:
+        msg->u.usage_query.id = get_u64(b);
+        memcpy(msg->u.usage_query.uuid, b + 8, 16);
+        break;
+    case GS_MSG_USAGE: {
+        struct gs_msg_usage *u = &msg->u.usage;
+        u->id = get_u64(b);
+        u->status = get_u32(b + 8);
+        u->cap = get_u64(b + 12);
+        u->used = get_u64(b + 20);
+        u->window_ns = get_u64(b + 28);
+        u->busy_ns = get_u64(b + 36);
+        u->procs_total = get_u32(b + 44);
+        u->nprocs = get_u32(b + 48);
+        for (uint32_t i = 0; i < u->nprocs; i++) {
+            u->procs[i].pid = get_u32(b + USAGE_FIXED + USAGE_PROC * i);
+            u->procs[i].bytes = get_u64(b + USAGE_FIXED + USAGE_PROC * i + 4);
+        }
+        if (u->status > GS_USAGE_LIMITED || u->nprocs > u->procs_total || u->busy_ns > u->window_ns)
+            return GS_DECODE_BAD_FIELD;
+        break;
+    }
     }
     return GS_DECODE_OK;
 }
@@ -319,6 +375,7 @@ const char *gs_msg_type_str(int type)
         "?", "HELLO", "WELCOME", "ERROR", "DEVICE", "ACQUIRE", "GRANT",
         "REVOKE", "RELEASE", "STATUS_REQUEST", "STATUS_REPLY", NULL,
         "MEM_FREE", "MEM_QUERY", "MEM_DECLARE", "MEM_RESULT", "MEM_LEASE", "MEM_LEASED", "MEM_RECALL",
+        "USAGE_QUERY", "USAGE",
     };
-    return type > 0 && type <= GS_MSG_MEM_RECALL && names[type] ? names[type] : "unknown";
+    return type > 0 && type <= GS_MSG_USAGE && names[type] ? names[type] : "unknown";
 }

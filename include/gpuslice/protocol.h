@@ -54,6 +54,17 @@
  *                                    answered with MEM_FREE (bytes may be 0)
  *   The count of a process is what it holds plus its unused headroom; the
  *   server grants headroom only within the cap, so the sum never passes it.
+ * What the tenant uses on a GPU, for NVML inside the tenant (read-only; the
+ * GPU named by UUID, so asking declares nothing):
+ *   client USAGE_QUERY(id, uuid)     -> server USAGE(id, status, cap, used,
+ *                                    window_ns, busy_ns, procs_total,
+ *                                    procs[]): the asking tenant's cap,
+ *                                    count, device time charged over the
+ *                                    last window_ns, and its processes on
+ *                                    that GPU (pid as the asker's PID
+ *                                    namespace names it, bytes counted);
+ *                                    never another tenant's. LIMITED: asked
+ *                                    too often, no figures; ask again later
  * Admin socket: STATUS_REQUEST(format) -> STATUS_REPLY... (JSON or a table):
  *                                    the report in pieces of up to
  *                                    GS_MSG_MAX - GS_HEADER_SIZE bytes, to
@@ -70,8 +81,10 @@
 
 #define GS_PROTOCOL_MAGIC 0x434c5347u /* "GSLC" */
 /* 2: RELEASE has its own idle field; MEM_RESERVE is gone (leases replace
- * it), MEM_FREE and MEM_DECLARE carry no id, MEM_RESULT no `ok`. A peer of
- * another version gets an ERROR naming both. */
+ * it), MEM_FREE and MEM_DECLARE carry no id, MEM_RESULT no `ok`; and
+ * USAGE_QUERY and USAGE (added before any release spoke 2, so no peer of
+ * version 2 lacks them). A peer of another version gets an ERROR naming
+ * both. */
 #define GS_PROTOCOL_VERSION 2
 #define GS_HEADER_SIZE 16
 #define GS_NAME_MAX 64       /* tenant names, including the NUL */
@@ -98,6 +111,8 @@ enum gs_msg_type {
     GS_MSG_MEM_LEASE = 16,
     GS_MSG_MEM_LEASED = 17,
     GS_MSG_MEM_RECALL = 18,
+    GS_MSG_USAGE_QUERY = 19,
+    GS_MSG_USAGE = 20,
 };
 
 struct gs_msg_hello {
@@ -156,6 +171,32 @@ struct gs_msg_mem_leased {
     uint64_t used;           /* the tenant's count on this GPU, after this request */
 };
 
+struct gs_msg_usage_query {
+    uint64_t id;             /* echoed in USAGE */
+    uint8_t uuid[16];        /* the GPU */
+};
+
+#define GS_USAGE_MAX_PROCS 64 /* processes listed in one USAGE */
+
+enum gs_usage_status { GS_USAGE_OK = 0, GS_USAGE_LIMITED = 1 };
+
+struct gs_usage_proc {
+    uint32_t pid;
+    uint64_t bytes;          /* device memory counted for it */
+};
+
+struct gs_msg_usage {        /* body: 52 bytes, then 12 per process */
+    uint64_t id;
+    uint32_t status;         /* enum gs_usage_status; LIMITED: all else 0 */
+    uint64_t cap;            /* the tenant's cap on this GPU, 0 = none */
+    uint64_t used;           /* the tenant's count on this GPU */
+    uint64_t window_ns;      /* the window busy_ns covers */
+    uint64_t busy_ns;        /* device time charged to the tenant in it */
+    uint32_t procs_total;    /* its processes there the asker can name */
+    uint32_t nprocs;         /* listed: at most GS_USAGE_MAX_PROCS */
+    struct gs_usage_proc procs[GS_USAGE_MAX_PROCS];
+};
+
 enum gs_status_format { GS_STATUS_JSON = 0, GS_STATUS_TABLE = 1 };
 
 struct gs_msg_status_request {
@@ -204,6 +245,8 @@ struct gs_msg {
         struct gs_msg_mem_lease lease;
         struct gs_msg_mem_leased leased;
         struct gs_msg_slot recall;     /* MEM_RECALL */
+        struct gs_msg_usage_query usage_query;
+        struct gs_msg_usage usage;
     } u;
     /* STATUS_REPLY: the JSON text, pointing into the decoded buffer. */
     const char *text;

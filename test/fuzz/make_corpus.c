@@ -11,7 +11,7 @@ int main(int argc, char **argv)
 {
     if (argc != 2)
         return 1;
-    struct gs_msg msgs[17];
+    struct gs_msg msgs[19];
     memset(msgs, 0, sizeof msgs);
     msgs[0].type = GS_MSG_HELLO;
     msgs[0].u.hello.pid = 1234;
@@ -56,8 +56,23 @@ int main(int argc, char **argv)
     msgs[15].u.leased.cap = 1ull << 30;
     msgs[15].u.leased.used = 96 << 20;
     msgs[16].type = GS_MSG_MEM_RECALL;
+    msgs[17].type = GS_MSG_USAGE_QUERY;
+    msgs[17].u.usage_query.id = 6;
+    memset(msgs[17].u.usage_query.uuid, 0xcd, 16);
+    msgs[18].type = GS_MSG_USAGE;
+    msgs[18].u.usage.id = 6;
+    msgs[18].u.usage.cap = 2ull << 30;
+    msgs[18].u.usage.used = 96 << 20;
+    msgs[18].u.usage.window_ns = 1000000000;
+    msgs[18].u.usage.busy_ns = 250000000;
+    msgs[18].u.usage.procs_total = 3;
+    msgs[18].u.usage.nprocs = 2;
+    msgs[18].u.usage.procs[0].pid = 4242;
+    msgs[18].u.usage.procs[0].bytes = 64 << 20;
+    msgs[18].u.usage.procs[1].pid = 4243;
+    msgs[18].u.usage.procs[1].bytes = 32 << 20;
     static uint8_t buf[GS_MSG_MAX];
-    for (int i = 0; i < 17; i++) {
+    for (int i = 0; i < 19; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", argv[1], gs_msg_type_str(msgs[i].type));
         size_t len = gs_msg_encode(&msgs[i], buf, sizeof buf);

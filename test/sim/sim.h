@@ -62,6 +62,7 @@ enum ev_kind {
     EV_FAULT,                /* fault index */
     EV_SERVER_START,         /* the server (re)starts */
     EV_SERVER_WAKE,          /* the scheduler's wake-up (gen) */
+    EV_PROCESS_GONE,         /* proc: the server notices it exited (its ghosts) */
 };
 
 struct event {
@@ -195,7 +196,8 @@ struct sim_proc {
     uint64_t hostile_gen;
     uint64_t held_ns, hold_since; /* its own clock of held time */
     /* figures */
-    uint64_t first_wait_start, first_wait_ns; /* #32: its first slice's wait */
+    uint64_t first_wait_start, first_wait_ns; /* its first slice's wait after a pause */
+    bool ghosted;            /* the server keeps its count without a connection */
     bool returning;          /* went quiet, then wanted the GPU again */
 };
 
@@ -274,6 +276,7 @@ struct world {
     struct fault fault[16];
     struct sim_server server;
     int mem_in_flight;       /* events that change memory counts, pending */
+    bool mem_changed;        /* such an event was handled since the last check */
     int holding[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its processes holding the GPU */
     uint64_t holding_since[SIM_MAX_TENANTS][SIM_MAX_GPUS];
     int wanting[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its processes waiting for it */
@@ -297,7 +300,10 @@ struct world {
     /* the event queue: a binary heap of indexes into pool (last: a run
      * resets everything above, not these) */
     int free_list[SIM_EVENTS];
-    int heap[SIM_EVENTS];
+    struct heap_entry {      /* the keys beside the index: a heap walk reads no event */
+        uint64_t at, seq;
+        int idx;
+    } heap[SIM_EVENTS];
     struct event pool[SIM_EVENTS];
 };
 
@@ -319,6 +325,7 @@ void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t 
 void server_closed(struct world *w, int conn);
 void server_timer(struct world *w, int gpu, uint64_t gen);
 void server_wake(struct world *w, uint64_t gen);
+void server_process_gone(struct world *w, int proc);
 /* A process connects: a new connection (its HELLO follows). */
 int server_connect(struct world *w, int proc);
 /* Sends m to the server on conn, after a transport delay. */

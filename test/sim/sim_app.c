@@ -18,7 +18,10 @@
 
 #include <string.h>
 
-#define COLLECTIVE_TIMEOUT_NS (500 * MS)
+/* fakecuda's FAKECUDA_COLLECTIVE_TIMEOUT_NS: a collective missing a rank
+ * ends after this; shorter than the grace period, so that work queued
+ * behind one whose slice was taken back still runs */
+#define COLLECTIVE_TIMEOUT_NS (100 * MS)
 
 /* ---- the GPUs ---------------------------------------------------------------- */
 
@@ -227,8 +230,13 @@ void app_step(struct world *w, struct sim_proc *p)
         return;
     memory_step(w, p);
     switch (p->app) {
-    case APP_DEEP:
     case APP_RANK:
+        /* NCCL's communicator: no collective before every rank is up */
+        for (int r = 0; r < w->nprocs; r++)
+            if (w->proc[r].group == p->group && (!w->proc[r].started || !w->proc[r].alive))
+                return;
+        /* fall through */
+    case APP_DEEP:
         for (int i = 0; i < p->ngpus; i++)
             while (p->in_flight[i] < p->depth && launch(w, p, i))
                 ;
@@ -244,7 +252,7 @@ void app_step(struct world *w, struct sim_proc *p)
             p->first_wait_start = w->now;
         }
         while (p->in_flight[0] < p->depth && launch(w, p, 0))
-            ;
+            p->first_wait_start = 0; /* admitted at once: no wait */
         break;
     case APP_SYNC:
         if (p->in_host && w->now < p->host_until)

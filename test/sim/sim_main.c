@@ -21,7 +21,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-"Usage: sim [--seed N | --seeds FIRST-LAST] [--seconds S] [--jobs J] [--trace]\n"
+"Usage: sim [--seed N | --seeds FIRST-LAST] [--seconds S] [--jobs J] [--first-failure]\n"
+"           [--trace]\n"
 "\n"
 "Runs the deterministic simulation of a node: gpuslice-server's scheduler\n"
 "(the real code) with simulated processes, GPUs, messages and faults, one\n"
@@ -32,6 +33,9 @@ static void usage(FILE *f)
 "  --seeds FIRST-LAST  every seed from FIRST to LAST\n"
 "  --seconds S         simulated seconds per run (default 10)\n"
 "  --jobs J            runs in J processes at once (default 1)\n"
+"  --first-failure     stop at the first run that breaks an invariant (each\n"
+"                      process at its own: the smallest such seed of those\n"
+"                      run is printed last)\n"
 "  --trace             print every run's events (for one seed)\n"
 "  -h, --help          show this help\n"
 "\n"
@@ -57,9 +61,12 @@ static double wall_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Runs seeds first, first + stride, ... up to last; prints failures. */
+static bool first_failure; /* set once from the command line */
+
+/* Runs seeds first, first + stride, ... up to last; prints failures.
+ * *failed_seed: the first seed that failed (0 if none). */
 static int run_seeds(uint64_t first, uint64_t last, uint64_t stride, unsigned flags, uint64_t seconds,
-                     uint64_t *events)
+                     uint64_t *events, uint64_t *failed_seed)
 {
     struct world *w = malloc(sizeof *w);
     if (!w) {
@@ -75,7 +82,11 @@ static int run_seeds(uint64_t first, uint64_t last, uint64_t stride, unsigned fl
             printf("seed %llu: FAILED %s\n  replay: sim --seed %llu --seconds %llu --trace\n",
                    (unsigned long long)seed, w->failure, (unsigned long long)seed, (unsigned long long)seconds);
             fflush(stdout);
+            if (!failures)
+                *failed_seed = seed;
             failures++;
+            if (first_failure)
+                break;
         }
         if (seed + stride < seed)
             break;
@@ -93,6 +104,8 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--trace") == 0) {
             flags |= SIM_TRACE;
+        } else if (strcmp(a, "--first-failure") == 0) {
+            first_failure = true;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -126,10 +139,10 @@ int main(int argc, char **argv)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     double start = wall_s();
-    uint64_t runs = last - first + 1, events = 0;
+    uint64_t runs = last - first + 1, events = 0, failed_seed = 0;
     int failures = 0;
     if (jobs == 1 || runs == 1) {
-        failures = run_seeds(first, last, 1, flags, seconds, &events);
+        failures = run_seeds(first, last, 1, flags, seconds, &events, &failed_seed);
     } else {
         pid_t pids[64];
         int pipes[64][2];
@@ -145,18 +158,21 @@ int main(int argc, char **argv)
             }
             if (pids[j] == 0) {
                 close(pipes[j][0]);
-                uint64_t mine = 0;
-                int f = first + j <= last ? run_seeds(first + j, last, jobs, flags, seconds, &mine) : 0;
-                if (write(pipes[j][1], &mine, sizeof mine) != sizeof mine)
+                uint64_t mine[2] = {0, 0};
+                int f = first + j <= last ? run_seeds(first + j, last, jobs, flags, seconds, &mine[0], &mine[1]) : 0;
+                if (write(pipes[j][1], mine, sizeof mine) != sizeof mine)
                     _exit(2);
                 _exit(f > 0 ? 1 : 0);
             }
             close(pipes[j][1]);
         }
         for (uint64_t j = 0; j < jobs; j++) {
-            uint64_t theirs = 0;
-            if (read(pipes[j][0], &theirs, sizeof theirs) == sizeof theirs)
-                events += theirs;
+            uint64_t theirs[2] = {0, 0};
+            if (read(pipes[j][0], theirs, sizeof theirs) == sizeof theirs) {
+                events += theirs[0];
+                if (theirs[1] && (!failed_seed || theirs[1] < failed_seed))
+                    failed_seed = theirs[1];
+            }
             close(pipes[j][0]);
             int status;
             if (waitpid(pids[j], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) == 2)
@@ -168,5 +184,7 @@ int main(int argc, char **argv)
     printf("sim: %llu runs of %llu simulated s (seeds %llu-%llu), %llu events, %s, %.1f s\n",
            (unsigned long long)runs, (unsigned long long)seconds, (unsigned long long)first, (unsigned long long)last,
            (unsigned long long)events, failures ? "FAILED" : "every invariant held", wall_s() - start);
+    if (failed_seed)
+        printf("sim: first failing seed %llu\n", (unsigned long long)failed_seed);
     return failures ? 1 : 0;
 }

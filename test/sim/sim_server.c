@@ -145,7 +145,18 @@ static void run(struct world *w, const struct sched_event *ev)
 {
     struct sim_server *sv = &w->server;
     w->fig.steps++;
+    const struct sched_tenant *forming = sv->s.forming_gang;
     sched_step(&sv->s, ev, w->now);
+    if (sv->s.forming_gang != forming)
+        trace(w, "server: %s%s%s", sv->s.forming_gang ? "gang " : "", sv->s.forming_gang ? sv->s.forming_gang->name : "",
+              sv->s.forming_gang ? " gathers its GPUs" : "no gang gathers now");
+    if ((w->flags & SIM_TRACE) && sv->s.forming_gang && (w->fig.steps % 64) == 0)
+        for (const struct device *d = sv->s.devices; d; d = d->next)
+            for (size_t i = 0; i < d->ntenants; i++)
+                trace(w, "  GPU %d %s vtime %.6f waiting %u state %d", d->uuid[0] - 1, d->tenants[i].tenant->name,
+                      d->tenants[i].vtime / 1e9, d->tenants[i].waiting, d->state);
+    if (sv->s.forming_gang && sv->s.forming_gang != forming)
+        trace(w, "server: until +%.3f ms", ((double)sv->s.forming_until - (double)w->now) / 1e6);
     /* A drop only marks the connection (closed by a later event, as
      * clients.c does), so nothing here steps again. */
     for (size_t i = 0; i < sv->s.nactions && !w->failed; i++)
@@ -225,6 +236,8 @@ void server_stop(struct world *w)
     }
     free(sv->s.actions);
     sv->s.actions = NULL;
+    for (int i = 0; i < w->nprocs; i++)
+        w->proc[i].ghosted = false; /* the next server keeps nothing */
     trace(w, "server: stopped");
 }
 
@@ -240,15 +253,16 @@ int server_connect(struct world *w, int proc)
     conn->tenant = w->proc[proc].tenant;
     for (int i = 0; i < GS_MAX_DEVICES; i++)
         conn->slots[i] = (struct sched_slot){.owner = conn, .number = (uint32_t)i,
-                                             .tenant = &w->server.tenants[conn->tenant]};
+                                             .tenant = &w->server.tenants[conn->tenant],
+                                             .pid = (uint32_t)(1000 + proc)};
     return c;
 }
 
-static void undeclare(struct world *w, struct sim_conn *c, int slot)
+static void undeclare(struct world *w, struct sim_conn *c, int slot, bool lives_on)
 {
     if (!c->slots[slot].device)
         return;
-    struct sched_event ev = {.type = SCHED_UNDECLARE, .slot = &c->slots[slot]};
+    struct sched_event ev = {.type = SCHED_UNDECLARE, .slot = &c->slots[slot], .lives_on = lives_on};
     run(w, &ev);
     w->server.declared--;
 }
@@ -259,8 +273,10 @@ static void close_conn(struct world *w, int conn)
     struct sim_conn *c = &w->conn[conn];
     if (!c->open)
         return;
+    bool lives_on = w->proc[c->proc].alive; /* the server's kill(pid, 0) */
+    w->proc[c->proc].ghosted |= lives_on;
     for (int i = 0; i < GS_MAX_DEVICES; i++)
-        undeclare(w, c, i);
+        undeclare(w, c, i, lives_on);
     c->open = false;
     c->closing = false;
 }
@@ -310,6 +326,17 @@ void server_timer(struct world *w, int gpu, uint64_t gen)
     run(w, &ev);
 }
 
+/* The server's check of its ghosts' processes (every second) finds the
+ * process gone. */
+void server_process_gone(struct world *w, int proc)
+{
+    if (!w->server.up)
+        return;
+    w->proc[proc].ghosted = false;
+    struct sched_event ev = {.type = SCHED_PROCESS_GONE, .pid = (uint32_t)(1000 + proc)};
+    run(w, &ev);
+}
+
 void server_wake(struct world *w, uint64_t gen)
 {
     if (!w->server.up || gen != w->server.wake_gen)
@@ -335,7 +362,7 @@ static void declare(struct world *w, int conn, const struct gs_msg *m)
     }
     if (slot->device && slot->device == sv->gpus[g])
         return;
-    undeclare(w, c, (int)m->u.device.slot);
+    undeclare(w, c, (int)m->u.device.slot, false);
     if (!sv->gpus[g]) {
         struct device *d = calloc(1, sizeof *d);
         if (!d) {
@@ -388,6 +415,8 @@ void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t 
         break;
     case GS_MSG_MEM_FREE:
     case GS_MSG_MEM_DECLARE:
+        if (m->type == GS_MSG_MEM_DECLARE)
+            w->proc[c->proc].ghosted = false;
         ev.type = m->type == GS_MSG_MEM_FREE ? SCHED_MEM_FREE : SCHED_MEM_DECLARE;
         ev.slot = &c->slots[m->u.mem.slot];
         ev.bytes = m->u.mem.bytes;

@@ -436,8 +436,7 @@ static void connect_now(struct world *w, struct sim_proc *p)
         dev.u.device.uuid[0] = (uint8_t)(d->gpu + 1);
         memcpy(dev.u.device.uuid + 1, "simulated-gpu", 13);
         send(w, p, &dev);
-        if (shim_count(p, i))
-            send_mem(w, p, GS_MSG_MEM_DECLARE, d, shim_count(p, i));
+        send_mem(w, p, GS_MSG_MEM_DECLARE, d, shim_count(p, i)); /* even nothing: a ghost of it goes */
     }
 }
 

@@ -64,45 +64,43 @@ bool rng_chance(struct rng *r, double p)
 
 /* ---- the event queue -------------------------------------------------------------- */
 
-static bool earlier(const struct world *w, int i, int j)
+static bool earlier(const struct heap_entry *a, const struct heap_entry *b)
 {
-    const struct event *a = &w->pool[i], *b = &w->pool[j];
     return a->at < b->at || (a->at == b->at && a->seq < b->seq);
 }
 
 static void heap_push(struct world *w, int idx)
 {
     int i = w->nheap++;
-    w->heap[i] = idx;
+    struct heap_entry e = {.at = w->pool[idx].at, .seq = w->pool[idx].seq, .idx = idx};
     while (i > 0) {
         int parent = (i - 1) / 2;
-        if (!earlier(w, w->heap[i], w->heap[parent]))
+        if (!earlier(&e, &w->heap[parent]))
             break;
-        int t = w->heap[i];
         w->heap[i] = w->heap[parent];
-        w->heap[parent] = t;
         i = parent;
     }
+    w->heap[i] = e;
 }
 
 static int heap_pop(struct world *w)
 {
-    int top = w->heap[0];
-    w->heap[0] = w->heap[--w->nheap];
-    int i = 0;
+    int top = w->heap[0].idx;
+    struct heap_entry last = w->heap[--w->nheap];
+    int i = 0, n = w->nheap;
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < w->nheap && earlier(w, w->heap[l], w->heap[m]))
+        int l = 2 * i + 1, r = l + 1, m = -1;
+        if (l < n)
             m = l;
-        if (r < w->nheap && earlier(w, w->heap[r], w->heap[m]))
+        if (r < n && earlier(&w->heap[r], &w->heap[l]))
             m = r;
-        if (m == i)
+        if (m < 0 || !earlier(&w->heap[m], &last))
             break;
-        int t = w->heap[i];
         w->heap[i] = w->heap[m];
-        w->heap[m] = t;
         i = m;
     }
+    if (n > 0)
+        w->heap[i] = last;
     return top;
 }
 
@@ -131,7 +129,7 @@ void post(struct world *w, uint64_t at, enum ev_kind kind, int a, uint64_t gen)
     if (!e)
         return;
     e->gen = gen;
-    if (kind == EV_CLOSED) {
+    if (kind == EV_CLOSED || kind == EV_PROCESS_GONE) {
         e->mem = true;
         w->mem_in_flight++;
     }
@@ -254,6 +252,9 @@ static void handle(struct world *w, struct event *e)
     case EV_SERVER_WAKE:
         server_wake(w, e->gen);
         break;
+    case EV_PROCESS_GONE:
+        server_process_gone(w, e->a);
+        break;
     }
 }
 
@@ -290,8 +291,10 @@ void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t dura
                     w->busy_at_warmup[g][t] = w->gpu[g].busy_tenant[t];
         }
         handle(w, e);
-        if (e->mem)
+        if (e->mem) {
             w->mem_in_flight--;
+            w->mem_changed = true;
+        }
         w->free_list[w->nfree++] = idx;
         if (!w->failed)
             check_after_step(w);
@@ -300,5 +303,20 @@ void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t dura
         w->now = w->end;
     if (!w->failed)
         check_end(w);
+    if ((w->flags & SIM_TRACE) && w->server.up) {
+        const struct sched *sc = &w->server.s;
+        trace(w, "server's state: forming gang %s until %.3f", sc->forming_gang ? sc->forming_gang->name : "-",
+              (double)sc->forming_until / 1e9);
+        for (const struct device *d = sc->devices; d; d = d->next) {
+            trace(w, "GPU %d: state %d holder %s holders %u floor %.6f", d->uuid[0] - 1, (int)d->state,
+                  d->holder ? d->holder->tenant->name : "-", d->holders, d->vtime_floor / 1e9);
+            for (size_t i = 0; i < d->ntenants; i++) {
+                const struct device_tenant *dt = &d->tenants[i];
+                trace(w, "  %s: vtime %.6f waiting %u tenant_waits %d active %d eligible %+.3f refs %u", dt->tenant->name,
+                      dt->vtime / 1e9, dt->waiting, dt->tenant_waits, dt->active,
+                      ((double)dt->eligible_at - (double)w->now) / 1e9, dt->refs);
+            }
+        }
+    }
     server_stop(w);
 }

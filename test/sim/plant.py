@@ -1,0 +1,102 @@
+"""The simulation can fail: each of the bugs below is planted, one at a time,
+in a copy of the scheduler's sources (tokenserver/sched.c, memory.c), the
+simulation is built from that copy, and it must break an invariant within
+the first 1000 seeds. Prints the first seed that caught each bug.
+
+    plant.py SOURCE_ROOT CC [BUG ...]
+
+Exit status 0 when every bug is caught, 1 when one is not (or its patch
+no longer applies: the code it names has changed), 2 on a usage error."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SEEDS = 1000
+
+# name: (file, exact text, its replacement, what the bug is)
+BUGS = {
+    "vtime-order": (
+        "tokenserver/sched.c", "if (!best || dt->vtime < best->vtime)\n            best = dt;",
+        "if (!best || dt->vtime > best->vtime)\n            best = dt;",
+        "the scheduler picks the largest virtual time, not the smallest"),
+    "memory-kept": (
+        "tokenserver/memory.c", "    else if (dt && slot->mem_held)\n        sub(dt, slot, slot->mem_held);",
+        "", "what a killed process held stays counted"),
+    "grant-while-held": (
+        "tokenserver/sched.c", "static void schedule(struct sched *s, struct device *d, uint64_t now)\n{\n    if (d->state != DEV_IDLE)\n        return;",
+        "static void schedule(struct sched *s, struct device *d, uint64_t now)\n{\n    if (d->state == DEV_RESERVED)\n        return;",
+        "a GPU is granted while another tenant holds it"),
+    "no-limit": (
+        "tokenserver/sched.c", "    if (limit < 1.0) {\n        uint64_t until",
+        "    if (limit < 0.0) {\n        uint64_t until",
+        "a tenant's limit is never applied"),
+    "gang-rank-forgotten": (
+        "tokenserver/sched.c", "    if (dt && dt->refs > 0 && --dt->refs == 0) {\n        slot->tenant->devices--;",
+        "    if (dt && dt->refs > 0 && dt->refs == 0) {\n        slot->tenant->devices--;",
+        "a rank that exits still counts as one of its gang's GPUs"),
+}
+
+SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/memory.c", "tokenserver/histogram.c"]
+
+
+def build(root, cc, workdir, bug):
+    """Copies the sources, plants bug, builds sim; its path or None."""
+    for rel in SCHEDULER + ["tokenserver/sched.h", "tokenserver/histogram.h"]:
+        os.makedirs(os.path.dirname(os.path.join(workdir, rel)), exist_ok=True)
+        shutil.copy(os.path.join(root, rel), os.path.join(workdir, rel))
+    path, old, new, _ = BUGS[bug]
+    target = os.path.join(workdir, path)
+    text = open(target).read()
+    if text.count(old) != 1:
+        print("FAILED: bug %s: its text is not found once in %s (the code changed: update plant.py)" % (bug, path))
+        return None
+    open(target, "w").write(text.replace(old, new))
+    sim_dir = os.path.join(root, "test", "sim")
+    sources = [os.path.join(sim_dir, f) for f in sorted(os.listdir(sim_dir)) if f.endswith(".c")]
+    sources += [os.path.join(workdir, rel) for rel in SCHEDULER]
+    exe = os.path.join(workdir, "sim")
+    argv = [cc, "-std=c11", "-O2", "-D_GNU_SOURCE", "-w", "-I", os.path.join(root, "include"),
+            "-I", os.path.join(workdir, "tokenserver"), "-I", sim_dir, "-o", exe] + sources + ["-lm"]
+    built = subprocess.run(argv, capture_output=True, text=True)
+    if built.returncode != 0:
+        print("FAILED: bug %s: the planted copy does not build:\n%s" % (bug, built.stderr[-2000:]))
+        return None
+    return exe
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    root, cc = sys.argv[1], sys.argv[2]
+    bugs = sys.argv[3:] or list(BUGS)
+    missed = 0
+    for bug in bugs:
+        if bug not in BUGS:
+            print("unknown bug %s (known: %s)" % (bug, ", ".join(BUGS)))
+            return 2
+        with tempfile.TemporaryDirectory(prefix="gpuslice-plant-") as workdir:
+            exe = build(root, cc, workdir, bug)
+            if not exe:
+                missed += 1
+                continue
+            out = subprocess.run([exe, "--seeds", "1-%d" % SEEDS, "--jobs", "2", "--first-failure"],
+                                 capture_output=True, text=True, timeout=1800).stdout
+        first = re.search(r"first failing seed (\d+)", out)
+        what = [line for line in out.splitlines() if "FAILED" in line and line.startswith("seed")]
+        if first:
+            detail = [line for line in what if line.startswith("seed %s:" % first.group(1))]
+            print("ok: bug %s (%s) caught by seed %s: %s" % (bug, BUGS[bug][3], first.group(1),
+                                                              (detail or what or ["?"])[0].split("FAILED", 1)[-1].strip()))
+        else:
+            missed += 1
+            print("FAILED: bug %s (%s) is not caught by seeds 1-%d" % (bug, BUGS[bug][3], SEEDS))
+    print("%d passed, %d failed" % (len(bugs) - missed, missed))
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
