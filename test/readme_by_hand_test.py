@@ -6,6 +6,7 @@ prints must show the two tenants at about 75 % and 25 % in `gpuslicectl
 status` and on the fakecuda meter."""
 import os
 import re
+import signal
 import subprocess
 import tempfile
 
@@ -18,11 +19,22 @@ with open(os.path.join(HERE, "..", "README.md")) as f:
 block = readme.split("### By hand, without a GPU", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
 work = tempfile.mkdtemp(prefix="gpuslice-readme-")
 os.symlink(os.path.abspath(BUILD), os.path.join(work, "build"))
-script = block.replace("/tmp/gs", os.path.join(work, "gs")) + "\nwait %2 %3\nkill %1\nwait %1\n"
+lines = block.replace("/tmp/gs", os.path.join(work, "gs")).splitlines()
+# The server's PID, to stop it once the rest is done.
+lines = [l + "\nSERVER_PID=$!" if "gpuslice-server" in l and l.rstrip().endswith("&") else l for l in lines]
+script = "\n".join(lines) + ('\nfor p in $(jobs -pr); do [ "$p" = "$SERVER_PID" ] || wait "$p" || true; done\n'
+                             'kill "$SERVER_PID"; wait "$SERVER_PID" || true\n')
 env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSLICE_", "FAKECUDA_", "LD_"))}
-p = subprocess.run(["bash", "-e", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=60)
-out = p.stdout
-checks.expect(p.returncode in (0, 143), "the README's commands run (%d: %s)" % (p.returncode, p.stderr[-300:]))
+# Its own process group, so that whatever it leaves running is stopped.
+p = subprocess.Popen(["bash", "-e", "-c", script], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     text=True, start_new_session=True)
+try:
+    out, err = p.communicate(timeout=45)
+except subprocess.TimeoutExpired:
+    os.killpg(p.pid, signal.SIGKILL)
+    out, err = p.communicate()
+    err = "still running after 45 s: " + err
+checks.expect(p.returncode in (0, 143), "the README's commands run (%d: %s)" % (p.returncode, err[-600:]))
 rows = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(a|b)\s+\d+\s+\S+\s+\d+\s+GPU-\S+\s+([\d.]+)%", out, re.M)}
 checks.expect(abs(rows.get("a", 0) - 75) <= 8 and abs(rows.get("b", 0) - 25) <= 8,
               "gpuslicectl status shows a at about 75 %% and b at 25 %% (%s)" % rows)
