@@ -65,7 +65,8 @@ with Cleanup() as cleanup:
                                         args=device("a"), user=65534, read_only=True)
             results.append((t0, code, (out + err).strip()))
 
-    t = threading.Thread(target=loop)
+    t = threading.Thread(target=loop, daemon=True)
+    cleanup.add(lambda: (stop_loop.set(), t.join(timeout=180)))  # before podman.cleanup, whatever happens
     t.start()
     time.sleep(2.0)
     gap = None
