@@ -72,6 +72,7 @@ GS_TENANT_ANNOTATION ", if an --allow rule admits that tenant for the\n"
 "  -s, --shim PATH    the host's libgpuslice.so, an absolute path\n"
 "                     (default " GPUSLICE_SHIM_DEFAULT ")\n"
 "  -h, --help         show this help\n"
+"  -V, --version      show the version\n"
 "\n"
 "Exit status: 0 when the container is set up; 1 (with one line on stderr)\n"
 "when it must not start: no or a malformed tenant name, a tenant no --allow\n"
@@ -164,11 +165,12 @@ int main(int argc, char **argv)
         {"run-dir", required_argument, NULL, 'r'},
         {"shim", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *run_dir = "/run/gpuslice", *shim = GPUSLICE_SHIM_DEFAULT;
     int opt;
-    while ((opt = getopt_long(argc, argv, "a:r:s:h", long_options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "a:r:s:hV", long_options, NULL)) != -1) {
         switch (opt) {
         case 'a':
             if (!add_rule(optarg)) {
@@ -181,6 +183,7 @@ int main(int argc, char **argv)
         case 'r': run_dir = optarg; break;
         case 's': shim = optarg; break;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("gpuslice-hook %s\n", GPUSLICE_VERSION); return 0;
         default: usage(stderr); return 2;
         }
     }

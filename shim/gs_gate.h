@@ -78,6 +78,7 @@ struct gs_dev {
     int slot;
     CUdevice ordinal;
     uint8_t uuid[16];
+    uint64_t total_mem;          /* the real driver's cuDeviceTotalMem; 0 unknown */
     bool declared;               /* DEVICE sent on this connection */
     enum gs_dev_state state;
     uint64_t grant, deadline_ns, slice_start_ns, last_released;

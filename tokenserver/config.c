@@ -5,7 +5,9 @@
  *   share = 3          weight, a decimal number from 0.001 to 1000000 (default 1)
  *   limit = 0.5        largest fraction of a GPU, 0.001 <= limit <= 1 (default 1)
  *   quantum_ms = 20    slice length in whole milliseconds, 1..1000 (default 20)
- *   memory = 4G        device memory cap per GPU, K/M/G/T suffixes (default none)
+ *   memory = 4G        device memory cap per GPU, K/M/G/T suffixes, or none
+ *                      (the default); 0 is refused (it would allow no
+ *                      memory at all), with a message that says so
  *   gang = auto        auto, on or off: whether the tenant's slices on the
  *                      GPUs its processes use are granted together; auto
  *                      (the default) and on: once they use two or more
@@ -17,7 +19,8 @@
  * Numbers are decimal only ("0x10", "inf", "nan" are errors), and the
  * ranges keep every later computation finite: the scheduler divides by
  * share and by limit. Anything else is an error naming the file, the line
- * and the reason. Pure text in, settings out: no I/O here (config_file.c
+ * and the reason. A UTF-8 byte order mark at the start (as some Windows
+ * editors write) and CRLF line ends are accepted. Pure text in, settings out: no I/O here (config_file.c
  * reads the file; the config fuzz target calls this directly).
  */
 #include "server.h"
@@ -231,10 +234,18 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
                  shown(value, b));
         return false;
     default:
+        if (strcmp(value, "none") == 0) {
+            c->memory = 0;
+            return true;
+        }
         if (parse_bytes(value, &c->memory))
             return true;
-        snprintf(err, errlen, "%s:%d: memory must be a byte count such as 4G or 512M, got '%s'", path, lineno,
-                 shown(value, b));
+        if (digits(value) > 0 && strspn(value, "0") == digits(value))
+            snprintf(err, errlen, "%s:%d: memory = %s would allow no device memory at all, so it is refused; for no "
+                     "cap leave 'memory' out or write 'memory = none'", path, lineno, shown(value, b));
+        else
+            snprintf(err, errlen, "%s:%d: memory must be a byte count such as 4G or 512M, or none, got '%s'", path,
+                     lineno, shown(value, b));
         return false;
     }
 }
@@ -250,6 +261,8 @@ int config_parse_text(const char *text, size_t len, const char *path, struct ten
     size_t pos = 0;
     if (errlen)
         err[0] = '\0';
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+        pos = 3; /* a UTF-8 byte order mark */
     while (pos < len) {
         lineno++;
         const char *start = text + pos;
