@@ -16,7 +16,7 @@
  * ACCEPT_BATCH connections, so other sockets are served in between.
  */
 #include "server.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -19,7 +19,7 @@
  * gets no more of the loop than one with a single connection.
  */
 #include "server.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "gpuslice/transport.h"
 
 #include <errno.h>

@@ -25,6 +25,8 @@
  */
 #include "server.h"
 
+#include "gpuslice/rules.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -45,13 +47,7 @@ const char *config_on_server_down_name(enum on_server_down p)
 
 bool config_valid_name(const char *name)
 {
-    size_t n = strlen(name);
-    if (n == 0 || n >= GS_NAME_MAX || name[0] == '.' || name[0] == '-')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '_' && name[i] != '.')
-            return false;
-    return true;
+    return gs_tenant_name_valid(name);
 }
 
 static char *trim(char *s)
@@ -132,33 +128,6 @@ static bool parse_whole(const char *text, unsigned long long max, unsigned long 
     return true;
 }
 
-static bool parse_bytes(const char *text, uint64_t *out)
-{
-    size_t n = digits(text);
-    if (n == 0 || n > 20)
-        return false;
-    errno = 0;
-    unsigned long long v = strtoull(text, NULL, 10);
-    if (errno)
-        return false;
-    const char *end = text + n;
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    case 'T': shift = 40; end++; break;
-    default: break;
-    }
-    if (shift && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end || (shift && v > (UINT64_MAX >> shift)) || v == 0)
-        return false;
-    *out = (uint64_t)v << shift;
-    return true;
-}
 
 static const char *const keys[] = {"share", "limit", "quantum_ms", "memory", "gang", "on_server_down"};
 enum { KEY_SHARE, KEY_LIMIT, KEY_QUANTUM, KEY_MEMORY, KEY_GANG, KEY_ON_SERVER_DOWN, NKEYS };
@@ -238,7 +207,7 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
             c->memory = 0;
             return true;
         }
-        if (parse_bytes(value, &c->memory))
+        if (gs_parse_bytes(value, &c->memory))
             return true;
         if (digits(value) > 0 && strspn(value, "0") == digits(value))
             snprintf(err, errlen, "%s:%d: memory = %s would allow no device memory at all, so it is refused; for no "

@@ -4,7 +4,7 @@
  * (signalfd) and the once-a-second housekeeping.
  */
 #include "server.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "gpuslice/transport.h"
 
 #include <errno.h>

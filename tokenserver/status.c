@@ -18,7 +18,7 @@
  * agree whenever they were answered.
  */
 #include "server.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 #include <stdarg.h>
 #include <stdio.h>

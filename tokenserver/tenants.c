@@ -20,7 +20,7 @@
  * whose socket cannot be made is kept and tried again every second.
  */
 #include "server.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "gpuslice/containers.h"
 
 #include <dirent.h>
