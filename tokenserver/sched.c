@@ -135,11 +135,32 @@ static void set_timer(struct sched *s, struct device *d, uint64_t when)
     s->timers = d;
 }
 
+/* What a batch holder of d may admit ahead of the GPU: the least
+ * preempt_ms of the latency tenants whose processes name d (what a
+ * preemption then waits for); 0, no bound, where none does or the holder
+ * is a latency tenant itself. */
+static uint64_t admit_ahead(const struct sched *s, const struct device *d)
+{
+    if (!d->holder || d->holder->tenant->config.class == CLASS_LATENCY)
+        return 0;
+    uint64_t least = 0;
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct tenant_config *c = &d->tenants[i].tenant->config;
+        if (d->tenants[i].refs == 0 || c->class != CLASS_LATENCY)
+            continue;
+        uint64_t bound = c->preempt_ns ? c->preempt_ns : s->preempt_ns;
+        if (!least || bound < least)
+            least = bound;
+    }
+    return least;
+}
+
 static void grant_to(struct sched *s, struct sched_slot *slot, const struct device *d, uint32_t flags)
 {
     slot->wants = false;
     slot->holds = d->grant;
-    struct sched_action a = {.type = SCHED_GRANT, .slot = slot, .grant = d->grant, .at = d->deadline, .flags = flags};
+    struct sched_action a = {.type = SCHED_GRANT, .slot = slot, .grant = d->grant, .at = d->deadline, .flags = flags,
+                             .ahead_ns = admit_ahead(s, d)};
     sched_emit(s, &a);
 }
 
@@ -443,6 +464,7 @@ static void start_slice(struct sched *s, struct device *d, struct device_tenant 
     d->holder = best;
     d->grant++;
     d->slices++;
+    d->preempting = false;
     d->slice_start = d->charged_until = from;
     d->deadline = d->slice_deadline = now + best->tenant->config.quantum_ns < until ? now + best->tenant->config.quantum_ns : until;
     best->cap_from = best->eligible_at && best->eligible_at <= from && from - best->eligible_at <= CAP_LATE_NS
@@ -532,6 +554,40 @@ static void revoke(struct sched *s, struct device *d, uint64_t now)
     /* A gang's drain may wait for a peer's launch: look again soon. */
     uint64_t check = d->gang_start ? now + STALL_NS : grace_end;
     set_timer(s, d, check < grace_end ? check : grace_end);
+}
+
+/* A latency tenant's entry dt waits for d, which a batch tenant holds. It
+ * is due when it is next by virtual time among those waiting there: then
+ * the batch slice is revoked now (its holders stop admitting and drain
+ * what they admitted, at most its admit_ahead of device time), or, if
+ * the holder is still behind dt in virtual time, when the holder passes
+ * it. A latency tenant that has used more than its share waits as anyone
+ * else does: preemption changes when it runs, not how much. A gang's
+ * slice is not preempted (its GPUs end together). */
+static void preempt_for(struct sched *s, struct device *d, struct device_tenant *dt, uint64_t now)
+{
+    if (d->state != DEV_RUNNING || !d->holder || d->holder == dt || d->gang_start ||
+        d->holder->tenant->config.class == CLASS_LATENCY || dt->eligible_at > now)
+        return;
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct device_tenant *other = &d->tenants[i];
+        if (other != dt && other != d->holder && waits_for(other) && other->eligible_at <= now &&
+            other->vtime < dt->vtime)
+            return; /* another is next: the slice ends for it as usual */
+    }
+    charge(d, now);
+    struct device_tenant *holder = d->holder;
+    double behind = dt->vtime - holder->vtime; /* the holder's due, in virtual time */
+    uint64_t at = behind <= 0 ? now : now + saturate_ns(behind * holder->tenant->config.share);
+    if (at >= d->deadline)
+        return;
+    d->deadline = d->slice_deadline = at;
+    d->preempting = true; /* not extended at that deadline */
+    d->preemptions++;
+    if (at <= now)
+        revoke(s, d, now);
+    else
+        set_timer(s, d, at);
 }
 
 /* ---- gangs ------------------------------------------------------------------ */
@@ -1005,7 +1061,8 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
             set_timer(s, d, gang_next_look(s)); /* a GPU not yielding: the step's end lets go */
         break;
     case DEV_RUNNING:
-        if (d->holder->tenant->config.limit >= 1.0 && (!has_competitor_anywhere(s, d, now) || goes_next(s, d))) {
+        if (d->holder->tenant->config.limit >= 1.0 && !d->preempting &&
+            (!has_competitor_anywhere(s, d, now) || goes_next(s, d))) {
             /* Nobody else may have it, or the holder would be chosen
              * again anyway: extend rather than drain. Charge as it goes,
              * so that a long run is never billed at once. */
@@ -1087,6 +1144,8 @@ static void on_acquire(struct sched *s, struct sched_slot *slot, uint64_t now)
     activate(d, dt, now);
     if (d->state == DEV_IDLE)
         mark_dirty(s, d);
+    else if (slot->tenant->config.class == CLASS_LATENCY)
+        preempt_for(s, d, dt, now);
 }
 
 static void on_release(struct sched *s, const struct sched_event *ev, uint64_t now)
