@@ -290,15 +290,20 @@ static void activate(struct device *d, struct device_tenant *dt, uint64_t now)
 }
 
 /* A tenant that waited out its limit is back in the running: like one that
- * was idle, it starts no lower than the others in the running. Device time
- * they used while it could not have it is not held against them, and it
- * banks nothing for what its limit kept it from. */
+ * was idle, it starts no lower than the others in the running, nor than
+ * the floor (another tenant back from its limit may be in the running, as
+ * far behind as it: two such tenants raised only to each other would
+ * bank what their limits kept them from, and spend it on the others once
+ * a limit is lifted: simulation seed 1297). Device time the others used
+ * while it could not have it is not held against them. */
 static void back_from_limit(struct device *d, struct device_tenant *dt, uint64_t now)
 {
     if (!dt->held_back || dt->eligible_at > now)
         return;
     dt->held_back = false;
     double others = min_running_vtime(d, dt, now);
+    if (d->vtime_floor > others)
+        others = d->vtime_floor;
     if (others > dt->vtime)
         dt->vtime = others;
 }
