@@ -307,6 +307,7 @@ static void on_housekeeping(void *arg)
     admin_sweep();
     devices_sweep();
     devices_check_ghosts();
+    dispatch_wake_overdue(now_ns());
     tenants_retry_listen();
     cdi_retry();
     confwatch_check();

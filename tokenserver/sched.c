@@ -2,7 +2,8 @@
  * Per-GPU time slices, as a state machine (sched.h): each step takes one
  * event and the time, updates the state and leaves actions. Nothing here
  * sends, reads a clock, allocates (sched_prepare.c makes memory ready
- * beforehand) or calls itself back: a slice that ends
+ * beforehand; a removed tenant's entries are freed) or calls itself back:
+ * a slice that ends
  * marks its GPU for scheduling (the step's worklist, `dirty`), and the step
  * schedules each marked GPU once the event is handled, until none is left.
  *
@@ -135,14 +136,16 @@ static void set_timer(struct sched *s, struct device *d, uint64_t when)
     s->timers = d;
 }
 
+static bool is_gang(const struct sched_tenant *t);
+
 /* What a batch holder of d may admit ahead of the GPU: the least
  * preempt_ms of the latency tenants whose processes name d (what a
  * preemption then waits for); 0, no bound, where none does or the holder
  * is a latency tenant itself. */
 static uint64_t admit_ahead(const struct sched *s, const struct device *d)
 {
-    if (!d->holder || d->holder->tenant->config.class == CLASS_LATENCY)
-        return 0;
+    if (!d->holder || d->holder->tenant->config.class == CLASS_LATENCY || is_gang(d->holder->tenant))
+        return 0; /* (a gang's slice is never preempted) */
     uint64_t least = 0;
     for (size_t i = 0; i < d->ntenants; i++) {
         const struct tenant_config *c = &d->tenants[i].tenant->config;
@@ -208,6 +211,8 @@ bool sched_in_line(const struct device_tenant *dt)
 /* Changes dt's count of waiting slots by `delta`, and its tenant's. When
  * dt starts waiting, its wait starts (waiting_since). When the tenant
  * starts or stops waiting anywhere, each of its entries learns it. */
+static void gang_cancel(struct sched *s, uint64_t now);
+
 static void add_waiting(struct sched *s, struct device_tenant *dt, int delta, uint64_t now)
 {
     struct sched_tenant *t = dt->tenant;
@@ -223,6 +228,10 @@ static void add_waiting(struct sched *s, struct device_tenant *dt, int delta, ui
         if (mine)
             mine->tenant_waits = t->waiting > 0;
     }
+    /* A gathering gang none of whose processes waits any more (the one
+     * that asked exited) gathers for nobody: it gives up. */
+    if (t->waiting == 0 && s->forming_gang == t)
+        gang_cancel(s, now);
 }
 
 /* Adds to a virtual time, saturating at VTIME_MAX. */
@@ -249,8 +258,9 @@ static double min_running_vtime(const struct device *d, const struct device_tena
     double min = -1;
     for (size_t i = 0; i < d->ntenants; i++) {
         const struct device_tenant *dt = &d->tenants[i];
-        if (dt == except || !dt->active || (dt != d->holder && (dt->eligible_at > now || is_gang(dt->tenant))))
-            continue;
+        if (dt == except || !dt->active ||
+            (dt != d->holder && (dt->eligible_at > now || is_gang(dt->tenant) || !waits_for(dt))))
+            continue; /* (an entry left active, not waiting, is not in the running) */
         if (min < 0 || dt->vtime < min)
             min = dt->vtime;
     }
@@ -358,6 +368,8 @@ double device_tenant_share_over(const struct device *d, const struct device_tena
         window = SHARE_WINDOW_NS;
     if (span > window || span == 0)
         span = window;
+    if (span > now)
+        span = now; /* (a clock that began less than a window ago) */
     uint64_t start = now - span, first = start / BUCKET_NS, last = now / BUCKET_NS;
     double held = 0;
     for (uint64_t k = first; k <= last; k++) {
@@ -571,8 +583,8 @@ static void revoke(struct sched *s, struct device *d, uint64_t now)
  * slice is not preempted (its GPUs end together). */
 static void preempt_for(struct sched *s, struct device *d, struct device_tenant *dt, uint64_t now)
 {
-    if (d->state != DEV_RUNNING || !d->holder || d->holder == dt || d->gang_start ||
-        d->holder->tenant->config.class == CLASS_LATENCY || dt->eligible_at > now)
+    if (d->state != DEV_RUNNING || !d->holder || d->holder == dt || d->gang_start || is_gang(d->holder->tenant) ||
+        d->holder->tenant->config.class == CLASS_LATENCY || dt->eligible_at > now || now >= d->deadline)
         return;
     for (size_t i = 0; i < d->ntenants; i++) {
         const struct device_tenant *other = &d->tenants[i];
@@ -583,16 +595,42 @@ static void preempt_for(struct sched *s, struct device *d, struct device_tenant 
     charge(d, now);
     struct device_tenant *holder = d->holder;
     double behind = dt->vtime - holder->vtime; /* the holder's due, in virtual time */
-    uint64_t at = behind <= 0 ? now : now + saturate_ns(behind * holder->tenant->config.share);
-    if (at >= d->deadline)
+    uint64_t wait = behind <= 0 ? 0 : saturate_ns(behind * holder->tenant->config.share);
+    if (wait >= d->deadline - now)
         return;
-    d->deadline = d->slice_deadline = at;
+    /* The deadline moves, not slice_deadline: the holder's drain after a
+     * preemption it did not cause is not its overrun, and its grace still
+     * counts from its own deadline. */
+    d->deadline = now + wait;
+    if (!d->preempting)
+        d->preemptions++;
     d->preempting = true; /* not extended at that deadline */
-    d->preemptions++;
-    if (at <= now)
+    if (wait == 0)
         revoke(s, d, now);
     else
-        set_timer(s, d, at);
+        set_timer(s, d, d->deadline);
+}
+
+/* Whether a latency tenant waits for d and may have it (its limit). */
+static bool latency_waits(const struct device *d, uint64_t now)
+{
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct device_tenant *dt = &d->tenants[i];
+        if (dt != d->holder && dt->tenant->config.class == CLASS_LATENCY && dt->waiting > 0 && dt->eligible_at <= now)
+            return true;
+    }
+    return false;
+}
+
+/* A batch slice starts on d, or a latency tenant asks again: each latency
+ * tenant waiting there may preempt it. */
+static void preempt_check(struct sched *s, struct device *d, uint64_t now)
+{
+    for (size_t i = 0; i < d->ntenants && d->state == DEV_RUNNING; i++) {
+        struct device_tenant *dt = &d->tenants[i];
+        if (dt->tenant->config.class == CLASS_LATENCY && dt->waiting > 0)
+            preempt_for(s, d, dt, now);
+    }
 }
 
 /* ---- gangs ------------------------------------------------------------------ */
@@ -702,6 +740,17 @@ static void gang_try_start(struct sched *s, uint64_t now)
     mark_all_dirty(s);
 }
 
+/* Whether no limit holds the gang t back on any of its GPUs. */
+static bool gang_eligible(const struct sched *s, const struct sched_tenant *t, uint64_t now)
+{
+    for (const struct device *d = s->devices; d; d = d->next) {
+        struct device_tenant *dt;
+        if (gang_member(d, t, &dt) && dt->eligible_at > now)
+            return false;
+    }
+    return true;
+}
+
 /* A gang's place among gangs: its smallest virtual time on its GPUs. */
 static double gang_key(const struct sched *s, const struct sched_tenant *t)
 {
@@ -720,7 +769,7 @@ static double gang_key(const struct sched *s, const struct sched_tenant *t)
  * first on a GPU of the other never wait for each other, and none is
  * passed over for good: a gang alone on one of its GPUs is always next
  * there, and would otherwise gather again each time its slice ended. */
-static struct sched_tenant *gang_to_form(const struct sched *s, struct sched_tenant *t)
+static struct sched_tenant *gang_to_form(const struct sched *s, struct sched_tenant *t, uint64_t now)
 {
     struct sched_tenant *first = t;
     double first_key = gang_key(s, t);
@@ -730,7 +779,7 @@ static struct sched_tenant *gang_to_form(const struct sched *s, struct sched_ten
         for (size_t i = 0; i < d->ntenants; i++) {
             const struct device_tenant *dt = &d->tenants[i];
             struct sched_tenant *u = dt->tenant;
-            if (u == first || !is_gang(u) || !waits_for(dt))
+            if (u == first || !is_gang(u) || !waits_for(dt) || !gang_eligible(s, u, now))
                 continue;
             double key = gang_key(s, u);
             if (key < first_key || (key == first_key && u->index < first->index)) {
@@ -755,6 +804,8 @@ static bool gang_next_everywhere(const struct sched *s, const struct sched_tenan
         struct device_tenant *mine;
         if (!gang_member(d, t, &mine))
             continue;
+        if (mine->eligible_at > now)
+            return false; /* its limit holds it back there */
         for (size_t i = 0; i < d->ntenants; i++) {
             const struct device_tenant *dt = &d->tenants[i];
             if (dt != mine && !is_gang(dt->tenant) && waits_for(dt) && dt->eligible_at <= now &&
@@ -992,15 +1043,16 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
         return;
     }
     if (is_gang(best->tenant)) {
-        struct sched_tenant *gang = gang_to_form(s, best->tenant);
+        struct sched_tenant *gang = gang_to_form(s, best->tenant, now);
         if (!gang_next_everywhere(s, gang, now)) {
             /* not yet its turn on another of its GPUs: another gang here
              * whose turn it is everywhere, by gang_key, may gather */
+            const struct sched_tenant *tried = gang;
             gang = NULL;
             double key = 0;
             for (size_t i = 0; i < d->ntenants; i++) {
                 struct sched_tenant *u = d->tenants[i].tenant;
-                if (u != best->tenant && is_gang(u) && waits_for(&d->tenants[i]) && gang_next_everywhere(s, u, now) &&
+                if (u != tried && is_gang(u) && waits_for(&d->tenants[i]) && gang_next_everywhere(s, u, now) &&
                     (!gang || gang_key(s, u) < key)) {
                     gang = u;
                     key = gang_key(s, u);
@@ -1009,6 +1061,10 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
         }
         if (gang) {
             gang_form(s, gang, now);
+            /* the gang may not need d: d is looked at again with the
+             * gathering under way (it serves the tenants that are not
+             * gangs meanwhile) */
+            mark_dirty(s, d);
             return;
         }
         /* no gang's turn everywhere: the next tenant here that is not a
@@ -1026,6 +1082,7 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
         }
     }
     start_slice(s, d, best, now, now, UINT64_MAX);
+    preempt_check(s, d, now); /* a latency tenant behind it may cut it short */
 }
 
 /* The gang's processes changed, or whether it is a gang: a gathering gang
@@ -1066,6 +1123,8 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
             set_timer(s, d, gang_next_look(s)); /* a GPU not yielding: the step's end lets go */
         break;
     case DEV_RUNNING:
+        if (d->preempting && !latency_waits(d, now))
+            d->preempting = false; /* the latency tenant asks no more */
         if (d->holder->tenant->config.limit >= 1.0 && !d->preempting &&
             (!has_competitor_anywhere(s, d, now) || goes_next(s, d))) {
             /* Nobody else may have it, or the holder would be chosen
@@ -1173,6 +1232,8 @@ static void on_release(struct sched *s, const struct sched_event *ev, uint64_t n
         /* stale: revoked already, or never held */
         if (ev->more && d->state == DEV_IDLE)
             mark_dirty(s, d);
+        else if (ev->more && slot->tenant->config.class == CLASS_LATENCY)
+            preempt_check(s, d, now);
     } else {
         slot->holds = 0;
         if (d->state == DEV_IDLE || ev->grant != d->grant)

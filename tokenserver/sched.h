@@ -17,8 +17,9 @@
  *
  * Memory the state needs is made ready outside a step, by the layer that
  * knows a new GPU, tenant entry or client slot is coming (devices.c):
- * sched_device_init, sched_entry_get, sched_slots_reserve,
- * sched_actions_reserve. A step only links, unlinks and updates.
+ * sched_device_add, sched_entry_get, sched_slots_reserve,
+ * sched_actions_reserve. A step only links, unlinks and updates (and
+ * frees what a removed tenant's entries had: TENANT_GONE).
  *
  * Everything here belongs to the thread that runs the steps (the server's
  * loop thread); nothing is locked.

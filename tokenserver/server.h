@@ -412,6 +412,9 @@ void devices_free_all(void);
 void sched_run(const struct sched_event *ev);
 /* The loop's timer of a GPU fired. */
 void sched_timer_fired(struct device *d);
+/* The housekeeping's look, every second, for a wake-up the scheduler asked
+ * for and no timer delivered (its timerfd could not be made). */
+void dispatch_wake_overdue(uint64_t now);
 
 /* ---- cdi.c ------------------------------------------------------------------- */
 
