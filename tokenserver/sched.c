@@ -1011,7 +1011,11 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
                 next_eligible = dt->eligible_at;
             continue;
         }
-        if (!best || dt->vtime < best->vtime)
+        /* ties go to a latency tenant (else the batch tenant would be
+         * granted and preempted for it at once) */
+        if (!best || dt->vtime < best->vtime ||
+            (dt->vtime == best->vtime && dt->tenant->config.class == CLASS_LATENCY &&
+             best->tenant->config.class != CLASS_LATENCY))
             best = dt;
     }
     /* A GPU the gathering gang needs is kept for it: it gathers once it
