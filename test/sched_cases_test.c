@@ -640,11 +640,58 @@ static void case_latency(void)
     case_latency_stream();
 }
 
+/* Case 7. A tenant alone on a GPU that gives back each slice idle (it
+ * synchronized, then asked again a little later) raises the GPU's floor as
+ * it goes. It left the running at each release, after the slice had ended,
+ * so the floor stayed where it was when A left; A, back after B ran alone
+ * for 1 s, started that far behind B and held the GPU while B waited
+ * (simulation seed 5602: 190 ms, against a bound of 148). */
+static void case_idle_releases_raise_floor(void)
+{
+    const char *which = "case 7 (a tenant alone, releasing idle, raises the floor)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *a = world_tenant(w, "A", 1), *b = world_tenant(w, "B", 1);
+    struct process *a_d = world_process(w, a, true), *b_d = world_process(w, b, false);
+    declare(w, a_d, d);
+    declare(w, b_d, d);
+    acquire(w, a_d, d);
+    world_run_for(w, 100 * MS);
+    a_d->busy = false;
+    if (holds(w, a_d, d))
+        release(w, a_d, d, false);
+    world_run_for(w, 5 * MS);
+    /* B alone for 1 s: a 5 ms burst, then idle 2 ms, and again */
+    uint64_t alone_until = w->now + 1000 * MS;
+    while (w->now < alone_until) {
+        acquire(w, b_d, d);
+        run_until_granted(w, b_d, d, 100 * MS);
+        world_run_for(w, 5 * MS);
+        if (holds(w, b_d, d))
+            release(w, b_d, d, false);
+        world_run_for(w, 2 * MS);
+    }
+    /* A is back, and B is busy now: they should split the GPU */
+    a_d->busy = true;
+    b_d->busy = true;
+    acquire(w, a_d, d);
+    acquire(w, b_d, d);
+    uint64_t a0 = held_ns(d, a), b0 = held_ns(d, b);
+    const uint64_t window = 400 * MS;
+    world_run_for(w, window);
+    uint64_t held_a = held_ns(d, a) - a0, held_b = held_ns(d, b) - b0;
+    check(held_a <= window * 6 / 10 && held_b >= window * 4 / 10, which,
+          "A back after B ran alone held %.0f ms and B %.0f ms of the next %.0f (each 40..60 %%)", ms(held_a),
+          ms(held_b), ms(window));
+    world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     static void (*const cases[])(void) = {
         case_gang_limit, case_gather_leaves_gpu_idle, case_gang_fallback,
         case_stale_entry_floor, case_gang_gathers_for_nobody, case_latency,
+        case_idle_releases_raise_floor,
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 1) {

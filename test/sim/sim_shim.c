@@ -73,11 +73,29 @@ static void send_mem(struct world *w, struct sim_proc *p, enum gs_msg_type type,
 
 /* ---- held time, for the figures ------------------------------------------------- */
 
+/* A tenant waits for a GPU while one of its processes there wants a slice
+ * and none holds one; recomputed after every change of either count. */
+static void wait_update(struct world *w, int t, int g)
+{
+    bool waiting = w->wanting[t][g] > 0 && w->holding[t][g] == 0;
+    if (waiting && !w->fig.wait_since[t][g]) {
+        w->fig.wait_since[t][g] = w->now;
+    } else if (!waiting && w->fig.wait_since[t][g]) {
+        uint64_t waited = w->now - w->fig.wait_since[t][g];
+        if (waited > w->fig.max_wait[t][g]) {
+            w->fig.max_wait[t][g] = waited;
+            trace(w, "tenant %s: waited %.3f ms for GPU %d (its longest yet)", w->tenant[t].name, (double)waited / 1e6, g);
+        }
+        w->fig.wait_since[t][g] = 0;
+    }
+}
+
 static void hold_begin(struct world *w, struct sim_proc *p, int i)
 {
     int t = p->tenant, g = p->dev[i].gpu;
     if (w->holding[t][g]++ == 0)
         w->holding_since[t][g] = w->now;
+    wait_update(w, t, g);
 }
 
 static void hold_end(struct world *w, struct sim_proc *p, int i)
@@ -89,13 +107,14 @@ static void hold_end(struct world *w, struct sim_proc *p, int i)
         if (held > w->fig.max_held[t][g])
             w->fig.max_held[t][g] = held;
     }
+    wait_update(w, t, g);
 }
 
 static void want_begin(struct world *w, struct sim_proc *p, int i)
 {
     int t = p->tenant, g = p->dev[i].gpu;
-    if (w->wanting[t][g]++ == 0 && w->holding[t][g] == 0)
-        w->fig.wait_since[t][g] = w->now;
+    w->wanting[t][g]++;
+    wait_update(w, t, g);
 }
 
 static void want_end(struct world *w, struct sim_proc *p, int i)
@@ -103,14 +122,7 @@ static void want_end(struct world *w, struct sim_proc *p, int i)
     int t = p->tenant, g = p->dev[i].gpu;
     if (w->wanting[t][g] > 0)
         w->wanting[t][g]--;
-    if (w->fig.wait_since[t][g]) {
-        uint64_t waited = w->now - w->fig.wait_since[t][g];
-        if (waited > w->fig.max_wait[t][g]) {
-            w->fig.max_wait[t][g] = waited;
-            trace(w, "tenant %s: waited %.3f ms for GPU %d (its longest yet)", w->tenant[t].name, (double)waited / 1e6, g);
-        }
-        w->fig.wait_since[t][g] = w->wanting[t][g] > 0 && w->holding[t][g] == 0 ? w->now : 0;
-    }
+    wait_update(w, t, g);
     if (p->returning && p->first_wait_start) {
         uint64_t first = w->now - p->first_wait_start;
         if (first > p->first_wait_ns)
