@@ -319,10 +319,17 @@ static void back_from_limit(struct device *d, struct device_tenant *dt, uint64_t
 }
 
 /* dt is no longer active unless it still waits for d; the floor keeps
- * what it had reached. */
-static void deactivate_unless_waiting(struct device *d, struct device_tenant *dt, uint64_t now)
+ * what it had reached. was_running: dt was in the running until now (it
+ * held d, or waited for it and may be granted). If nobody else is in the
+ * running, dt's virtual time was the smallest there, so the floor reaches
+ * it: a tenant that used d alone is not behind the floor by all it used
+ * (the floor moved only with the others' events), and one that comes next
+ * does not wait for a newcomer to use as much (issue 32). */
+static void deactivate_unless_waiting(struct device *d, struct device_tenant *dt, bool was_running, uint64_t now)
 {
     raise_floor(d, now);
+    if (was_running && dt->active && min_running_vtime(d, dt, now) < 0 && dt->vtime > d->vtime_floor)
+        d->vtime_floor = dt->vtime;
     dt->active = waits_for(dt);
 }
 
@@ -548,7 +555,7 @@ static void end_slice(struct sched *s, struct device *d, uint64_t ended, uint64_
     d->holder = NULL;
     d->holders = 0;
     d->gang_start = 0;
-    deactivate_unless_waiting(d, dt, now);
+    deactivate_unless_waiting(d, dt, true, now);
     d->handoffs++;
     d->last_due = due;
     d->last_holder = dt;
@@ -666,7 +673,7 @@ static void unreserve(struct sched *s, struct device *d, uint64_t now)
     charge(d, now);
     d->state = DEV_IDLE;
     d->holder = NULL;
-    deactivate_unless_waiting(d, dt, now);
+    deactivate_unless_waiting(d, dt, true, now);
     set_timer(s, d, 0);
     mark_dirty(s, d);
 }
@@ -1276,7 +1283,7 @@ static void slot_stops_waiting(struct sched *s, struct sched_slot *slot, uint64_
             if (dt->waiting == 0) {
                 dt->wait_ns += now - dt->waiting_since; /* waited, then left */
                 if (dt != d->holder)
-                    deactivate_unless_waiting(d, dt, now);
+                    deactivate_unless_waiting(d, dt, dt->eligible_at <= now && !is_gang(dt->tenant), now);
             }
         }
     }
