@@ -37,13 +37,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IDLE_RELEASE_NS 2000000ull  /* nothing launched for 2 ms: release */
-/* The longest the gate thread sleeps while a slice is held or draining: a
- * backstop only. Every moment a held slice needs is computed (gate_main),
- * and launchers and drainer rounds wake the thread; at 5 ms, this tick was
- * over a third of the thread's wake-ups, and they did nothing
- * (docs/BENCHMARKS.md, "The shim's CPU"). */
-#define TICK_NS 50000000ull
 #define OPEN_WELCOME_WAIT_NS 2000000000ull /* see wait_connected_locked */
 
 /* The gate thread's state; guarded by gs_gate_lock. */
@@ -58,6 +51,9 @@ static bool policy_open;        /* the server-down policy is open */
 static bool policy_read;
 static bool connect_tried;      /* the gate thread has tried to connect at least once */
 static char socket_path[108];
+/* Until when the gate thread sleeps (0: it is awake, and looks at every
+ * device's timer before it sleeps again). */
+static uint64_t gate_sleeps_until;
 /* This process's CLOCK_MONOTONIC minus the protocol's (its time namespace's
  * offset, gpuslice/transport.h), read at each connection: a forked child,
  * which connects anew, may be in another namespace than its parent. */
@@ -130,14 +126,41 @@ static void declare_locked(struct gs_dev *d)
     }
 }
 
-static void send_release(struct gs_dev *d, bool more, uint64_t now)
+void gs_client_send_acquire_locked(struct gs_dev *d)
 {
+    if (!connected)
+        return;
+    declare_locked(d);
+    send_slot_msg(GS_MSG_ACQUIRE, d);
+}
+
+void gs_client_send_release_locked(struct gs_dev *d, uint64_t grant, uint64_t idle_ns, bool more)
+{
+    if (!connected)
+        return;
+    declare_locked(d);
     struct gs_msg msg = {.type = GS_MSG_RELEASE};
     msg.u.release.slot = (uint32_t)d->slot;
-    msg.u.release.grant = d->grant;
-    msg.u.release.idle_ns = gs_idle_take_locked(d, now);
+    msg.u.release.grant = grant;
+    msg.u.release.idle_ns = idle_ns;
     msg.u.release.flags = more ? GS_RELEASE_MORE : 0;
     send_msg(&msg);
+}
+
+void gs_client_timer_armed_locked(uint64_t at)
+{
+    if (at && gate_sleeps_until && at < gate_sleeps_until)
+        gs_client_wake();
+}
+
+/* Delivers an event of no arguments to every device in use. */
+static void deliver_all_locked(enum gs_slice_event_type type, uint64_t now)
+{
+    struct gs_slice_event ev = {.type = type, .policy_open = policy_open};
+    struct gs_slice_actions out;
+    for (int i = 0; i < GS_MAX_DEVICES; i++)
+        if (gs_devs[i].used)
+            gs_gate_deliver_locked(&gs_devs[i], &ev, now, &out);
 }
 
 /* Everything a lost connection invalidates. Admission closes (wait) or
@@ -153,12 +176,8 @@ static void disconnected_locked(const char *why)
     sock = -1;
     bool was_connected = connected;
     connected = false;
-    for (int i = 0; i < GS_MAX_DEVICES; i++) {
-        struct gs_dev *d = &gs_devs[i];
-        d->declared = false;
-        if (d->used && (d->state == GS_DEV_WANT || d->state == GS_DEV_HOLD))
-            d->state = GS_DEV_NONE;
-    }
+    for (int i = 0; i < GS_MAX_DEVICES; i++)
+        gs_devs[i].declared = false;
     /* Memory requests in flight are lost, even if a new connection is
      * welcomed before their threads wake to see this one went down. */
     for (int i = 0; i < MAX_PENDING; i++)
@@ -169,15 +188,14 @@ static void disconnected_locked(const char *why)
     policy_open = gs_settings_policy_again(policy_open);
     if (was_open != policy_open)
         logged_open = false;
+    deliver_all_locked(GS_SLICE_DISCONNECTED, now);
     if (policy_open) {
-        gs_gate_set_all_open_locked(true);
         if (!logged_open) {
             gs_log(GS_LOG_WARN, "gpuslice-server unreachable at %s (%s): running unthrottled "
                    "(the server-down policy is open) until it is back", socket_path, why);
             logged_open = true;
         }
     } else {
-        gs_gate_set_all_open_locked(false);
         if (was_connected || last_log == 0 || now - last_log >= 10000000000ull) {
             gs_log(GS_LOG_WARN, "gpuslice-server unreachable at %s (%s): GPU work waits until it is back",
                    socket_path, why);
@@ -222,15 +240,10 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
     case GS_MSG_WELCOME:
         connected = true;
         gs_log(GS_LOG_INFO, "connected to gpuslice-server as tenant %s", msg->u.welcome.tenant);
-        if (policy_open)
-            gs_gate_set_all_open_locked(false); /* throttled again from here on */
         for (int i = 0; i < GS_MAX_DEVICES; i++) {
             struct gs_dev *d = &gs_devs[i];
             if (!d->used)
                 continue;
-            atomic_store(&d->budget, atomic_load(&d->admitted));
-            d->state = GS_DEV_NONE;
-            d->last_released = 0; /* a new server numbers its grants afresh */
             /* Declare the device and what this process holds on it (even
              * nothing), so that the count survives a server restart and the
              * server lets go of what it kept counted for this process while
@@ -242,6 +255,8 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
             m.u.mem.bytes = gs_lease_count_locked(d);
             send_msg(&m);
         }
+        /* throttled from here on; ACQUIRE where launches wait */
+        deliver_all_locked(GS_SLICE_WELCOME, now);
         pthread_cond_broadcast(&gs_gate_cv); /* memory requests waiting for the server */
         break;
     case GS_MSG_MEM_RESULT:
@@ -270,45 +285,17 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
         send_msg(&m);
         break;
     }
-    case GS_MSG_GRANT: {
-        struct gs_dev *d = &gs_devs[msg->u.grant.slot];
-        bool join = (msg->u.grant.flags & GS_GRANT_JOIN) && d->state == GS_DEV_WANT;
-        if (!d->used || (msg->u.grant.grant == d->last_released && !join))
-            break; /* an extension of a slice already given back */
-        bool extension = msg->u.grant.grant == d->grant && (d->state == GS_DEV_HOLD || d->state == GS_DEV_DRAIN);
-        if (!extension && d->state != GS_DEV_WANT)
-            break;
-        if (!extension) {
-            /* A new slice's budget starts from nothing: what the last one
-             * left unused (an unbounded one, without a drainer) is not
-             * carried into it. */
-            atomic_store(&d->budget, atomic_load(&d->admitted));
-            /* The slice is charged from when the server granted it, and
-             * nothing of this process ran on the GPU since. */
-            gs_idle_slice_begin_locked(d, sent_ns);
-            d->slice_start_ns = now;
-            d->admitted_at_grant = atomic_load(&d->admitted);
-            d->seen_admitted = atomic_load(&d->admitted);
-            d->quiet_since_ns = now;
-        }
-        d->grant = msg->u.grant.grant;
-        d->deadline_ns = gs_transport_clock_from_wire(msg->u.grant.deadline_ns, clock_offset_ns);
-        d->catch_up = !extension && (msg->u.grant.flags & GS_GRANT_CATCHUP);
-        if (d->state == GS_DEV_DRAIN && d->drain_requested) {
-            /* extended while draining: keep draining, then hold again */
-            d->state = GS_DEV_HOLD;
-        }
-        d->state = GS_DEV_HOLD;
-        gs_gate_update_budget_locked(d, now);
-        break;
-    }
+    case GS_MSG_GRANT:
     case GS_MSG_REVOKE: {
         struct gs_dev *d = &gs_devs[msg->u.grant.slot];
-        if (d->used && d->state == GS_DEV_HOLD && msg->u.grant.grant == d->grant) {
-            d->deadline_ns = now;
-            d->drain_for_idle = false;
-            gs_gate_begin_drain_locked(d);
-        }
+        if (!d->used)
+            break;
+        struct gs_slice_event ev = {.type = msg->type == GS_MSG_GRANT ? GS_SLICE_GRANT : GS_SLICE_REVOKE,
+                                    .grant = msg->u.grant.grant, .flags = msg->u.grant.flags, .sent_ns = sent_ns};
+        if (msg->type == GS_MSG_GRANT)
+            ev.deadline_ns = gs_transport_clock_from_wire(msg->u.grant.deadline_ns, clock_offset_ns);
+        struct gs_slice_actions out;
+        gs_gate_deliver_locked(d, &ev, now, &out);
         break;
     }
     case GS_MSG_USAGE:
@@ -355,66 +342,22 @@ static void read_socket_locked(uint64_t now)
     }
 }
 
-/* The per-tick work for each device: ask, close at the deadline, notice
- * idleness, release when drained. */
+/* The gate thread looks at every device: declared once connected, its
+ * drainer started if its start failed before (a drain without a drainer
+ * ends at once), and its slice machine told that time passed. */
 static void service_devices_locked(uint64_t now)
 {
+    struct gs_slice_event tick = {.type = GS_SLICE_TIMER};
+    struct gs_slice_actions out;
     for (int i = 0; i < GS_MAX_DEVICES; i++) {
         struct gs_dev *d = &gs_devs[i];
         if (!d->used)
             continue;
         if (connected)
             declare_locked(d);
-        switch (d->state) {
-        case GS_DEV_NONE:
-            if (connected && d->waiters > 0) {
-                send_slot_msg(GS_MSG_ACQUIRE, d);
-                d->state = GS_DEV_WANT;
-            }
-            break;
-        case GS_DEV_WANT:
-            break;
-        case GS_DEV_HOLD: {
-            uint64_t admitted = atomic_load(&d->admitted);
-            if (admitted != d->seen_admitted || d->waiters > 0) {
-                d->seen_admitted = admitted;
-                d->quiet_since_ns = now;
-            }
-            bool queue_empty = gs_gate_queue_empty_locked(d);
-            /* Less time left than one launch takes, and nothing queued:
-             * nothing more fits, so give the GPU back now (the drainer
-             * does the same when its round finds this). */
-            bool nothing_fits = gs_gate_nothing_fits_locked(d, now);
-            /* Idle: nothing launched, and nothing running, for the whole
-             * spell. Work that ran until the drainer saw it finish counts
-             * as activity: a program that waits for a long kernel and
-             * then launches the next is busy, not idle. */
-            uint64_t active_at = d->quiet_since_ns > d->last_sync_end_ns ? d->quiet_since_ns : d->last_sync_end_ns;
-            bool idle = queue_empty && d->waiters == 0 && now - active_at >= IDLE_RELEASE_NS;
-            if (now >= d->deadline_ns || nothing_fits || idle) {
-                d->drain_for_idle = idle && now < d->deadline_ns && !nothing_fits;
-                gs_gate_begin_drain_locked(d);
-            } else
-                gs_gate_update_budget_locked(d, now);
-            break;
-        }
-        case GS_DEV_DRAIN:
-            if (gs_gate_drained_locked(d)) {
-                /* More: threads wait to launch, or the slice ended while
-                 * the process was busy (not for idleness), so it is only
-                 * between a synchronization and its next launch. Staying
-                 * queued keeps its place: a tenant that synchronizes must
-                 * not count as newly arrived after each slice (see
-                 * docs/DESIGN.md, "Synchronizing tenants"). If it does not
-                 * launch after all, it gives the next grant back once idle. */
-                bool more = d->waiters > 0 || !d->drain_for_idle;
-                if (connected)
-                    send_release(d, more, now);
-                d->last_released = d->grant;
-                d->state = connected && more ? GS_DEV_WANT : GS_DEV_NONE;
-            }
-            break;
-        }
+        if (d->slice.state == GS_SLICE_HOLD)
+            gs_drain_start_locked(d);
+        gs_gate_deliver_locked(d, &tick, now, &out);
     }
 }
 
@@ -451,12 +394,6 @@ static void give_owed_wakes(unsigned owed)
         gs_drain_wake_unlocked();
 }
 
-/* The last moment a launch still fits in d's slice. */
-static uint64_t last_fit_ns(const struct gs_dev *d)
-{
-    return d->kernel_ns > 0 ? d->deadline_ns - (uint64_t)d->kernel_ns : d->deadline_ns;
-}
-
 static void *gate_main(void *arg)
 {
     (void)arg;
@@ -479,37 +416,17 @@ static void *gate_main(void *arg)
         service_devices_locked(now);
 
         /* Sleep until a message, a wake-up (launchers waiting, a drainer
-         * round ending), the next moment a held slice needs looking at
-         * (its deadline, the last moment a launch still fits, the end of
-         * an idle spell) or the next reconnection try; at most TICK_NS
-         * while a slice is held or draining. Few wake-ups: this thread's
-         * CPU is the tenant's, and on a small machine each one takes a core
-         * from the application or the driver for tens of microseconds. */
+         * round ending), the next moment a slice machine asked to be
+         * looked at (gs_slice.c: its deadline, the last moment a launch
+         * still fits, the end of an idle spell, a backstop) or the next
+         * reconnection try. Few wake-ups: this thread's CPU is the
+         * tenant's, and on a small machine each one takes a core from the
+         * application or the driver for tens of microseconds. */
         uint64_t wake_at = UINT64_MAX;
         for (int i = 0; i < GS_MAX_DEVICES; i++) {
             const struct gs_dev *d = &gs_devs[i];
-            if (!d->used || (d->state != GS_DEV_HOLD && d->state != GS_DEV_DRAIN))
-                continue;
-            uint64_t at = now + TICK_NS;
-            if (d->state == GS_DEV_HOLD) {
-                uint64_t last_fit = last_fit_ns(d);
-                uint64_t idle_end = d->quiet_since_ns + IDLE_RELEASE_NS;
-                if (d->deadline_ns > now && d->deadline_ns < at)
-                    at = d->deadline_ns;
-                /* At the last moment a launch fits, admission closes if
-                 * work is still queued (the budget is recomputed), or the
-                 * slice ends if not. A budget computed earlier assumed
-                 * the device keeps its pace; when it slows down, this
-                 * wake-up is what bounds the overrun. */
-                if (last_fit > now && last_fit < at)
-                    at = last_fit;
-                if (d->last_sync_end_ns > d->quiet_since_ns)
-                    idle_end = d->last_sync_end_ns + IDLE_RELEASE_NS;
-                if (gs_gate_queue_empty_locked(d) && d->waiters == 0 && idle_end > now && idle_end < at)
-                    at = idle_end;
-            }
-            if (at < wake_at)
-                wake_at = at;
+            if (d->used && d->slice.timer_at && d->slice.timer_at < wake_at)
+                wake_at = d->slice.timer_at;
         }
         if (sock < 0 && next_try < wake_at)
             wake_at = next_try;
@@ -525,6 +442,7 @@ static void *gate_main(void *arg)
         int sock_fd = app_reader ? -1 : sock;
         unsigned owed = gs_wakes_owed;
         gs_wakes_owed = 0;
+        gate_sleeps_until = wake_at;
         pthread_mutex_unlock(&gs_gate_lock);
         give_owed_wakes(owed);
         /* Idle headroom goes back to the server, pools are read again. */
@@ -536,6 +454,7 @@ static void *gate_main(void *arg)
         }
         int n = ppoll(fds, sock_fd >= 0 ? 2 : 1, timeout_p, NULL);
         pthread_mutex_lock(&gs_gate_lock);
+        gate_sleeps_until = 0;
         if (n > 0 && (fds[0].revents & POLLIN)) {
             uint64_t count;
             ssize_t ignored = read(wake_fd, &count, sizeof count);

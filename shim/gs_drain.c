@@ -2,8 +2,8 @@
  * The drainers: one thread per device that learns when the work the gate
  * admitted has finished, to measure the device time per launch while a
  * slice is held and to know when the queue is empty after admission
- * closes. A round that finds nothing more fits in the slice begins the
- * drain itself (gs_gate_nothing_fits_locked).
+ * closes. When a round is due, and what it tells, is the slice machine's
+ * business (gs_slice.c).
  *
  * How it knows: every stream the gate admitted work to in this slice is
  * listed (gs_dev.streams). A round records one of the shim's own events
@@ -368,47 +368,6 @@ static uint64_t run_round(struct gs_dev *d, struct round_item *items, int n, boo
     return tail;
 }
 
-#define MEASURE_INTERVAL_NS 1000000ull
-#define ESTIMATE_WINDOW 64 /* kernels: older rounds weigh half as much beyond it */
-
-/* Adds a round to the estimate of device time per kernel launch. It is a
- * ratio of sums over recent rounds, so that each round counts as much as
- * it lasted: short rounds that happen to catch a burst of completions do
- * not drag the estimate down (an underestimate overruns the slice). */
-static void estimate_locked(struct gs_dev *d, double kernels, double ns)
-{
-    d->measured_ns += ns;
-    d->measured_kernels += kernels;
-    d->kernel_ns = d->measured_ns / d->measured_kernels;
-    if (d->measured_kernels > ESTIMATE_WINDOW) {
-        d->measured_ns /= 2;
-        d->measured_kernels /= 2;
-    }
-}
-
-bool gs_drain_round_fresh_locked(const struct gs_dev *d, uint64_t now)
-{
-    return d->round_by_sync && d->waiters == 0 && now < d->last_sync_end_ns + MEASURE_INTERVAL_NS;
-}
-
-void gs_drain_note_finished_locked(struct gs_dev *d, uint64_t finished, uint64_t now)
-{
-    /* Graph launches are the drainer's to settle (gs_graph_measure), and
-     * a drain is its to end. */
-    if (d->state != GS_DEV_HOLD || d->drain_requested || finished <= d->completed ||
-        atomic_load(&d->graphs_submitted) != d->graphs_completed)
-        return;
-    uint64_t since = d->last_sync_end_ns > d->slice_start_ns ? d->last_sync_end_ns : d->slice_start_ns;
-    if (now > since)
-        estimate_locked(d, (double)(finished - d->completed), (double)(now - since));
-    d->completed = finished;
-    d->last_sync_end_ns = now;
-    d->rounds++;
-    d->round_by_sync = true;
-    gs_gate_note_round_locked(d);
-    gs_gate_update_budget_locked(d, now);
-}
-
 /* Waits on drainer_cv (gs_gate_lock held) until a wake-up or `until` on
  * CLOCK_MONOTONIC (drainer_cv is created for that clock). */
 static void timed_wait_locked(uint64_t until)
@@ -417,8 +376,12 @@ static void timed_wait_locked(uint64_t until)
     pthread_cond_timedwait(&drainer_cv, &gs_gate_lock, &ts);
 }
 
-/* Waits until every launch already admitted has been handed to the
- * driver, then until all of it has finished. */
+/* The drainer's loop: asks the slice machine whether a round is due (it
+ * says when), runs it, and tells the machine what finished. A round first
+ * waits until every launch already admitted has been handed to the driver
+ * (for a drain), then reads how many have been: each launch counted was
+ * listed before it was made, so once the round's events complete, all of
+ * them have finished. */
 static void *drainer_main(void *arg)
 {
     struct gs_dev *d = arg;
@@ -428,47 +391,38 @@ static void *drainer_main(void *arg)
     gs_capture_relax_thread();
     pthread_mutex_lock(&gs_gate_lock);
     for (;;) {
-        while (!d->drain_requested && !(d->state == GS_DEV_HOLD && atomic_load(&d->submitted) > d->completed))
-            pthread_cond_wait(&drainer_cv, &gs_gate_lock);
-        /* While the slice runs, a round only refreshes the estimates: one
-         * every MEASURE_INTERVAL_NS is plenty, and cheap. A drain request
-         * cuts the pause short. After a round made by an application's
-         * synchronization (gs_drain_note_finished_locked), sleep until
-         * woken (a launcher short of budget, the gate thread): a
-         * program that synchronizes often makes the rounds itself, and
-         * this thread's wake-ups would take CPU from it and from the
-         * driver's threads. */
-        uint64_t now = gs_now_ns();
-        if (!d->drain_requested && d->last_sync_end_ns + MEASURE_INTERVAL_NS > now &&
-            d->last_sync_end_ns > d->slice_start_ns) {
-            if (gs_drain_round_fresh_locked(d, now))
-                pthread_cond_wait(&drainer_cv, &gs_gate_lock);
+        struct gs_slice_event ready = {.type = GS_SLICE_DRAINER_READY};
+        struct gs_slice_actions out;
+        gs_gate_deliver_locked(d, &ready, gs_now_ns(), &out);
+        if (!out.round_begins) {
+            if (out.round_wait_until)
+                timed_wait_locked(out.round_wait_until);
             else
-                timed_wait_locked(d->last_sync_end_ns + MEASURE_INTERVAL_NS);
+                pthread_cond_wait(&drainer_cv, &gs_gate_lock);
             continue;
         }
-        bool draining = d->drain_requested;
-        uint64_t since = d->last_sync_end_ns > d->slice_start_ns ? d->last_sync_end_ns : d->slice_start_ns;
-        uint64_t rounds = d->rounds;
+        bool draining = out.round_draining;
         pthread_mutex_unlock(&gs_gate_lock);
 
         /* Launches admitted just before admission closed may still be on
          * their way into the driver. */
-        while (draining && atomic_load(&d->submitted) < atomic_load(&d->admitted)) {
+        while (draining && atomic_load(&d->slice.submitted) < atomic_load(&d->slice.admitted)) {
             struct timespec pause = {0, 20000};
             nanosleep(&pause, NULL);
         }
         pthread_mutex_lock(&gs_gate_lock);
         /* Read before listing the streams: each launch counted here was
          * listed before it was made. */
-        uint64_t target = atomic_load(&d->submitted);
-        uint64_t graphs = atomic_load(&d->graphs_submitted), graph_ns = atomic_load(&d->graph_ns_submitted);
+        struct gs_slice_event done = {.type = GS_SLICE_ROUND_DONE};
+        done.target = atomic_load(&d->slice.submitted);
+        done.graphs = atomic_load(&d->slice.graphs_submitted);
+        done.graph_ns_done = atomic_load(&d->slice.graph_ns_submitted);
         int n = collect_locked(d, items);
         pthread_mutex_unlock(&gs_gate_lock);
 
         /* A drain of one stream times its round, to report the idle tail. */
         bool timed = draining && n == 1 && items[0].has_stream;
-        uint64_t tail = run_round(d, items, n, timed);
+        done.tail_ns = run_round(d, items, n, timed);
         gs_graph_measure(d);
         uint64_t end = gs_now_ns();
 
@@ -477,48 +431,7 @@ static void *drainer_main(void *arg)
             gs_ctx_unuse_locked(items[i].ctx);
             free(items[i].retire);
         }
-        uint64_t finished = target > d->completed ? target - d->completed : 0;
-        uint64_t graphs_finished = graphs - d->graphs_completed;
-        double graph_time = (double)(graph_ns - d->graph_ns_completed);
-        /* A synchronization's round in the meantime took some of these
-         * completions and part of the time: leave the estimate alone. */
-        if (d->rounds == rounds && finished > graphs_finished && end > since && (double)(end - since) > graph_time)
-            estimate_locked(d, (double)(finished - graphs_finished), (double)(end - since) - graph_time);
-        d->completed = target > d->completed ? target : d->completed;
-        d->graphs_completed = graphs;
-        d->graph_ns_completed = graph_ns;
-        d->last_sync_end_ns = end;
-        d->rounds++;
-        d->round_by_sync = false;
-        gs_gate_note_round_locked(d);
-        if (draining && atomic_load(&d->submitted) == target) {
-            if (tail && d->state == GS_DEV_DRAIN && atomic_load(&d->idle_since) == 0)
-                atomic_fetch_add(&d->idle_ns, tail);
-            d->drain_requested = false;
-            gs_client_wake_launchers_locked(); /* a waiting launcher asks again */
-            /* All done: the next slice lists its streams afresh. */
-            d->nstreams = 0;
-            atomic_fetch_add(&d->stream_set_gen, 1);
-        }
-        if (d->state == GS_DEV_HOLD && gs_gate_nothing_fits_locked(d, end)) {
-            /* The slice is over: drain now, in this thread's next round,
-             * rather than wake the gate thread only to be asked to; the
-             * gate thread hears when the drain ends. */
-            d->drain_for_idle = false;
-            gs_gate_begin_drain_locked(d);
-        } else if (d->state == GS_DEV_HOLD) {
-            gs_gate_update_budget_locked(d, end);
-        }
-        /* The gate thread acts on a finished drain, and on an empty queue
-         * (idle release); otherwise it sleeps on. Woken with the lock
-         * free, so that it does not wake once for the event and again for
-         * the lock. (wake_fd was set before this thread first took the
-         * lock.) */
-        if (!d->drain_requested && (draining || gs_gate_queue_empty_locked(d))) {
-            pthread_mutex_unlock(&gs_gate_lock);
-            gs_client_wake();
-            pthread_mutex_lock(&gs_gate_lock);
-        }
+        gs_gate_deliver_locked(d, &done, end, &out);
     }
     return NULL;
 }
@@ -529,12 +442,15 @@ void gs_drain_start_locked(struct gs_dev *d)
         return;
     pthread_once(&drainer_cv_once, init_drainer_cv);
     /* Whether a failed start was logged; guarded by gs_gate_lock. Tried
-     * again by every launch that waits and by every drain: a drain without
-     * a drainer ends at once (gs_gate_begin_drain_locked). */
+     * again by every launch that waits and by the gate thread while a
+     * slice is held: a drain without a drainer ends at once (gs_slice.c). */
     static bool warned;
     int err = pthread_create(&d->drainer, NULL, drainer_main, d);
     if (err == 0) {
         d->drainer_started = true;
+        struct gs_slice_event started = {.type = GS_SLICE_DRAINER_STARTED};
+        struct gs_slice_actions out;
+        gs_gate_deliver_locked(d, &started, gs_now_ns(), &out);
         if (warned)
             gs_log(GS_LOG_WARN, "the drainer thread started after all: slices are drained again");
         warned = false;

@@ -1,16 +1,8 @@
 /*
  * The launch gate's slow path and device bookkeeping (see gs_gate.h). The
  * fast path is gs_hook_launch_enter in gs_hooks.h; the drainers are in
- * gs_drain.c.
- *
- * Bounding the overrun: a real driver lets a process queue 1024 launches,
- * which may be seconds of work. So admission is counted against a budget:
- * the time left in the slice, less the device time already queued, divided
- * by the measured device time per kernel launch. Graph launches are
- * admitted one by one against their own measured device time (gs_graph.c).
- * Admission stops at the deadline (or on REVOKE, or when the tenant goes
- * idle); the drainer then waits for the queue to empty and the gate thread
- * releases the slice.
+ * gs_drain.c; every decision about a slice is the slice machine's
+ * (gs_slice.c), to which gs_gate_deliver_locked delivers events.
  */
 #include "gs_gate.h"
 #include "gs_capture.h"
@@ -29,8 +21,6 @@ __thread struct gs_launch_cache gs_tls_launches[GS_LAUNCH_CACHE];
 __thread bool gs_defer_wakeups;
 unsigned gs_wakes_owed; /* see gs_gate.h; guarded by gs_gate_lock */
 
-#define FIRST_SLICE_ALLOWANCE 4 /* launches, before any time per launch is known */
-
 uint64_t gs_now_ns(void)
 {
     struct timespec ts;
@@ -38,129 +28,38 @@ uint64_t gs_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-bool gs_gate_queue_empty_locked(const struct gs_dev *d)
+void gs_gate_deliver_locked(struct gs_dev *d, const struct gs_slice_event *ev, uint64_t now,
+                            struct gs_slice_actions *out)
 {
-    uint64_t submitted = atomic_load(&d->submitted);
-    return d->completed >= submitted && atomic_load(&d->admitted) == submitted;
-}
-
-bool gs_gate_nothing_fits_locked(const struct gs_dev *d, uint64_t now)
-{
-    return gs_gate_queue_empty_locked(d) && atomic_load(&d->admitted) > d->admitted_at_grant &&
-           ((d->kernel_ns > 0 && now + (uint64_t)d->kernel_ns >= d->deadline_ns) ||
-            (d->waiting_graph_ns && now + d->waiting_graph_ns > d->deadline_ns));
-}
-
-/* Everything not known to have finished, as counted at the last drainer
- * round or launched since. */
-static double queued_since_round_ns(const struct gs_dev *d)
-{
-    uint64_t admitted = atomic_load(&d->admitted);
-    uint64_t submitted = atomic_load(&d->submitted);
-    uint64_t graphs = atomic_load(&d->graphs_submitted) - d->graphs_completed;
-    uint64_t graph_ns = atomic_load(&d->graph_ns_submitted) - d->graph_ns_completed;
-    uint64_t launches = (submitted > d->completed ? submitted - d->completed : 0) + (admitted - submitted);
-    uint64_t kernels = launches > graphs ? launches - graphs : 0;
-    return (double)kernels * d->kernel_ns + (double)graph_ns;
-}
-
-void gs_gate_note_round_locked(struct gs_dev *d)
-{
-    d->queued_at_round_ns = queued_since_round_ns(d);
-}
-
-double gs_gate_queued_ns_locked(const struct gs_dev *d)
-{
-    double queued = queued_since_round_ns(d);
-    /* While the slice is held the device works through what was queued at
-     * the last round: between rounds, count that part down with time. */
-    if (d->state == GS_DEV_HOLD && d->last_sync_end_ns > d->slice_start_ns) {
-        double ran = (double)(gs_now_ns() - d->last_sync_end_ns);
-        queued -= ran < d->queued_at_round_ns ? ran : d->queued_at_round_ns;
-    }
-    return queued > 0 ? queued : 0;
-}
-
-void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now)
-{
-    if (d->state != GS_DEV_HOLD)
-        return;
-    uint64_t admitted = atomic_load(&d->admitted);
-    uint64_t submitted = atomic_load(&d->submitted);
-    uint64_t allowance;
-    if (now >= d->deadline_ns) {
-        allowance = 0;
-    } else if (d->catch_up) {
-        allowance = admitted > d->admitted_at_grant ? 0 : 1;
-    } else if (!d->drainer_started) {
-        /* Nothing measures or counts finished work (the drainer could not
-         * start): admission is open until the deadline, unbounded. */
-        allowance = 1u << 30;
-    } else if (d->kernel_ns <= 0) {
-        allowance = FIRST_SLICE_ALLOWANCE;
-        if (admitted - d->completed >= FIRST_SLICE_ALLOWANCE)
-            allowance = 0;
-    } else {
-        double left = (double)(d->deadline_ns - now);
-        double fits = (left - gs_gate_queued_ns_locked(d)) / d->kernel_ns;
-        allowance = fits > 0 ? (uint64_t)fits : 0;
-        /* Always let one launch through at the start of a slice: a kernel
-         * longer than the slice must still run (its overrun is charged). */
-        if (allowance == 0 && gs_gate_queue_empty_locked(d) && now - d->slice_start_ns < d->deadline_ns - now)
-            allowance = 1;
-    }
-    uint64_t budget = admitted + allowance;
-    if (budget > atomic_load(&d->budget) || allowance == 0)
-        atomic_store(&d->budget, budget > admitted ? budget : admitted);
-    atomic_store(&d->open, 1);
-    if (allowance > 0 || d->waiting_graph_ns) {
-        if (gs_defer_wakeups)
-            gs_wakes_owed |= GS_WAKE_LAUNCHERS; /* the gate thread wakes them after unlocking */
-        else
-            gs_client_wake_launchers_locked();
-    }
-    /* work in flight: the drainer measures it, unless the application's
-     * synchronizations are doing that (gs_drain_note_finished_locked) */
-    if (submitted > d->completed && !gs_drain_round_fresh_locked(d, now))
-        gs_drain_wake_locked();
-}
-
-void gs_gate_begin_drain_locked(struct gs_dev *d)
-{
-    atomic_store(&d->open, 0);
-    d->state = GS_DEV_DRAIN;
-    d->drain_requested = true;
-    gs_drain_start_locked(d); /* its start failed before (no threads left): again */
-    if (!d->drainer_started) {
-        /* Nobody can wait for the work: the slice ends now, so that
-         * launches go on (in later slices) instead of waiting for good. */
-        d->drain_requested = false;
-        gs_client_wake();
-        return;
-    }
-    gs_drain_wake_locked();
-}
-
-bool gs_gate_drained_locked(const struct gs_dev *d)
-{
-    return !d->drain_requested;
-}
-
-void gs_gate_set_all_open_locked(bool open)
-{
-    for (int i = 0; i < GS_MAX_DEVICES; i++) {
-        struct gs_dev *d = &gs_devs[i];
-        if (!d->used)
-            continue;
-        if (open) {
-            atomic_store(&d->budget, UINT64_MAX);
-            atomic_store(&d->open, 1);
-        } else {
-            atomic_store(&d->open, 0);
+    gs_slice_step(&d->slice, ev, now, out);
+    for (int i = 0; i < out->n; i++) {
+        const struct gs_slice_action *a = &out->a[i];
+        switch (a->type) {
+        case GS_SLICE_SEND_ACQUIRE:
+            gs_client_send_acquire_locked(d);
+            break;
+        case GS_SLICE_SEND_RELEASE:
+            gs_client_send_release_locked(d, a->grant, a->idle_ns, a->more);
+            break;
+        case GS_SLICE_START_ROUND:
+            gs_drain_wake_locked();
+            break;
+        case GS_SLICE_WAKE_LAUNCHERS:
+            if (gs_defer_wakeups)
+                gs_wakes_owed |= GS_WAKE_LAUNCHERS; /* the gate thread wakes them after unlocking */
+            else
+                gs_client_wake_launchers_locked();
+            break;
+        case GS_SLICE_ARM_TIMER:
+            if (a->wake)
+                gs_client_timer_armed_locked(a->at);
+            break;
+        case GS_SLICE_FORGET_STREAMS:
+            d->nstreams = 0;
+            atomic_fetch_add(&d->stream_set_gen, 1);
+            break;
         }
     }
-    if (open)
-        pthread_cond_broadcast(&gs_gate_cv);
 }
 
 /* The gate of a device by ordinal, created on first use, with its drainer
@@ -187,11 +86,10 @@ static CUresult device_gate(CUdevice ordinal, struct gs_dev **out)
         found->slot = (int)(found - gs_devs);
         found->ordinal = ordinal;
         memcpy(found->uuid, uuid.bytes, 16);
-        found->state = GS_DEV_NONE;
-        if (gs_client_policy_open() && !gs_client_connected_locked()) {
-            atomic_store(&found->budget, UINT64_MAX);
-            atomic_store(&found->open, 1);
-        }
+        struct gs_slice_event added = {.type = GS_SLICE_ADDED, .connected = gs_client_connected_locked(),
+                                       .policy_open = gs_client_policy_open()};
+        struct gs_slice_actions out;
+        gs_gate_deliver_locked(found, &added, gs_now_ns(), &out);
     }
     if (found) {
         gs_drain_start_locked(found);
@@ -319,32 +217,25 @@ void gs_gate_track_stream_locked(const struct gs_launch_target *t)
     d->streams[GS_MAX_TRACKED_STREAMS - 1] = (struct gs_tracked_stream){CU_STREAM_LEGACY, t->ctx};
 }
 
-void gs_gate_wait_admission_locked(struct gs_dev *d, bool (*fits)(struct gs_dev *d, void *arg), void *arg)
+void gs_gate_wait_admission_locked(struct gs_dev *d, bool graph, uint64_t graph_ns)
 {
+    struct gs_slice_event ev = {.type = GS_SLICE_LAUNCH, .graph = graph, .graph_ns = graph_ns};
     for (;;) {
         /* Threads whose start failed (a container's pids.max) are started
          * by the launches that need them; a no-op once they run. */
         gs_drain_start_locked(d);
         gs_client_start_locked();
-        if (atomic_load(&d->open) && atomic_load(&d->admitted) < atomic_load(&d->budget) &&
-            (!fits || fits(d, arg))) {
-            atomic_fetch_add(&d->admitted, 1);
-            if (atomic_load(&d->idle_since) != 0)
-                gs_idle_end(d);
+        struct gs_slice_actions out;
+        gs_gate_deliver_locked(d, &ev, gs_now_ns(), &out);
+        if (out.admitted)
             return;
-        }
-        d->waiters++;
-        /* Short of budget while work runs: a drainer round, which counts
-         * what finished, may give more. */
-        if (d->state == GS_DEV_HOLD && atomic_load(&d->submitted) > d->completed)
-            gs_drain_wake_locked();
-        /* Only a device with no slice asked for needs the gate thread now
-         * (to send ACQUIRE); otherwise a grant, a drainer round or the
-         * end of a drain wakes this thread. */
-        if (d->state == GS_DEV_NONE || !gs_client_connected_locked())
+        ev.retry = true;
+        /* Not connected: the gate thread may try again now. */
+        if (!gs_client_connected_locked())
             gs_client_wake();
-        gs_client_wait_locked(d->state != GS_DEV_HOLD && d->state != GS_DEV_DRAIN);
-        d->waiters--;
+        /* A thread waiting for a GRANT may read the socket itself; one
+         * waiting for budget or a drain's end is woken by a round. */
+        gs_client_wait_locked(d->slice.state != GS_SLICE_HOLD && d->slice.state != GS_SLICE_DRAIN);
     }
 }
 
@@ -371,7 +262,7 @@ CUresult gs_gate_slow(CUstream stream, int ptsz, struct gs_admit *a)
     if (t.kind == GS_STREAM_PER_THREAD && !(a->mark = gs_drain_thread_mark(t.ctx, t.dev)))
         t.kind = GS_STREAM_LEGACY, t.stream = CU_STREAM_LEGACY; /* no event: drain it through the legacy stream */
     pthread_mutex_lock(&gs_gate_lock);
-    gs_gate_wait_admission_locked(t.dev, NULL, NULL);
+    gs_gate_wait_admission_locked(t.dev, false, 0);
     gs_gate_track_stream_locked(&t);
     uint32_t set_gen = atomic_load(&t.dev->stream_set_gen);
     pthread_mutex_unlock(&gs_gate_lock);

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "gpuslice/protocol.h"
+#include "gs_slice.h"
 
 #define GS_MAX_TRACKED_STREAMS 32 /* streams with admitted work, per device and slice */
 #define GS_MAX_FLUSH_MARKS 64      /* events recorded ahead of a capture, per device */
@@ -48,30 +49,10 @@ struct gs_flush_mark {
     struct gs_ctx *ctx;
 };
 
-enum gs_dev_state {
-    GS_DEV_NONE,   /* no slice, none asked for */
-    GS_DEV_WANT,   /* ACQUIRE sent */
-    GS_DEV_HOLD,   /* slice held: admission open while budget lasts */
-    GS_DEV_DRAIN,  /* admission closed, waiting for the queue to empty */
-};
-
 struct gs_dev {
-    /* Hot: read and counted by launching threads, no lock. */
-    _Atomic int open;            /* admission open */
-    _Atomic uint64_t admitted;   /* launches let through */
-    _Atomic uint64_t budget;     /* admitted may reach this */
-    _Atomic uint64_t submitted;  /* launches back from the driver */
+    /* Hot: read by launching threads without a lock. */
     _Atomic uint32_t stream_set_gen; /* bumped when `streams` is emptied */
-    /* Since when the process has had nothing on the device (set after a
-     * synchronization found every admitted stream finished, ended by the
-     * next launch); 0 = not idle. See gs_idle.c. */
-    _Atomic uint64_t idle_since;
-    char pad[64];
-    _Atomic uint64_t idle_ns;    /* idle spells that ended in this slice */
-    /* Graph launches handed to the driver and their estimated device time
-     * (written by launching threads, read by the drainer). */
-    _Atomic uint64_t graphs_submitted;
-    _Atomic uint64_t graph_ns_submitted;
+    struct gs_slice slice;       /* the slice machine's state (gs_slice.h) */
 
     /* Cold: guarded by gs_gate_lock. */
     bool used;
@@ -79,31 +60,13 @@ struct gs_dev {
     CUdevice ordinal;
     uint8_t uuid[16];
     bool declared;               /* DEVICE sent on this connection */
-    enum gs_dev_state state;
-    uint64_t grant, deadline_ns, slice_start_ns, last_released;
-    uint64_t admitted_at_grant;  /* launches admitted before this slice */
-    int waiters;                 /* threads blocked in the slow path */
-    uint64_t waiting_graph_ns;   /* the longest graph waiting for a slice */
     struct gs_tracked_stream streams[GS_MAX_TRACKED_STREAMS];
     int nstreams;
     struct gs_flush_mark flushes[GS_MAX_FLUSH_MARKS];
     int nflushes;
-    /* idle detection (gate thread) */
-    uint64_t seen_admitted, quiet_since_ns;
-    bool drain_for_idle;         /* the drain under way began because the process went quiet */
-    bool catch_up;               /* the slice admits one launch (GS_GRANT_CATCHUP) */
     /* the drainer thread */
     pthread_t drainer;
     bool drainer_started;
-    bool drain_requested;
-    uint64_t completed;          /* launches known finished */
-    uint64_t graphs_completed, graph_ns_completed;
-    uint64_t last_sync_end_ns;   /* when the last round ended */
-    uint64_t rounds;             /* rounds so far, the drainer's or a synchronization's */
-    bool round_by_sync;          /* the last round was an application's synchronization */
-    double kernel_ns;            /* estimated device time per kernel launch; 0 = unknown */
-    double queued_at_round_ns;   /* device time queued when the last round ended */
-    double measured_ns, measured_kernels; /* the drainer's sums behind kernel_ns */
     /* device memory this process holds on it, as counted by the server */
     uint64_t mem_held;
     uint64_t mem_cap;            /* the tenant's cap, as last reported */
@@ -175,33 +138,20 @@ CUresult gs_gate_slow(CUstream stream, int ptsz, struct gs_admit *a);
 CUresult gs_gate_resolve_stream(CUstream stream, int ptsz, struct gs_launch_target *t);
 /* Lists t's stream for the drainer (called with gs_gate_lock held). */
 void gs_gate_track_stream_locked(const struct gs_launch_target *t);
-/* Blocks (gs_gate_lock held) until d admits a launch; `fits` decides
- * whether a launch fits what is left of the slice. */
-void gs_gate_wait_admission_locked(struct gs_dev *d, bool (*fits)(struct gs_dev *d, void *arg), void *arg);
-/* Launches queued on d and their device time, excluding what is known to
- * have finished (gs_gate_lock held). */
-double gs_gate_queued_ns_locked(const struct gs_dev *d);
-/* A drainer round ended: remember what was queued then. */
-void gs_gate_note_round_locked(struct gs_dev *d);
-bool gs_gate_queue_empty_locked(const struct gs_dev *d);
-/* Nothing is queued on d's held slice and less time is left than one more
- * launch takes (gs_gate_lock held): the slice may end now. */
-bool gs_gate_nothing_fits_locked(const struct gs_dev *d, uint64_t now);
+/* Blocks (gs_gate_lock held) until d admits a launch: a graph launch of
+ * graph_ns (0: not measured yet) when `graph`. */
+void gs_gate_wait_admission_locked(struct gs_dev *d, bool graph, uint64_t graph_ns);
 
 /* The gate of the calling thread's current device (created on first use,
  * cached per thread), or of a device by ordinal. */
 CUresult gs_gate_current_device(struct gs_dev **out);
 CUresult gs_gate_device_by_ordinal(CUdevice ordinal, struct gs_dev **out);
 
-/* Called with gs_gate_lock held: (re)computes a held device's budget. */
-void gs_gate_update_budget_locked(struct gs_dev *d, uint64_t now);
-/* Called with gs_gate_lock held: closes admission and asks the drainer to
- * empty the queue. */
-void gs_gate_begin_drain_locked(struct gs_dev *d);
-/* Whether the drainer has emptied the queue after a drain request. */
-bool gs_gate_drained_locked(const struct gs_dev *d);
-/* Opens or closes every device unconditionally (server-down policy). */
-void gs_gate_set_all_open_locked(bool open);
+/* Delivers ev to d's slice machine at now and carries out its actions
+ * (gs_gate_lock held): sends, wake-ups, the gate thread's timer. out
+ * receives what the step answered (a launch admitted, a round to run). */
+void gs_gate_deliver_locked(struct gs_dev *d, const struct gs_slice_event *ev, uint64_t now,
+                            struct gs_slice_actions *out);
 
 void gs_gate_after_fork_child(void);
 
@@ -226,24 +176,14 @@ void gs_drain_flush(const struct gs_launch_target *t, bool with_legacy);
 void gs_drain_forget_ctx_locked(struct gs_ctx *ctx);
 void gs_drain_forget_stream_locked(CUstream stream, struct gs_ctx *ctx);
 void gs_drain_after_fork_child(void);
-/* An application's synchronization saw every launch up to `finished`
- * (admitted, all handed to the driver) finish at `now`: it counts as a
- * drainer round (gs_gate_lock held). */
-void gs_drain_note_finished_locked(struct gs_dev *d, uint64_t finished, uint64_t now);
-/* Whether such a round is recent enough that the drainer need not make
- * one, with no launcher short of budget (gs_gate_lock held). */
-bool gs_drain_round_fresh_locked(const struct gs_dev *d, uint64_t now);
-
-/* gs_idle.c: the idle spells of a held slice. */
-/* A launch was admitted while d->idle_since was set: ends the spell. */
-void gs_idle_end(struct gs_dev *d);
-/* A slice begins (gs_gate_lock held). */
-void gs_idle_slice_begin_locked(struct gs_dev *d, uint64_t now);
-/* The slice is released: the idle time to report, and a fresh count. */
-uint64_t gs_idle_take_locked(struct gs_dev *d, uint64_t now);
-
 /* gs_client.c: the gate thread. */
 void gs_client_start_locked(void);
+/* A slice machine armed its timer at `at` (gs_gate_lock held): wakes the
+ * gate thread if it sleeps past it. */
+void gs_client_timer_armed_locked(uint64_t at);
+/* ACQUIRE, or RELEASE of grant, for d if connected (gs_gate_lock held). */
+void gs_client_send_acquire_locked(struct gs_dev *d);
+void gs_client_send_release_locked(struct gs_dev *d, uint64_t grant, uint64_t idle_ns, bool more);
 void gs_client_wake(void);
 /* Wakes every launcher blocked in gs_client_wait_locked (gs_gate_lock held). */
 void gs_client_wake_launchers_locked(void);

@@ -69,36 +69,6 @@ static struct graph_cost *cost_of_locked(CUgraphExec exec, bool create)
     return &costs[ncosts++];
 }
 
-struct fit_args {
-    uint64_t est_ns;
-};
-
-/* Whether a graph of est_ns fits in what is left of d's slice. */
-static bool graph_fits(struct gs_dev *d, void *arg)
-{
-    const struct fit_args *a = arg;
-    if (d->state != GS_DEV_HOLD)
-        return true; /* open without a slice: the server is down, policy open */
-    uint64_t now = gs_now_ns();
-    bool empty = gs_gate_queue_empty_locked(d);
-    bool fresh = now < d->deadline_ns && now - d->slice_start_ns < d->deadline_ns - now;
-    if (empty && fresh)
-        return true;
-    if (a->est_ns == 0) {
-        /* Not measured yet: only at the start of a slice. Ask the gate
-         * thread to end this one as soon as its queue is empty (a tenant
-         * alone has its slice extended, and would never see a start). */
-        uint64_t whole = d->deadline_ns > d->slice_start_ns ? d->deadline_ns - d->slice_start_ns : 1;
-        if (whole > d->waiting_graph_ns)
-            d->waiting_graph_ns = whole;
-        return false;
-    }
-    bool fits = now + (uint64_t)gs_gate_queued_ns_locked(d) + a->est_ns <= d->deadline_ns;
-    if (!fits && a->est_ns > d->waiting_graph_ns)
-        d->waiting_graph_ns = a->est_ns; /* the gate thread releases early for it */
-    return fits;
-}
-
 static CUresult graph_launch(CUgraphExec exec, CUstream stream, int ptsz, CUresult (*real)(CUgraphExec, CUstream))
 {
     /* Into a capturing stream, a graph becomes a node of the new graph. */
@@ -111,12 +81,8 @@ static CUresult graph_launch(CUgraphExec exec, CUstream stream, int ptsz, CUresu
 
     pthread_mutex_lock(&gs_gate_lock);
     struct graph_cost *cost = cost_of_locked(exec, true);
-    struct fit_args fit = {cost ? cost->est_ns : 0};
-    gs_gate_wait_admission_locked(t.dev, graph_fits, &fit);
-    /* Admitted: its request to end the slice early is void (others still
-     * waiting ask again when they are woken). */
-    if (fit.est_ns == 0 || fit.est_ns >= t.dev->waiting_graph_ns)
-        t.dev->waiting_graph_ns = 0;
+    uint64_t est_ns = cost ? cost->est_ns : 0;
+    gs_gate_wait_admission_locked(t.dev, true, est_ns);
     gs_gate_track_stream_locked(&t);
     cost = cost_of_locked(exec, true);
     uint64_t n = cost ? cost->launches++ : 1;
@@ -149,8 +115,8 @@ static CUresult graph_launch(CUgraphExec exec, CUstream stream, int ptsz, CUresu
     if (pushed)
         gs_ctx_pop();
 
-    atomic_fetch_add(&t.dev->graphs_submitted, 1);
-    atomic_fetch_add(&t.dev->graph_ns_submitted, fit.est_ns);
+    atomic_fetch_add(&t.dev->slice.graphs_submitted, 1);
+    atomic_fetch_add(&t.dev->slice.graph_ns_submitted, est_ns);
     pthread_mutex_lock(&gs_gate_lock);
     bool kept = recorded && nmeasurements < MAX_MEASUREMENTS && !t.ctx->dead;
     if (kept)

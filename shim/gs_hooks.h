@@ -7,8 +7,8 @@
  * left and no graph capture is under way in the process, is a few relaxed
  * loads, one atomic add and two loads after it; no lock, no system call,
  * no clock read, no driver call. (The first launch after a synchronization that left the
- * GPU idle also reads the clock, in gs_idle_end.) Everything else is
- * gs_gate_slow.
+ * GPU idle also reads the clock, to end the spell: gs_slice_end_idle.)
+ * Everything else is gs_gate_slow.
  */
 #ifndef GPUSLICE_HOOKS_H
 #define GPUSLICE_HOOKS_H
@@ -39,23 +39,12 @@ static inline CUresult gs_hook_launch_enter(CUstream stream, int ptsz, struct gs
         if (__builtin_expect(GS_RELAXED(gs_captures_active) == 0, 1) &&
             __builtin_expect(c->handles_gen == GS_RELAXED(gs_handles_gen), 1) &&
             __builtin_expect(c->stream_set_gen == GS_RELAXED(d->stream_set_gen), 1) &&
-            __builtin_expect(GS_RELAXED(d->open), 1) &&
-            __builtin_expect(GS_RELAXED(d->admitted) < GS_RELAXED(d->budget), 1)) {
-            /* Sequentially consistent, with the loads after it: a thread
-             * that marks the device idle either sees this launch or is
-             * seen by it (gs_idle.c); and a drain that closed admission
-             * after the check above (open = 0, then the drainer reads
-             * admitted) either counts this launch and waits for it, or
-             * is seen here, and the launch takes the slow path, which
-             * waits for the next slice. On x86 the add costs the same
-             * and the loads are plain moves. */
-            atomic_fetch_add(&d->admitted, 1);
-            if (__builtin_expect(!atomic_load(&d->open), 0)) {
-                atomic_fetch_sub(&d->admitted, 1);
-                break;
-            }
-            if (__builtin_expect(atomic_load(&d->idle_since) != 0, 0))
-                gs_idle_end(d);
+            __builtin_expect(gs_slice_admit_fast(&d->slice), 1)) {
+            /* Sequentially consistent with the add (gs_slice_admit_fast):
+             * a synchronization that marks the device idle either sees
+             * this launch or is seen by it (gs_slice.c). */
+            if (__builtin_expect(atomic_load(&d->slice.idle_since) != 0, 0))
+                gs_slice_end_idle(&d->slice, gs_now_ns());
             a->dev = d;
             a->mark = c->mark;
             return CUDA_SUCCESS;
@@ -70,7 +59,7 @@ static inline void gs_hook_launch_exit(const struct gs_admit *a, CUresult rc)
     if (a->mark && rc == CUDA_SUCCESS)
         gs_drain_record_thread_mark(a->mark);
     if (a->dev)
-        atomic_fetch_add_explicit(&a->dev->submitted, 1, memory_order_release);
+        atomic_fetch_add_explicit(&a->dev->slice.submitted, 1, memory_order_release);
 }
 
 /* The calling thread's current context may have changed: what its default

@@ -52,33 +52,6 @@
 
 #define IDLE_STREAMS_MAX 8 /* more admitted streams than this: not checked */
 
-void gs_idle_end(struct gs_dev *d)
-{
-    uint64_t since = atomic_exchange(&d->idle_since, 0);
-    if (since == 0)
-        return;
-    uint64_t now = gs_now_ns();
-    if (now > since)
-        atomic_fetch_add(&d->idle_ns, now - since);
-}
-
-void gs_idle_slice_begin_locked(struct gs_dev *d, uint64_t now)
-{
-    atomic_store(&d->idle_ns, 0);
-    /* Nothing is queued between slices unless the process ran unthrottled
-     * (server down, open policy); then do not claim a spell. */
-    atomic_store(&d->idle_since, gs_gate_queue_empty_locked(d) ? now : 0);
-}
-
-uint64_t gs_idle_take_locked(struct gs_dev *d, uint64_t now)
-{
-    uint64_t idle = atomic_exchange(&d->idle_ns, 0);
-    uint64_t since = atomic_exchange(&d->idle_since, 0);
-    if (since && now > since)
-        idle += now - since;
-    return idle;
-}
-
 /* The device a synchronization on `stream` concerns: the gate the calling
  * thread last launched into that stream through, or its latest one. */
 static struct gs_dev *sync_device(bool any_stream, CUstream stream, int ptsz)
@@ -104,7 +77,8 @@ struct sync_mark {
 /* Whether d may turn idle (held, admission open, no capture anywhere). */
 static bool may_turn_idle(const struct gs_dev *d)
 {
-    return d && atomic_load_explicit(&d->open, memory_order_relaxed) && atomic_load(&d->idle_since) == 0 &&
+    return d && atomic_load_explicit(&d->slice.open, memory_order_relaxed) &&
+           atomic_load(&d->slice.idle_since) == 0 &&
            atomic_load_explicit(&gs_captures_active, memory_order_relaxed) == 0;
 }
 
@@ -116,7 +90,7 @@ static void before_sync(struct gs_dev *d, struct sync_mark *m)
         return;
     pthread_mutex_lock(&gs_capture_lock);
     pthread_mutex_lock(&gs_gate_lock);
-    bool single = d->state == GS_DEV_HOLD && d->nstreams == 1 && d->nflushes == 0 &&
+    bool single = d->slice.state == GS_SLICE_HOLD && d->nstreams == 1 && d->nflushes == 0 &&
                   !gs_drain_has_thread_marks_locked(d) && d->streams[0].ctx->handle == current &&
                   gs_ctx_use_locked(d->streams[0].ctx);
     if (single) {
@@ -154,19 +128,19 @@ static uint64_t mark_age(const struct sync_mark *m, uint64_t now)
  * at least since now. */
 static void after_sync(struct gs_dev *d, struct sync_mark *m, bool as_round)
 {
-    uint64_t admitted = d ? atomic_load(&d->admitted) : 0;
+    uint64_t admitted = d ? atomic_load(&d->slice.admitted) : 0;
     CUcontext current = NULL;
     struct gs_tracked_stream streams[IDLE_STREAMS_MAX];
     struct gs_ctx *ctx = NULL;
     int n = 0;
-    bool checkable = may_turn_idle(d) && atomic_load(&d->submitted) == admitted && /* none on its way in */
+    bool checkable = may_turn_idle(d) && atomic_load(&d->slice.submitted) == admitted && /* none on its way in */
                      GS_REAL(cuCtxGetCurrent)(&current) == CUDA_SUCCESS && current;
     /* The capture lock keeps the streams alive while they are queried
      * (stream_destroy holds it), and keeps captures from starting. */
     pthread_mutex_lock(&gs_capture_lock);
     if (checkable) {
         pthread_mutex_lock(&gs_gate_lock);
-        checkable = d->state == GS_DEV_HOLD && d->nstreams <= IDLE_STREAMS_MAX && d->nflushes == 0 &&
+        checkable = d->slice.state == GS_SLICE_HOLD && d->nstreams <= IDLE_STREAMS_MAX && d->nflushes == 0 &&
                     !gs_drain_has_thread_marks_locked(d);
         if (checkable) {
             n = d->nstreams;
@@ -182,25 +156,23 @@ static void after_sync(struct gs_dev *d, struct sync_mark *m, bool as_round)
     }
     for (int i = 0; i < n && checkable; i++)
         checkable = GS_REAL(cuStreamQuery)(streams[i].stream) == CUDA_SUCCESS;
+    /* Everything admitted had finished: the device is idle since the work
+     * ended (the mark's age) or at least since now; and after a wait for a
+     * stream or a context, that is a drainer round, done. (Not after a
+     * wait for an event: a program that keeps its queue full waits for
+     * events, and the drainer's rounds serve it as before.) */
+    struct gs_slice_event ev = {.type = GS_SLICE_SYNCED, .finished = admitted, .as_round = as_round && n > 0};
     if (checkable && atomic_load_explicit(&gs_captures_active, memory_order_relaxed) == 0) {
         uint64_t now = gs_now_ns();
-        uint64_t since = now - (m->event && n == 1 && m->stream == streams[0].stream ? mark_age(m, now) : 0);
-        uint64_t none = 0;
-        if (atomic_compare_exchange_strong(&d->idle_since, &none, since) && atomic_load(&d->admitted) != admitted) {
-            /* A launch came in meanwhile and may not have seen the spell. */
-            uint64_t mine = since;
-            atomic_compare_exchange_strong(&d->idle_since, &mine, 0);
-        }
+        ev.idle_from = now - (m->event && n == 1 && m->stream == streams[0].stream ? mark_age(m, now) : 0);
     }
     pthread_mutex_lock(&gs_gate_lock);
     if (ctx)
         gs_ctx_unuse_locked(ctx);
-    /* Everything admitted had finished: after a wait for a stream or a
-     * context, that is a drainer round, done. (Not after a wait for an
-     * event: a program that keeps its queue full waits for events, and
-     * the drainer's rounds serve it as before.) */
-    if (as_round && checkable && n > 0)
-        gs_drain_note_finished_locked(d, admitted, gs_now_ns());
+    if (checkable && (ev.idle_from || ev.as_round)) {
+        struct gs_slice_actions out;
+        gs_gate_deliver_locked(d, &ev, gs_now_ns(), &out);
+    }
     pthread_mutex_unlock(&gs_gate_lock);
     if (m->event) {
         gs_ctx_event_give(m->ctx, m->event, true);
