@@ -22,7 +22,8 @@
  */
 #include "hook.h"
 
-#include <ctype.h>
+#include "gpuslice/rules.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -72,6 +73,7 @@ GS_TENANT_ANNOTATION ", if an --allow rule admits that tenant for the\n"
 "  -s, --shim PATH    the host's libgpuslice.so, an absolute path\n"
 "                     (default " GPUSLICE_SHIM_DEFAULT ")\n"
 "  -h, --help         show this help\n"
+"  -V, --version      show the version\n"
 "\n"
 "Exit status: 0 when the container is set up; 1 (with one line on stderr)\n"
 "when it must not start: no or a malformed tenant name, a tenant no --allow\n"
@@ -79,17 +81,6 @@ GS_TENANT_ANNOTATION ", if an --allow rule admits that tenant for the\n"
 "directory, or a mount that failed; 2 on a usage error.\n", MAX_RULES);
 }
 
-/* The server's rule for tenant names (tokenserver/config.c). */
-static bool valid_tenant(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n >= 64 || name[0] == '.' || name[0] == '-')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '_' && name[i] != '.')
-            return false;
-    return true;
-}
 
 /* The --allow rules, from the command line (main's, read-only after the
  * options are parsed). */
@@ -109,7 +100,7 @@ static bool add_rule(const char *arg)
     static char names[MAX_RULES][64];
     memcpy(names[nrules], arg, (size_t)(eq - arg));
     names[nrules][eq - arg] = '\0';
-    if (strcmp(names[nrules], "*") != 0 && !valid_tenant(names[nrules]))
+    if (strcmp(names[nrules], "*") != 0 && !gs_tenant_name_valid(names[nrules]))
         return false;
     rules[nrules].tenant = names[nrules];
     rules[nrules].cgroup = eq + 1;
@@ -164,11 +155,12 @@ int main(int argc, char **argv)
         {"run-dir", required_argument, NULL, 'r'},
         {"shim", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *run_dir = "/run/gpuslice", *shim = GPUSLICE_SHIM_DEFAULT;
     int opt;
-    while ((opt = getopt_long(argc, argv, "a:r:s:h", long_options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "a:r:s:hV", long_options, NULL)) != -1) {
         switch (opt) {
         case 'a':
             if (!add_rule(optarg)) {
@@ -181,6 +173,7 @@ int main(int argc, char **argv)
         case 'r': run_dir = optarg; break;
         case 's': shim = optarg; break;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("gpuslice-hook %s\n", GPUSLICE_VERSION); return 0;
         default: usage(stderr); return 2;
         }
     }
@@ -195,7 +188,7 @@ int main(int argc, char **argv)
     oci_read(STDIN_FILENO, &c);
     if (!c.tenant[0])
         die("container %s has no " GS_TENANT_ANNOTATION " annotation: no tenant to put it in", c.id);
-    if (!valid_tenant(c.tenant))
+    if (!gs_tenant_name_valid(c.tenant))
         die("'%s' is not a valid tenant name (letters, digits, '-', '_', '.', at most 63, not starting with '.' "
             "or '-')", c.tenant);
     if (!nrules)

@@ -13,9 +13,13 @@
  * inside a container the tenant directory's, elsewhere
  * GPUSLICE_ON_SERVER_DOWN):
  *   wait (default)  launches block; it reconnects with backoff (at most
- *                   1 s between tries) and logs one line per 10 s
+ *                   1 s between tries) and logs once at warn (the socket
+ *                   it tried, the policy and where it came from), then
+ *                   one line per 10 s at info
  *   open            launches run unthrottled; it logs once and keeps
  *                   trying to reconnect in the background
+ *   uninstalled     (the tenant's policy file, after gpuslice-server
+ *                   --uninstall) as open, and it says so
  */
 #include "gs_gate.h"
 #include "gs_glibc_compat.h"
@@ -111,6 +115,7 @@ static void send_slot_msg(enum gs_msg_type type, struct gs_dev *d)
     if (type == GS_MSG_DEVICE) {
         msg.u.device.slot = (uint32_t)d->slot;
         memcpy(msg.u.device.uuid, d->uuid, 16);
+        msg.u.device.total_bytes = d->total_mem;
     } else {
         msg.u.acquire.slot = (uint32_t)d->slot;
     }
@@ -186,19 +191,28 @@ static void disconnected_locked(const char *why)
     pthread_cond_broadcast(&gs_gate_cv);
     bool was_open = policy_open;
     policy_open = gs_settings_policy_again(policy_open);
+    const char *word, *source;
+    gs_settings_policy(&word, &source);
     if (was_open != policy_open)
         logged_open = false;
     deliver_all_locked(GS_SLICE_DISCONNECTED, now);
     if (policy_open) {
         if (!logged_open) {
-            gs_log(GS_LOG_WARN, "gpuslice-server unreachable at %s (%s): running unthrottled "
-                   "(the server-down policy is open) until it is back", socket_path, why);
+            if (strcmp(word, "uninstalled") == 0)
+                gs_log(GS_LOG_WARN, "gpuslice was uninstalled from this node (%s says so): GPU work runs ungated",
+                       source);
+            else
+                gs_log(GS_LOG_WARN, "gpuslice-server unreachable at %s (%s): running unthrottled until it is back "
+                       "(the server-down policy is open: %s)", socket_path, why, source);
             logged_open = true;
         }
     } else {
-        if (was_connected || last_log == 0 || now - last_log >= 10000000000ull) {
-            gs_log(GS_LOG_WARN, "gpuslice-server unreachable at %s (%s): GPU work waits until it is back",
-                   socket_path, why);
+        /* Once at warn when the server goes (or is not there at the
+         * start), then a reminder every 10 s at info. */
+        bool first = was_connected || last_log == 0;
+        if (first || now - last_log >= 10000000000ull) {
+            gs_log(first ? GS_LOG_WARN : GS_LOG_INFO, "gpuslice-server unreachable at %s (%s): GPU work waits until "
+                   "it answers (the server-down policy is wait: %s)", socket_path, why, source);
             last_log = now;
         }
     }

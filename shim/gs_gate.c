@@ -71,6 +71,11 @@ static CUresult device_gate(CUdevice ordinal, struct gs_dev **out)
                                               : GS_REAL(cuDeviceGetUuid)(&uuid, ordinal);
     if (rc != CUDA_SUCCESS)
         return rc;
+    /* Sent with the device's declaration: the server warns of a memory
+     * cap larger than the GPU. Not on any launch's path. */
+    size_t total = 0;
+    if (!GS_REAL(cuDeviceTotalMem_v2) || GS_REAL(cuDeviceTotalMem_v2)(&total, ordinal) != CUDA_SUCCESS)
+        total = 0;
     pthread_mutex_lock(&gs_gate_lock);
     struct gs_dev *found = NULL, *free_slot = NULL;
     for (int i = 0; i < GS_MAX_DEVICES && !found; i++) {
@@ -86,6 +91,7 @@ static CUresult device_gate(CUdevice ordinal, struct gs_dev **out)
         found->slot = (int)(found - gs_devs);
         found->ordinal = ordinal;
         memcpy(found->uuid, uuid.bytes, 16);
+        found->total_mem = total;
         struct gs_slice_event added = {.type = GS_SLICE_ADDED, .connected = gs_client_connected_locked(),
                                        .policy_open = gs_client_policy_open()};
         struct gs_slice_actions out;

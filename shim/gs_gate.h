@@ -59,6 +59,7 @@ struct gs_dev {
     int slot;
     CUdevice ordinal;
     uint8_t uuid[16];
+    uint64_t total_mem;          /* the real driver's cuDeviceTotalMem; 0 unknown */
     bool declared;               /* DEVICE sent on this connection */
     struct gs_tracked_stream streams[GS_MAX_TRACKED_STREAMS];
     int nstreams;

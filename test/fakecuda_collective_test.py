@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from testlib import SPIN, Checks, Machine, parse_line
+from testlib import SPIN, Checks, LoadWatch, Machine, parse_line
 
 TIMING = "--no-timing" not in sys.argv[1:]
 checks = Checks()
@@ -42,9 +42,11 @@ def busy_by_pid(meter):
 
 # ---- (a) both ranks run: each collective takes its own length ----------------
 snap = machine.snapshot()
+watch = LoadWatch()
 procs = [rank(1, 0), rank(1, 1)]
 results = [finish(p) for p in procs]
 meter = machine.meter(since=snap)
+watch.stop()
 checks.expect(all(rc == 0 and line for rc, line, _ in results), "(a) both ranks exit 0 and report")
 lines = [line for _, line, _ in results]
 if all(lines):
@@ -55,7 +57,7 @@ if all(lines):
     # collectives' own.
     fastest = min(float(line["wall_s"]) for line in lines)
     checks.expect(0.95 * WORK_S <= fastest <= (1 + 0.3 * SLACK) * WORK_S,
-                  "(a) %d collectives of %d us take %.2f s (wall %.3f s)" % (COUNT, KERNEL_US, WORK_S, fastest))
+                  "(a) %d collectives of %d us take %.2f s (wall %.3f s; %s)" % (COUNT, KERNEL_US, WORK_S, fastest, watch))
     busy = busy_by_pid(meter)
     for i, line in enumerate(lines):
         b = busy.get((int(line["pid"]), i), 0.0)
@@ -67,6 +69,7 @@ if all(lines):
 
 # ---- (b) rank 1 starts 1 s late: rank 0's device is busy meanwhile -----------
 snap = machine.snapshot()
+watch = LoadWatch()
 t0 = time.monotonic()
 p0 = rank(2, 0)
 time.sleep(1.0)
@@ -74,6 +77,7 @@ delay = time.monotonic() - t0
 p1 = rank(2, 1)
 results = [finish(p0), finish(p1)]
 meter = machine.meter(since=snap)
+watch.stop()
 checks.expect(all(rc == 0 and line for rc, line, _ in results), "(b) both ranks exit 0 and report")
 if all(line for _, line, _ in results):
     busy = busy_by_pid(meter)
@@ -81,11 +85,11 @@ if all(line for _, line, _ in results):
     b1 = busy.get((int(results[1][1]["pid"]), 1), 0.0)
     waited = b0 - b1
     checks.expect(abs(waited - delay) <= 0.15 * SLACK * delay + 0.05,
-                  "(b) rank 0's device is busy %.3f s longer than rank 1's: the %.3f s it waited for rank 1"
-                  % (waited, delay))
+                  "(b) rank 0's device is busy %.3f s longer than rank 1's: the %.3f s it waited for rank 1 (%s)"
+                  % (waited, delay, watch))
     wall0 = float(results[0][1]["wall_s"])
     checks.expect(abs(wall0 - (delay + WORK_S)) <= 0.15 * SLACK * (delay + WORK_S),
-                  "(b) rank 0 took %.3f s: the wait plus its collectives (%.3f s)" % (wall0, delay + WORK_S))
+                  "(b) rank 0 took %.3f s: the wait plus its collectives (%.3f s; %s)" % (wall0, delay + WORK_S, watch))
 
 # ---- (c) a rank that never comes: the timeout ends each collective -----------
 timeout_env = dict(machine.env, FAKECUDA_COLLECTIVE_TIMEOUT_NS="400000000")
@@ -112,19 +116,21 @@ if line:
 # Rank 0 waits 1.5 s for rank 1 while a plain spin shares device 0: the
 # device is split about evenly over the wait, and the spin keeps going.
 snap = machine.snapshot()
+watch = LoadWatch()
 p0 = rank(4, 0, count=1)
 other = machine.spawn([SPIN, "--seconds", "1.5", "--kernel-us", "1000", "--device", "0", "--blocking-sync"])
 time.sleep(1.5)
 p1 = rank(4, 1, count=1)
 results = [finish(p0), finish(other), finish(p1)]
 meter = machine.meter(since=snap)
+watch.stop()
 checks.expect(all(rc == 0 for rc, _, _ in results), "(d) all three processes exit 0")
 if all(line for _, line, _ in results):
     shares = {(p["pid"], p["device"]): p["share"] for p in meter["processes"]}
     s0 = shares.get((int(results[0][1]["pid"]), 0), 0.0)
     s_other = shares.get((int(results[1][1]["pid"]), 0), 0.0)
     checks.expect(abs(s0 - 0.5) <= 0.1 * SLACK and abs(s_other - 0.5) <= 0.1 * SLACK,
-                  "(d) device 0 split between the waiting collective and a spin: %.3f / %.3f" % (s0, s_other))
+                  "(d) device 0 split between the waiting collective and a spin: %.3f / %.3f (%s)" % (s0, s_other, watch))
 
 # ---- bad arguments ----------------------------------------------------------
 for bad in (["--collective", "0:0:2", "--count", "1"], ["--collective", "1:2:2", "--count", "1"],

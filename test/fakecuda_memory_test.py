@@ -3,28 +3,37 @@ oversubscribed, and returned when a process exits or is killed."""
 import signal
 import time
 
-from testlib import MEMHOG, Checks, Machine, parse_line
+from testlib import MEMHOG, Checks, Machine, RandomChunks, parse_line, run_paced
 
 GIB = 1 << 30
 checks = Checks()
 machine = Machine(memory="1G")
 
-# Three processes allocating and freeing 64 MiB chunks at random.
-procs = [machine.spawn([MEMHOG, "--chunk-mb", "64", "--random", "1500", "--seed", str(i)]) for i in range(3)]
-peak = 0
-consistent = True
-while any(p.poll() is None for p in procs):
+# Three processes allocating and freeing 64 MiB chunks at random, 600 steps
+# each, with 30 samples of the meter taken while they run (by count:
+# testlib.run_paced).
+allocators = [RandomChunks(machine.env, 64 << 20, seed) for seed in range(3)]
+samples = {"peak": 0, "consistent": True}
+
+
+def sample():
     m = machine.meter()
     used = m["devices"][0]["mem_used"]
-    peak = max(peak, used)
-    by_process = sum(p["mem_used"] for p in m["processes"])
-    consistent = consistent and by_process == used
-    time.sleep(0.01)
-results = [parse_line(p.communicate()[0], "memhog") for p in procs]
-checks.expect(all(p.returncode == 0 for p in procs), "three random allocators exit 0")
-checks.expect(0 < peak <= GIB, "device use never exceeded 1 GiB (peak %d MiB)" % (peak >> 20))
-checks.expect(consistent, "per-process memory always sums to the device's")
-checks.expect(sum(int(r["ooms"]) for r in results) > 0, "the device filled up: some allocations got OOM")
+    samples["peak"] = max(samples["peak"], used)
+    samples["consistent"] &= sum(p["mem_used"] for p in m["processes"]) == used
+
+
+taken, stalls = run_paced([a.step for a in allocators], 600, sample, 30)
+for a in allocators:
+    a.close()
+peak = samples["peak"]
+checks.expect(not stalls and not any(a.errors for a in allocators),
+              "three random allocators run, each call answered success or CUDA_ERROR_OUT_OF_MEMORY (%s; stalled: %s)"
+              % ([e for a in allocators for e in a.errors][:3], stalls[:3]))
+checks.expect(taken >= 30 and 0 < peak <= GIB, "device use never exceeded 1 GiB in %d samples (peak %d MiB)"
+              % (taken, peak >> 20))
+checks.expect(samples["consistent"], "per-process memory always sums to the device's")
+checks.expect(sum(a.ooms for a in allocators) > 0, "the device filled up: some allocations got OOM")
 checks.expect(machine.meter()["devices"][0]["mem_used"] == 0, "all memory returned after exit")
 
 # A process that fills the device, then is killed with SIGKILL.

@@ -183,13 +183,16 @@ static void test_copy_engine(void)
     EXPECT_RC(cuStreamSynchronize(compute), CUDA_SUCCESS);
     uint64_t both_done = now_ns() - start;
     EXPECT(copies_done >= 4 * COPY_NS * 9 / 10);
-    EXPECT(both_done < 4 * COPY_NS * 3 / 2); /* serial would be 2x */
 
-    /* The compute meter counts the kernel, the copy meter the copies. */
+    /* The compute meter counts the kernel, the copy meter the copies (a
+     * loaded machine may stretch either, never to twice its length). */
     uint64_t kernel_busy = atomic_load(&meter->dev[0].busy_ns) - busy;
     uint64_t copied = atomic_load(&meter->dev[0].copy_busy_ns) - copy_busy;
-    EXPECT(kernel_busy >= 4 * COPY_NS && kernel_busy < 4 * COPY_NS * 5 / 4);
+    EXPECT(kernel_busy >= 4 * COPY_NS && kernel_busy < 4 * COPY_NS * 3 / 2);
     EXPECT(copied >= 4 * COPY_NS * 9 / 10 && copied < 4 * COPY_NS * 3 / 2);
+    /* They overlapped: both were done sooner than the two engines' busy
+     * times one after the other, however long each took. */
+    EXPECT(both_done < (kernel_busy + copied) * 9 / 10);
     EXPECT(atomic_load(&meter->dev[0].copies) - copies == 4);
 
     /* In one stream a kernel waits for the copy before it. */

@@ -56,14 +56,17 @@ static void expect_spins(const char *what, struct measure m)
 {
     printf("%s: waited %.0f ms, CPU %.0f ms (spins)\n", what, m.wall_ns / 1e6, m.cpu_ns / 1e6);
     EXPECT(m.wall_ns >= WAIT_NS * 9 / 10);
-    EXPECT(m.cpu_ns >= m.wall_ns / 2);
+    /* A spinning wait uses the CPU it is given: on a loaded machine that
+     * may be a fifth of one, still ten times what a blocking wait uses
+     * (below, at most a fortieth: a futex wait costs microseconds). */
+    EXPECT(m.cpu_ns >= m.wall_ns / 10);
 }
 
 static void expect_blocks(const char *what, struct measure m)
 {
     printf("%s: waited %.0f ms, CPU %.0f ms (blocks)\n", what, m.wall_ns / 1e6, m.cpu_ns / 1e6);
     EXPECT(m.wall_ns >= WAIT_NS * 9 / 10);
-    EXPECT(m.cpu_ns <= m.wall_ns / 10);
+    EXPECT(m.cpu_ns <= m.wall_ns / 40);
 }
 
 /* Runs every sync call in a context created with these flags. */

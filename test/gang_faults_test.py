@@ -27,7 +27,7 @@ import struct
 import time
 
 import gsproto as gp
-from testlib import Checks, Machine, Server, wait_for
+from testlib import Checks, LoadWatch, Machine, Server, wait_for
 
 checks = Checks()
 machine = Machine()
@@ -67,10 +67,14 @@ def process(server, tenant, gpus, ask=()):
 
 
 def ms_to_grant(client, slot=0):
-    """ACQUIRE on slot and wait for the GRANT: (granted, milliseconds)."""
+    """ACQUIRE on slot and wait for the GRANT: (granted, milliseconds);
+    the machine's load meanwhile in `load`."""
+    global load
+    load = LoadWatch()
     asked = time.monotonic()
     client.acquire(slot)
     granted = bool(grants(client, 1, 2.0))
+    load.stop()
     return granted, (time.monotonic() - asked) * 1000
 
 
@@ -155,6 +159,7 @@ victim = gp.Client(server.socket("victim"))
 held = grants(evil, 2, 2.0)
 victim.device(0, X)
 victim.acquire(0)
+load = LoadWatch()
 start = time.monotonic()
 if 0 in held:
     evil.release(0, held.pop(0), more=True)
@@ -171,10 +176,11 @@ while time.monotonic() - start < 3.0 and victim_after is None:
     r = victim.recv(0)
     if r and r[0] == gp.GRANT:
         victim_after = time.monotonic() - start
+load.stop()
 checks.expect(victim_after is not None and victim_after < (20 + GRACE_MS) / 1000 + 0.5,
               "4: a gang trading catch-up grants loses the GPU the victim waits for after %s s (%d grants traded; "
-              "its deadline + grace: %.2f s)" % ("%.2f" % victim_after if victim_after is not None else "> 3",
-                                                   traded, (20 + GRACE_MS) / 1000))
+              "its deadline + grace: %.2f s; %s)" % ("%.2f" % victim_after if victim_after is not None else "> 3",
+                                                       traded, (20 + GRACE_MS) / 1000, load))
 server.stop()
 
 # ---- 5. a RELEASE of a wrong grant id, with MORE -----------------------------
@@ -189,7 +195,7 @@ if g:
 time.sleep(0.05)
 granted, waited_ms = ms_to_grant(v)
 checks.expect(granted and waited_ms < 50, "5: after a stale RELEASE with MORE and its real release, the holder "
-              "gets no empty slice (200 ms): another tenant is granted the idle GPU in %.0f ms" % waited_ms)
+              "gets no empty slice (200 ms): another tenant is granted the idle GPU in %.0f ms (%s)" % (waited_ms, load))
 server.stop()
 
 # ---- 6. the same on a gang's GPU ----------------------------------------------
@@ -205,8 +211,8 @@ if len(held) == 2:
 time.sleep(0.05)
 granted, waited_ms = ms_to_grant(v)
 checks.expect(granted and waited_ms < 50, "6: a gang that sent a stale RELEASE with MORE and then released both GPUs "
-              "holds neither: another tenant is granted X in %.0f ms (its slice ran to 200 ms + grace before)"
-              % waited_ms)
+              "holds neither: another tenant is granted X in %.0f ms (its slice ran to 200 ms + grace before; %s)"
+              % (waited_ms, load))
 server.stop()
 
 # ---- 7. a rank of a gang exits while its peer works on -------------------------

@@ -24,7 +24,7 @@ import json
 import sys
 import time
 
-from testlib import SPIN, Checks, Machine, Server
+from testlib import SPIN, Checks, LoadWatch, Machine, Server
 
 checks = Checks()
 KERNEL_US = 1000
@@ -63,7 +63,7 @@ def stop(procs):
 
 def run(confs, with_neighbours):
     """Returns (collective rates of g1 and g2 per second, device time per
-    tenant and GPU in the window, server log)."""
+    tenant and GPU in the window, server log, the window's LoadWatch)."""
     machine = Machine(devices=2, FAKECUDA_COLLECTIVE_TIMEOUT_NS="60000000000")
     server = Server(machine, confs)
     procs = {"g1": gang_ranks(machine, server, "g1", 1)}
@@ -74,8 +74,10 @@ def run(confs, with_neighbours):
     time.sleep(WARMUP)
     snap = machine.snapshot()
     log_start = server.log_size()
+    watch = LoadWatch()
     time.sleep(WINDOW)
     meter = machine.meter(since=snap)
+    watch.stop()
     # A gang that hardly progressed: show the server's view while it is
     # still stuck, so that a rare stall can be told apart from slowness.
     gangs_on = not any("gang = off" in conf for conf in confs.values())
@@ -94,7 +96,7 @@ def run(confs, with_neighbours):
         stop(ps)
     log = server.log()[log_start:]  # the window only: ranks start one after the other
     server.stop()
-    return rates, busy, log
+    return rates, busy, log, watch
 
 
 def split(busy, tenants, dev):
@@ -103,8 +105,8 @@ def split(busy, tenants, dev):
 
 
 GANG = "share = 1\nquantum_ms = 40\n"
-alone, _, _ = run({"g1": GANG}, False)
-rates, busy, log = run({"g1": GANG, "g2": GANG, "c": "share = 1\nquantum_ms = 40\n"}, True)
+alone, _, _, alone_load = run({"g1": GANG}, False)
+rates, busy, log, load = run({"g1": GANG, "g2": GANG, "c": "share = 1\nquantum_ms = 40\n"}, True)
 print("lone gang: %.0f collectives/s; together: g1 %.0f/s, g2 %.0f/s" % (alone["g1"], rates["g1"], rates["g2"]))
 gpu1 = split(busy, ("g1", "g2", "c"), 1)
 gpu0 = split(busy, ("g1", "g2"), 0)
@@ -112,18 +114,18 @@ print("GPU 1 split g1/g2/c: %s; GPU 0 split g1/g2: %s" % (
     "/".join("%.1f" % (100 * gpu1[t]) for t in ("g1", "g2", "c")),
     "/".join("%.1f" % (100 * gpu0[t]) for t in ("g1", "g2"))))
 checks.expect(all(abs(gpu1[t] - 1 / 3) <= 0.04 for t in gpu1),
-              "GPU 1 splits 1:1:1 between the two gangs and the lone tenant (+-4 points)")
-checks.expect(all(abs(gpu0[t] - 0.5) <= 0.04 for t in gpu0), "GPU 0 splits 1:1 between the gangs (+-4 points)")
+              "GPU 1 splits 1:1:1 between the two gangs and the lone tenant (+-4 points; %s)" % load)
+checks.expect(all(abs(gpu0[t] - 0.5) <= 0.04 for t in gpu0), "GPU 0 splits 1:1 between the gangs (+-4 points; %s)" % load)
 revoked = log.count("did not release within")
 checks.expect(revoked == 0, "no slice revoked for overstaying its grace (%d)" % revoked)
 for g in ("g1", "g2"):
     checks.expect(rates[g] >= 0.9 * alone["g1"] / 3,
-                  "gang %s runs %.0f collectives/s, >= 90%% of a lone gang's %.0f/s at its share of 1/3"
-                  % (g, rates[g], alone["g1"]))
+                  "gang %s runs %.0f collectives/s, >= 90%% of a lone gang's %.0f/s at its share of 1/3 (lone "
+                  "gang: %s; together: %s)" % (g, rates[g], alone["g1"], alone_load, load))
 
 # Without gangs: the failure this guards against.
 OFF = "share = 1\ngang = off\n"
-rates_off, _, log_off = run({"g1": OFF, "g2": OFF, "c": "share = 1\n"}, True)
+rates_off, _, log_off, _ = run({"g1": OFF, "g2": OFF, "c": "share = 1\n"}, True)
 revoked_off = log_off.count("did not release within")
 print("gang = off: g1 %.0f/s, g2 %.0f/s, %d revocations" % (rates_off["g1"], rates_off["g2"], revoked_off))
 checks.expect(revoked_off > 0 or min(rates_off.values()) < 0.9 * alone["g1"] / 3,

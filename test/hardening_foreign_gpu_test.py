@@ -58,11 +58,11 @@ def as_container_of_gpu1(argv):
 
 # The attacker declares the victim's GPU: refused with a clear reason,
 # while the victim keeps its GPU to itself.
-victim = server.spin("victim", 6, kernel_us=1000, depth=16)
+victim = server.spin("victim", 14, kernel_us=1000, depth=16)
 time.sleep(0.7)
 snap = machine.snapshot()
-# It tries again and again for 3 s, as a shim reconnecting would.
-end = time.monotonic() + 3.0
+# It tries again and again for 10 s, as a shim reconnecting would.
+end = time.monotonic() + 10.0
 attempts = 0
 while True:
     out = subprocess.run(as_container_of_gpu1([HOSTILE, "hold", server.socket("attacker"), "4", uuids[0],

@@ -67,7 +67,7 @@ server.stop()
 # 2. Share 10 against the liar's 1.
 machine = Machine()
 server = Server(machine, {"honest": "share = 10\n", "liar": "share = 1\n"})
-held, honest_s, wall = run_liar(server, machine, "liar", 5.0, honest="honest")
+held, honest_s, wall = run_liar(server, machine, "liar", 10.0, honest="honest")
 if held is None:
     checks.expect(False, "the liar ran and reported its held time")
 else:
@@ -82,7 +82,7 @@ server.stop()
 # 3. A liar with limit 0.25, alone: its limit holds in held time.
 machine = Machine()
 server = Server(machine, {"liar": "limit = 0.25\n"})
-held, _, _ = run_liar(server, machine, "liar", 4.0)
+held, _, _ = run_liar(server, machine, "liar", 10.0)
 checks.expect(held is not None and held <= 0.25 + 0.01,
               "a liar with limit 0.25 holds the GPU %s of the time (at most 25 %% + 1)"
               % ("%.1f %%" % (100 * held) if held is not None else "an unknown part"))

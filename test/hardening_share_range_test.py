@@ -6,7 +6,7 @@ smallest share a tenant gets its tiny part while the others split the GPU."""
 import os
 import time
 
-from testlib import Checks, Machine, Server, tenant_shares, wait_for
+from testlib import Checks, LoadWatch, Machine, Server, tenant_shares, wait_for
 
 checks = Checks()
 machine = Machine()
@@ -14,9 +14,14 @@ server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n", "tiny": "share
 
 
 def measure(procs, seconds=2.0):
+    """{tenant: share} over the next `seconds`; the window's load in `load`."""
+    global load
     snap = machine.snapshot()
+    load = LoadWatch()
     time.sleep(seconds)
-    return tenant_shares(machine.meter(since=snap), {t: [p.pid] for t, p in procs.items()})
+    shares = tenant_shares(machine.meter(since=snap), {t: [p.pid] for t, p in procs.items()})
+    load.stop()
+    return shares
 
 
 checks.expect(wait_for(lambda: "tiny.conf:1: share must be a decimal number from 0.001 to 1000000, got '1e-300'"
@@ -31,8 +36,8 @@ procs["b"] = server.spin("b", 8.5)
 time.sleep(0.7)
 shares = measure(procs)
 checks.expect(abs(shares["a"] - 0.5) <= 0.05 and abs(shares["b"] - 0.5) <= 0.05,
-              "a and b, busy after it, split the GPU 50/50 +-5 (%.1f/%.1f, tiny %.1f)"
-              % (100 * shares["a"], 100 * shares["b"], 100 * shares["tiny"]))
+              "a and b, busy after it, split the GPU 50/50 +-5 (%.1f/%.1f, tiny %.1f; %s)"
+              % (100 * shares["a"], 100 * shares["b"], 100 * shares["tiny"], load))
 
 for text, what in (("share = 0x10\n", "0x10"), ("share = inf\n", "inf"), ("share = nan\n", "nan"),
                    ("share = 0.0009\n", "0.0009"), ("share = 1000001\n", "1000001")):
@@ -51,8 +56,8 @@ checks.expect(wait_for(lambda: {t["name"]: t for t in server.status()["tenants"]
 time.sleep(0.5)
 shares = measure(procs)
 checks.expect(abs(shares["a"] - 0.5) <= 0.05 and abs(shares["b"] - 0.5) <= 0.05 and shares["tiny"] <= 0.02,
-              "at share 0.001 against 1 and 1: a and b 50/50 +-5, the tiny tenant at most 2%% (%.1f/%.1f/%.1f)"
-              % (100 * shares["a"], 100 * shares["b"], 100 * shares["tiny"]))
+              "at share 0.001 against 1 and 1: a and b 50/50 +-5, the tiny tenant at most 2%% (%.1f/%.1f/%.1f; %s)"
+              % (100 * shares["a"], 100 * shares["b"], 100 * shares["tiny"], load))
 for p in procs.values():
     p.kill()
     p.wait()

@@ -7,13 +7,21 @@ import os
 import socket
 import statistics
 import subprocess
+import sys
 import threading
 import time
 
 import gsproto
-from testlib import CTL, Checks, Machine, Server
+from testlib import CTL, Checks, LoadWatch, Machine, Server
 
-TENANTS, GPUS = 2000, 16
+# --no-timing (the sanitizer builds): 500 tenants (about 2 MB of JSON,
+# still far past any one message), and grants while it is sent within
+# 100 ms (median). With 2000 the instrumented server took 70 to 93 s
+# (ASan+UBSan) and over 120 s (TSan) beside a busy loop on 2 CPUs, and its
+# grants 18.6 ms (TSan) while it sent the status.
+TIMING = "--no-timing" not in sys.argv[1:]
+TENANTS, GPUS = (2000 if TIMING else 500), 16
+GRANT_MS = 10 if TIMING else 100
 checks = Checks()
 machine = Machine()
 server = Server(machine, {"t%04d" % i: "share = %d\n" % (1 + i % 7) for i in range(TENANTS)})
@@ -37,11 +45,19 @@ def grants():
         latencies.append(took if took is not None else 2.0)
 
 
+# Grants while a status is sent: 20 at least, by count (the status is
+# asked for again until they are there, 5 times at most).
 worker = threading.Thread(target=grants)
+watch = LoadWatch()
 worker.start()
 rc, out, took = server.status_text(timeout=60)
+for _ in range(4):
+    if len(latencies) >= 20:
+        break
+    server.status_text(timeout=60)
 stop.set()
 worker.join()
+watch.stop()
 try:
     status = json.loads(out)
 except ValueError:
@@ -56,8 +72,9 @@ if status:
     checks.expect(all([p["pid"] for p in t["processes"]] == [os.getpid()] for t in status["tenants"]),
                   "each tenant lists its one process with its PID")
 median = statistics.median(latencies) * 1000 if latencies else None
-checks.expect(median is not None and median <= 10, "while it is sent, grants come within 10 ms (median %s ms of %d, "
-              "max %.1f ms)" % (median and round(median, 2), len(latencies), max(latencies or [0]) * 1000))
+checks.expect(len(latencies) >= 20 and median <= GRANT_MS, "while it is sent, grants come within %d ms (median %s ms of "
+              "%d, max %.1f ms; %s)" % (GRANT_MS, median and round(median, 2), len(latencies), max(latencies or [0]) * 1000,
+                                         watch))
 
 rc, out, took = server.status_text(json_format=False, timeout=60)
 lines = out.splitlines()

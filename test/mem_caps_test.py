@@ -5,7 +5,7 @@ import signal
 import subprocess
 import time
 
-from testlib import BUILD, MEMHOG, Checks, Machine, Server, parse_line
+from testlib import BUILD, MEMHOG, Checks, LoadWatch, Machine, RandomChunks, Server, parse_line, run_paced
 
 GIB, MIB = 1 << 30, 1 << 20
 checks = Checks()
@@ -34,20 +34,25 @@ checks.expect(out.returncode == 0, "every allocation path is counted and freed e
               "cuMemGetInfo_v2/cuDeviceTotalMem_v2 report the cap on all paths (%s)" % out.stdout.strip().splitlines()[-1:])
 server.stop()
 
-# Three processes allocating 64 MiB chunks at random under a 1 GiB cap.
+# Three processes allocating 64 MiB chunks at random under a 1 GiB cap, 400
+# steps each, with 30 samples of their true device memory taken while they
+# run (by count: testlib.run_paced).
 machine = Machine(memory="4G")
 server = Server(machine, {"t": "memory = 1G\n"})
-procs = [machine.spawn([MEMHOG, "--chunk-mb", "64", "--random", "600", "--seed", str(i)],
-                       env=server.tenant_env("t")) for i in range(3)]
-pids = {p.pid for p in procs}
-peak = 0
-while any(p.poll() is None for p in procs):
-    peak = max(peak, tenant_device_memory(machine, pids))
-    time.sleep(0.005)
-results = [parse_line(p.communicate()[0], "memhog") for p in procs]
-checks.expect(all(p.returncode == 0 for p in procs), "three random allocators exit 0")
-checks.expect(0 < peak <= GIB, "the tenant's device memory never exceeded 1 GiB (peak %d MiB)" % (peak // MIB))
-checks.expect(sum(int(r["ooms"]) for r in results) > 0, "allocations past the cap were refused")
+allocators = [RandomChunks(server.tenant_env("t"), 64 * MIB, seed) for seed in range(3)]
+pids = {a.pid for a in allocators}
+peak = [0]
+taken, stalls = run_paced([a.step for a in allocators], 400,
+                          lambda: peak.__setitem__(0, max(peak[0], tenant_device_memory(machine, pids))), 30)
+for a in allocators:
+    a.close()
+checks.expect(not stalls and not any(a.errors for a in allocators),
+              "three random allocators run, each call answered success or CUDA_ERROR_OUT_OF_MEMORY (%s; stalled: %s)"
+              % ([e for a in allocators for e in a.errors][:3], stalls[:3]))
+checks.expect(taken >= 30 and 0 < peak[0] <= GIB, "the tenant's device memory never exceeded 1 GiB in %d samples "
+              "(peak %d MiB)" % (taken, peak[0] // MIB))
+checks.expect(sum(a.ooms for a in allocators) > 0, "allocations past the cap were refused")
+time.sleep(0.1)
 status = server.status()
 checks.expect(status["tenants"][0]["devices"][0]["mem_used"] == 0, "the server's count is back to 0")
 
@@ -66,12 +71,13 @@ second.wait()
 waiter = machine.spawn([MEMHOG, "--chunk-mb", "512", "--retry"], env=server.tenant_env("t"))
 parse_line(waiter.stdout.readline(), "memhog")
 time.sleep(0.2)
+watch = LoadWatch()
 killed_ns = time.monotonic_ns()
 first.send_signal(signal.SIGKILL)
 line = parse_line(waiter.communicate()[0], "memhog")
 delay_ms = (int(line["ok_ns"]) - killed_ns) / 1e6
 checks.expect(line["last_error"] == "CUDA_SUCCESS" and delay_ms <= 100,
-              "kill -9 of a holder frees its memory for the others within 100 ms (%.1f ms)" % delay_ms)
+              "kill -9 of a holder frees its memory for the others within 100 ms (%.1f ms; %s)" % (delay_ms, watch))
 first.wait()
 
 # A server restart keeps the count, and the cap still holds.

@@ -10,10 +10,9 @@ within one context's footprint.
   mem_random_test.py [SEED]"""
 import random
 import sys
-import threading
 import time
 
-from testlib import Checks, Machine, MemScript, Server
+from testlib import Checks, Machine, MemScript, Server, run_paced
 
 MIB, GIB = 1 << 20, 1 << 30
 CTX = 64 * MIB
@@ -139,34 +138,34 @@ def count():
     return devices[0]["mem_used"] if devices else 0
 
 
-samples, over, mismatches = 0, [], []
+# Samples of the truth by count: SAMPLES_PER_ROUND while the actors run,
+# spread over the round (testlib.run_paced), however slow either side is.
+SAMPLES_PER_ROUND, SAMPLE_WAIT_S = 6, 60.0
+samples, over, mismatches, stalled = 0, [], [], []
 for rnd in range(ROUNDS):
-    def drive(actor):
-        for _ in range(OPS):
-            actor.step()
-
-    threads = [threading.Thread(target=drive, args=(a,)) for a in actors]
-    for t in threads:
-        t.start()
-    while any(t.is_alive() for t in threads):
+    def sample():
         held = truth()
-        samples += 1
         if held > GIB:
             over.append(held)
-    for t in threads:
-        t.join()
+
+    taken, stalls = run_paced([lambda step, a=a: a.step() for a in actors], OPS, sample, SAMPLES_PER_ROUND,
+                              SAMPLE_WAIT_S)
+    samples += taken
+    stalled += [(rnd,) + s for s in stalls]
     for a in actors:
         a.quiesce()
     time.sleep(0.15)
     held, counted = truth(), count()
-    print("round %d: truth %d MiB, count %d MiB, ooms %s" % (rnd, held // MIB, counted // MIB,
-                                                           [a.ooms for a in actors]))
+    print("round %d: %d samples; truth %d MiB, count %d MiB, ooms %s" % (rnd, taken, held // MIB, counted // MIB,
+                                                                       [a.ooms for a in actors]))
     if abs(counted - held) > CTX:
         mismatches.append((rnd, held, counted))
 
 errors = [e for a in actors for e in a.errors]
 checks.expect(not errors, "every call returns success or CUDA_ERROR_OUT_OF_MEMORY (%s)" % errors[:5])
-checks.expect(samples >= 2 * ROUNDS and not over, "the tenant's true device memory never exceeded 1 GiB in %d samples "
+checks.expect(not stalled, "the sampler kept pace with the actors (stalled at %s)" % stalled[:3])
+checks.expect(samples >= SAMPLES_PER_ROUND * ROUNDS and not over,
+              "the tenant's true device memory never exceeded 1 GiB in %d samples taken while the actors ran "
               "(over: %s)" % (samples, [o // MIB for o in over[:5]]))
 checks.expect(sum(a.ooms for a in actors) > 0, "allocations past the cap were refused (%d)" % sum(a.ooms for a in actors))
 checks.expect(not mismatches, "at every quiet point the server's count equals the truth within one context "

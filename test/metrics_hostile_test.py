@@ -5,9 +5,13 @@ connections, and read a scrape 1 KiB every 100 ms (4). Each run measures
 the handoff latency (a release -> the next tenant's blocked launch
 returns, handoff_bench) and the shares of two tenants at 3:1 on
 fakecuda's meter. The attacked run must match the quiet one: median
-handoff within 50 % + 50 us, p90 within 100 % + 100 us, shares within 2
-points; a real scrape still succeeds meanwhile, and the server's log
-stays small."""
+handoff within 100 % + 250 us, p90 within 100 % + 1 ms (margins for a busy
+neighbour, whose load moves from one run to the next: beside a busy loop
+on 2 CPUs the medians were 83 to 199 us, the p90s 115 to 468 us, in
+either run; a server loop that stalls on the scrapers moves them by
+milliseconds), shares within 2 points; a real scrape still succeeds
+meanwhile, and the server's log stays small. The handoff's own figures
+are a benchmark (bench/metrics_bench.py)."""
 import os
 import statistics
 import subprocess
@@ -15,7 +19,7 @@ import sys
 import time
 
 from metricslib import MetricsServer, handoff_latencies, percentile, scrape
-from testlib import Checks, Machine, tenant_shares
+from testlib import Checks, LoadWatch, Machine, tenant_shares
 
 HOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "scrape_hog.py")
 checks = Checks()
@@ -32,7 +36,9 @@ def run(attacked):
         checks.expect(hog.stdout.readline().strip() == "ready", "scrapers connected")
         time.sleep(1.0)
     cpu0 = server.cpu_seconds()
+    watch = LoadWatch()
     latencies = handoff_latencies(server, "h", "l", 120)
+    watch.stop()
     a, b = server.spin("a", 6.5), server.spin("b", 6.5)
     time.sleep(1.0)
     snap = machine.snapshot()
@@ -41,8 +47,9 @@ def run(attacked):
         start = time.monotonic()
         try:
             scraped.append("gpuslice_build_info" in scrape(server.port) and time.monotonic() - start)
-        except OSError:
+        except OSError as e:
             scraped.append(False)
+            print("scrape failed after %.3f s: %r" % (time.monotonic() - start, e))
         time.sleep(max(0, 1.0 - (time.monotonic() - start)))
     shares = tenant_shares(machine.meter(since=snap), {"a": [a.pid], "b": [b.pid]})
     for p in (a, b):
@@ -54,7 +61,8 @@ def run(attacked):
     log = server.log_size() - log0
     alive = server.proc.poll() is None
     server.stop()
-    return {"lat": latencies, "shares": shares, "scraped": scraped, "cpu": cpu, "log": log, "alive": alive}
+    return {"lat": latencies, "shares": shares, "scraped": scraped, "cpu": cpu, "log": log, "alive": alive,
+            "load": watch}
 
 
 quiet = run(False)
@@ -67,9 +75,10 @@ for name, r in (("no scraper", quiet), ("hostile scrapers", loud)):
 checks.expect(len(quiet["lat"]) >= 50 and len(loud["lat"]) >= 50, "handoffs measured in both runs (%d, %d)"
               % (len(quiet["lat"]), len(loud["lat"])))
 mq, ml = statistics.median(quiet["lat"] or [0]), statistics.median(loud["lat"] or [1e9])
-checks.expect(ml <= 1.5 * mq + 50, "median handoff with hostile scrapers %.0f us vs %.0f us without" % (ml, mq))
+load = "without: %s; with: %s" % (quiet["load"], loud["load"])
+checks.expect(ml <= 2 * mq + 250, "median handoff with hostile scrapers %.0f us vs %.0f us without (%s)" % (ml, mq, load))
 pq, pl = percentile(quiet["lat"], 0.9), percentile(loud["lat"], 0.9)
-checks.expect(pl <= 2 * pq + 100, "p90 handoff %.0f us vs %.0f us" % (pl, pq))
+checks.expect(pl <= 2 * pq + 1000, "p90 handoff %.0f us vs %.0f us (%s)" % (pl, pq, load))
 checks.expect(all(abs(r["shares"]["a"] - 0.75) <= 0.03 for r in (quiet, loud)) and
               abs(quiet["shares"]["a"] - loud["shares"]["a"]) <= 0.02,
               "shares 75/25 in both, within 2 points of each other (%.1f, %.1f)"

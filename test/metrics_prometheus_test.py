@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 
 from metricslib import MetricsServer, free_port, need
-from testlib import Checks, Machine, tenant_shares
+from testlib import Checks, LoadWatch, Machine, tenant_shares
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 prometheus = need("prometheus", "prometheus")
@@ -73,10 +73,12 @@ try:
     spins = {t: server.spin(t, 16) for t in ("a", "b")}
     time.sleep(3.0)  # connected, queued, and a few scrapes in
     snap = machine.snapshot()
+    watch = LoadWatch()
     t0 = time.time()
     time.sleep(10.0)
     t1 = time.time()
     meter = tenant_shares(machine.meter(since=snap), {t: [p.pid] for t, p in spins.items()})
+    watch.stop()
     time.sleep(1.5)  # the scrape just after t1 is in
     result = query("rate(gpuslice_tenant_gpu_seconds_total[%ds])" % round(t1 - t0), t1)
     rates = {r["metric"]["tenant"]: float(r["value"][1]) for r in result["data"]["result"]}
@@ -85,7 +87,8 @@ try:
     meter_total = sum(meter.values())
     meter_share = {t: meter[t] / meter_total for t in ("a", "b")} if meter_total else {"a": 0, "b": 0}
     checks.expect(abs(prom_share["a"] - 0.75) <= 0.03 and abs(prom_share["b"] - 0.25) <= 0.03,
-                  "Prometheus: rate over 10 s splits %.1f/%.1f (75/25 +-3)" % (100 * prom_share["a"], 100 * prom_share["b"]))
+                  "Prometheus: rate over 10 s splits %.1f/%.1f (75/25 +-3; %s)"
+                  % (100 * prom_share["a"], 100 * prom_share["b"], watch))
     checks.expect(all(abs(prom_share[t] - meter_share[t]) <= 0.02 for t in ("a", "b")),
                   "and agrees with fakecuda's meter %.1f/%.1f within 2 points" % (100 * meter_share["a"], 100 * meter_share["b"]))
     stamps = query("up[%ds]" % round(t1 - t0), t1)["data"]["result"]

@@ -3,9 +3,11 @@ fresh fakecuda state per test, the fakecuda meter, and a check counter that
 prints the 'N passed, N failed' line."""
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 BUILD = os.environ.get("GPUSLICE_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "build"))
@@ -14,6 +16,23 @@ STAT = os.path.join(FAKECUDA_DIR, "fakecuda-stat")
 SPIN = os.path.join(BUILD, "examples", "spin", "spin")
 MEMHOG = os.path.join(BUILD, "test", "memhog")
 MEMSCRIPT = os.path.join(BUILD, "test", "memscript")
+
+
+def runs_emulated(path):
+    """Whether the program or library at path runs under emulation here: a
+    cross build (aarch64 on x86-64) run by qemu-user through binfmt. Its
+    ELF machine (e_machine, bytes 18-19) is not this machine's."""
+    machines = {"x86_64": 62, "aarch64": 183}
+    try:
+        with open(path, "rb") as f:
+            built = int.from_bytes(f.read(20)[18:20], "little")
+    except OSError:
+        return False
+    return built != machines.get(os.uname().machine, built)
+
+
+# Tests that judge timing widen their margins under emulation.
+EMULATED = runs_emulated(STAT)
 
 
 class Checks:
@@ -67,6 +86,110 @@ class Machine:
     def meter(self, since=None):
         argv = [STAT, "--json", self.state] if since is None else [STAT, "--json", "--since", since, self.state]
         return json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
+
+
+def _proc_stat_fields(pid):
+    with open("/proc/%s/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def _own_cpu_seconds():
+    """CPU seconds used so far by this process and everything it started:
+    the live descendants (with what they reaped) from /proc, the reaped
+    ones from os.times()."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                parents[int(name)] = int(_proc_stat_fields(name)[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    me = os.getpid()
+    total = 0.0
+    for pid in parents:
+        p = pid
+        while p > 1 and p != me:
+            p = parents.get(p, 0)
+        if p == me and pid != me:
+            try:
+                f = _proc_stat_fields(pid)
+                total += sum(int(x) for x in f[11:15]) / tick
+            except (OSError, IndexError, ValueError):
+                pass  # exited meanwhile: its parent reaps it
+    t = os.times()
+    return total + t.user + t.system + t.children_user + t.children_system
+
+
+def _machine_cpu_seconds():
+    """CPU seconds the whole machine has used (all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_pressure_us():
+    """Microseconds in which some runnable task waited for a CPU (PSI), or None."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return int(f.readline().split("total=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class LoadWatch:
+    """What the machine did while a test measured a scheduling figure:
+    create one at the start of the measured window, stop() it at its end;
+    str() of it (in a check's message) says whether the machine was
+    loaded, with the figures that show it: the load average, how long
+    runnable tasks waited for a CPU, and the share of the CPU time used on
+    the machine that this test's own processes got. A failed timing check
+    then tells a fault from a busy neighbour."""
+
+    CPUS = os.cpu_count() or 1
+
+    def __init__(self):
+        self.restart()
+
+    def restart(self):
+        self.t0 = time.monotonic()
+        self.own0 = _own_cpu_seconds()
+        self.machine0 = _machine_cpu_seconds()
+        self.psi0 = _cpu_pressure_us()
+        self.stopped = None
+
+    def stop(self):
+        """Ends the window (at the end of what was measured); str() then
+        reports it, however much later. Returns self."""
+        self.stopped = None
+        self.stopped = self.figures()
+        return self
+
+    def figures(self):
+        """(wall s, own CPU s, others' CPU s, share of time a task waited for a CPU or None, load average)."""
+        if self.stopped:
+            return self.stopped
+        wall = max(time.monotonic() - self.t0, 1e-6)
+        own = _own_cpu_seconds() - self.own0
+        others = max(0.0, _machine_cpu_seconds() - self.machine0 - own)
+        psi = _cpu_pressure_us()
+        waited = (psi - self.psi0) / 1e6 / wall if psi is not None and self.psi0 is not None else None
+        return wall, own, others, waited, os.getloadavg()[0]
+
+    def loaded(self):
+        """True when others used at least a quarter of a CPU meanwhile, or
+        runnable tasks waited for a CPU a fifth of the time or more."""
+        wall, _, others, waited, _ = self.figures()
+        return others / wall >= 0.25 or (waited is not None and waited >= 0.2)
+
+    def __str__(self):
+        wall, own, others, waited, load = self.figures()
+        verdict = "loaded" if self.loaded() else "quiet"
+        return ("machine %s over the %.1f s measured: load average %.1f on %d CPUs, %s; this test's processes "
+                "used %.2f CPU-s, everything else %.2f (%.0f %% of the CPU time used was this test's)"
+                % (verdict, wall, load, self.CPUS,
+                   "a runnable task waited for a CPU %.0f %% of the time" % (100 * waited) if waited is not None
+                   else "CPU pressure unknown", own, others, 100 * own / max(own + others, 1e-9)))
 
 
 def wait_for(cond, timeout=2.0, step=0.02):
@@ -269,3 +392,78 @@ class MemScript:
         except BrokenPipeError:
             pass
         self.proc.wait(timeout=30)
+
+
+def run_paced(workers, steps, sample, samples_wanted, wait_s=60.0):
+    """Runs each worker (a callable taking the step number) for `steps`
+    steps, each in its own thread, while this thread calls sample() over and
+    over. Before each step a worker waits until sample() has been called its
+    part of samples_wanted times, so that at least samples_wanted samples
+    are taken while the workers run, spread over the run, however slow
+    either side is (an instrumented build, a busy machine): samples by
+    count, not as many as happen to fit. A wait longer than wait_s is given
+    up and reported. Returns (samples taken, [(worker, step, samples then)]
+    for each wait given up)."""
+    taken = [0]
+    paced = threading.Condition()
+    stalls = []
+
+    def drive(index, worker):
+        for step in range(steps):
+            need = -(-step * samples_wanted // steps)  # ceil: the last step waits for them all
+            with paced:
+                if not paced.wait_for(lambda: taken[0] >= need, wait_s):
+                    stalls.append((index, step, taken[0]))
+            worker(step)
+
+    threads = [threading.Thread(target=drive, args=(i, w)) for i, w in enumerate(workers)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        sample()
+        with paced:
+            taken[0] += 1
+            paced.notify_all()
+    for t in threads:
+        t.join()
+    return taken[0], stalls
+
+
+class RandomChunks:
+    """A memscript process that allocates and frees chunks at random, as
+    memhog --random does, one step at a time: a free of a held chunk one
+    step in three, else an allocation. Counts its successes and
+    CUDA_ERROR_OUT_OF_MEMORY; any other result is an error."""
+
+    def __init__(self, env, chunk, seed):
+        self.app = MemScript(env)
+        self.pid = self.app.pid
+        self.chunk = chunk
+        self.rng = random.Random(seed)
+        self.held = []
+        self.allocs = self.frees = self.ooms = 0
+        self.errors = []
+        rc = self.app.rc("init")
+        if rc != "CUDA_SUCCESS":
+            self.errors.append("init -> %s" % rc)
+
+    def step(self, _=None):
+        if self.held and self.rng.randrange(3) == 0:
+            i = self.held.pop(self.rng.randrange(len(self.held)))
+            rc = self.app.rc("free %d" % i)
+            self.frees += rc == "CUDA_SUCCESS"
+            if rc != "CUDA_SUCCESS":
+                self.errors.append("free -> %s" % rc)
+        else:
+            i = min(set(range(256)) - set(self.held))
+            rc = self.app.rc("alloc %d %d" % (i, self.chunk))
+            if rc == "CUDA_SUCCESS":
+                self.held.append(i)
+                self.allocs += 1
+            elif rc == "CUDA_ERROR_OUT_OF_MEMORY":
+                self.ooms += 1
+            else:
+                self.errors.append("alloc -> %s" % rc)
+
+    def close(self):
+        self.app.close()

@@ -24,7 +24,7 @@ import threading
 import time
 
 import gsproto as gp
-from testlib import BUILD, SPIN, Checks, Machine, Server, wait_for
+from testlib import BUILD, SPIN, Checks, LoadWatch, Machine, Server, wait_for
 
 AHEAD_S = 100000
 QUANTUM_MS = 200
@@ -131,9 +131,12 @@ def held_in_namespace(offset_s):
 
 behind_s = -min(1000, int(wire_now_ns() / 2e9))
 for offset_s in (AHEAD_S, behind_s):
+    watch = LoadWatch()
     held_ms, err = held_in_namespace(offset_s)
+    watch.stop()
     checks.expect(held_ms is not None and 250 <= held_ms <= 700,
-                  "a process whose clock is %+d s off releases a slice of 300 ms after %s (spin: %s)"
-                  % (offset_s, "%.0f ms" % held_ms if held_ms is not None else "never, while it ran", err[-300:]))
+                  "a process whose clock is %+d s off releases a slice of 300 ms after %s (%s; spin: %s)"
+                  % (offset_s, "%.0f ms" % held_ms if held_ms is not None else "never, while it ran", watch,
+                     err[-300:]))
     checks.expect("deadlines are converted" in err, "the shim logs that it converts deadlines (clock %+d s)" % offset_s)
 checks.finish()

@@ -11,13 +11,18 @@ noise:
 2. A tenant with a limit L that used b of a slice is next due b / L after
    that slice was due, not after it was granted: the server's own lateness
    (its timer, its loop) is not taken from the tenant's limit. A client
-   that holds each slice for 4 ms at limit 0.5 is granted the next one 8 ms
-   after the last one was due; the median of the difference, over 60
-   slices, is the server's lateness before this rule, about 0 with it.
+   holds 120 slices for about 4 ms each at limit 0.5: with the rule, a
+   grant comes sooner than b / L after the last one whenever the server
+   was later with the last than with this one (about 40 % of them on a
+   quiet or a loaded machine); before it, never.
 3. A process of the tenant (the shim in spin, against a stand-in server)
    is stopped while its GRANT waits in its socket: the RELEASE it sends at
    the end of the slice counts the slice idle from when the GRANT was
-   sent, not from when the process read it (its idle field)."""
+   sent, not from when the process read it (its idle field).
+4. The idle a RELEASE reports is not charged, up to 1/32 of the slice
+   (the most the server refunds for what it cannot see): a slice held
+   60 ms and released with 1 ms idle is charged 59 ms, one released with
+   40 ms idle about 58 ms (gpu_ms), to the bounds of the send call."""
 import os
 import signal
 import socket
@@ -28,7 +33,7 @@ import threading
 import time
 
 import gsproto as gp
-from testlib import BUILD, SPIN, Checks, Machine, Server, wait_for
+from testlib import BUILD, SPIN, Checks, LoadWatch, Machine, Server, wait_for
 
 STOP_S = 0.3
 checks = Checks()
@@ -57,6 +62,7 @@ client.acquire(0)
 grant = client.expect(gp.GRANT, 5.0)
 checks.expect(grant is not None, "the lone tenant is granted its GPU")
 if grant:
+    watch = LoadWatch()
     os.kill(server.proc.pid, signal.SIGSTOP)
     try:
         client.release(0, grant["grant"])
@@ -66,40 +72,65 @@ if grant:
     time.sleep(0.2)
     gpu_ms = charged_ms(server, "t")
     checks.expect(gpu_ms < 100, "a slice released at once and read %.0f ms later by a stopped server is charged "
-                  "%.1f ms: until it was released, not until the server read it" % (STOP_S * 1000, gpu_ms))
+                  "%.1f ms: until it was released, not until the server read it (%s)" % (STOP_S * 1000, gpu_ms, watch))
 client.close()
 server.stop()
 
 # ---- 2. a limit's windows follow each other -------------------------------
-QUANTUM_MS, HOLD_NS, LIMIT = 20, 4_000_000, 0.5
+# The client holds each slice for about 4 ms, sleeping (a spinning client
+# would take a CPU from the server it times). b, each slice's use, runs from
+# the grant (its deadline less the quantum) to when the RELEASE was queued,
+# which the server reads from the socket (SO_TIMESTAMPNS): somewhere in the
+# send call, placed by the total the server charged. The slice after it is
+# granted E = start' - start - b / L later than b / L after this one began:
+#   - windows that follow each other: E = lateness' - lateness, where
+#     lateness is how long after it was due a grant came (the server's
+#     timer, its loop); as often below 0 as above it;
+#   - windows from the grant (before this rule, and by design after a grant
+#     more than 1 ms late): E = lateness' >= 0, never below.
+# So a fair part of the E below 0 shows the rule, however late the server
+# wakes on a busy machine; the median is printed, not judged.
+QUANTUM_MS, HOLD_NS, LIMIT, SLICES = 20, 4_000_000, 0.5, 121
 server, client = lone_client("c", "limit = %g\nquantum_ms = %d\n" % (LIMIT, QUANTUM_MS), 2)
 client.acquire(0)
-starts, held = [], []
-for i in range(61):
+watch = LoadWatch()
+starts, sends = [], []
+for i in range(SLICES):
     g = client.expect(gp.GRANT, 5.0)
     if g is None:
         break
     start = g["deadline"] - QUANTUM_MS * 1_000_000  # when the server granted it
     starts.append(start)
-    release = gp.encode(gp.RELEASE, struct.pack("<IQQI", 0, g["grant"], 0, gp.RELEASE_MORE if i < 60 else 0))
-    while time.monotonic_ns() < start + HOLD_NS:
-        pass
-    held.append(time.monotonic_ns() - start)
+    release = gp.encode(gp.RELEASE, struct.pack("<IQQI", 0, g["grant"], 0, gp.RELEASE_MORE if i < SLICES - 1 else 0))
+    pause = start + HOLD_NS - time.monotonic_ns()
+    if pause > 0:
+        time.sleep(pause / 1e9)
+    before = time.monotonic_ns()
     client.sock.send(release)
+    sends.append((before, time.monotonic_ns()))
 time.sleep(0.1)
 charged = charged_ms(server, "c")
 client.close()
 server.stop()
-checks.expect(len(starts) == 61, "the capped client got its 61 slices (%d)" % len(starts))
-if len(starts) == 61:
-    # The server charges each slice until the RELEASE was sent, a little
-    # after the client read its clock: spread that over the slices.
-    late_send = (charged * 1e6 - sum(held)) / len(held)
-    excess = sorted(starts[i + 1] - starts[i] - (held[i] + late_send) / LIMIT for i in range(60))
-    median_us = excess[30] / 1000
-    checks.expect(-25 < median_us < 25, "each slice is granted b / L after the last one was due: median difference "
-                  "%.1f us (p10 %.1f, p90 %.1f us; RELEASE sent %.1f us after the clock read)"
-                  % (median_us, excess[6] / 1000, excess[54] / 1000, late_send / 1000))
+checks.expect(len(starts) == SLICES, "the capped client got its %d slices (%d)" % (SLICES, len(starts)))
+if len(starts) == SLICES:
+    # Where in its send call each RELEASE was queued: the same fraction of
+    # each call, such that the slices add up to what the server charged.
+    calls = sum(a - b for b, a in sends) or 1
+    f = min(1.0, max(0.0, (charged * 1e6 - sum(b - s for s, (b, _) in zip(starts, sends))) / calls))
+    used = [b + f * (a - b) - s for s, (b, a) in zip(starts, sends)]
+    # Pairs whose send call took over 50 us (preempted in it) are left
+    # out: their b is not known to better than E's spread.
+    excess = sorted(starts[i + 1] - starts[i] - used[i] / LIMIT for i in range(SLICES - 1)
+                    if sends[i][1] - sends[i][0] <= 50_000)
+    n = len(excess)
+    below = sum(e < 0 for e in excess)
+    checks.expect(n >= SLICES // 2 and below >= 0.2 * n,
+                  "each slice is due b / L after the last one was due, not after it was granted: %d of %d grants "
+                  "came sooner than b / L after the last grant (>= 20 %%; none would); median difference %.1f us "
+                  "(p10 %.1f, p90 %.1f us); %s"
+                  % (below, n, excess[n // 2] / 1000 if n else 0, excess[n // 10] / 1000 if n else 0,
+                     excess[9 * n // 10] / 1000 if n else 0, watch))
 
 # ---- 3. the shim reads a GRANT late ----------------------------------------
 # A stand-in server: grants the first ACQUIRE to a stopped process, with a
@@ -141,6 +172,7 @@ thread = threading.Thread(target=stand_in_server, args=(listener, pid_box), daem
 proc = subprocess.Popen([SPIN, "--seconds", "1.5", "--kernel-us", "500"], env=env, stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE, text=True)
 pid_box[0] = proc.pid
+watch = LoadWatch()
 thread.start()
 try:
     out, err = proc.communicate(timeout=30)
@@ -154,5 +186,38 @@ idle_ms = released.get("idle_ns", 0) / 1e6
 checks.expect(released.get("grant") == 1, "the process released its slice (%s; spin: %s)" % (released, err[-300:]))
 checks.expect(idle_ms >= STOP_S * 1000 * 0.9, "a GRANT read %.0f ms late by a stopped process: the RELEASE counts "
               "the slice idle for %.1f ms, from when the GRANT was sent" % (STOP_S * 1000, idle_ms))
-checks.expect(idle_ms < STOP_S * 1000 + 200, "and not much more (%.1f ms): the work after it was not idle" % idle_ms)
+checks.expect(idle_ms < STOP_S * 1000 + 200, "and not much more (%.1f ms): the work after it was not idle (%s)"
+              % (idle_ms, watch))
+
+# ---- 4. what the holder left idle is not charged, up to a bound -----------
+# The server cannot see idle time, so it refunds at most IDLE_REFUND_MAX
+# (1/32) of the slice (tokenserver/sched.c): a small idle claim is refunded
+# whole, a large one only to the bound.
+REFUND_MAX = 1 / 32
+server, client = lone_client("i", "quantum_ms = 1000\n", 3)
+for idle_ns in (1_000_000, 40_000_000):
+    client.acquire(0)
+    grant = client.expect(gp.GRANT, 5.0)
+    checks.expect(grant is not None, "the lone tenant is granted its GPU")
+    if not grant:
+        break
+    charged_before = charged_ms(server, "i")
+    start = grant["deadline"] - 1_000_000_000
+    time.sleep(0.06)
+    before = time.monotonic_ns()
+    client.sock.send(gp.encode(gp.RELEASE, struct.pack("<IQQI", 0, grant["grant"], idle_ns, 0)))
+    after = time.monotonic_ns()
+    time.sleep(0.2)
+    gpu_ms = charged_ms(server, "i") - charged_before
+
+    def charge(held_ns):
+        return (held_ns - min(idle_ns, held_ns * REFUND_MAX)) / 1e6
+
+    low, high = charge(before - start) - 0.2, charge(after - start) + 0.2  # gpu_ms has 0.1 ms
+    checks.expect(low <= gpu_ms <= high, "a slice held %.1f ms and released with %.0f ms idle is charged %.1f ms: "
+                  "the slice less its idle, refunded up to 1/32 of the slice (%.1f to %.1f)"
+                  % ((before - start) / 1e6, idle_ns / 1e6, gpu_ms, low, high))
+client.close()
+server.stop()
+
 checks.finish()

@@ -3,7 +3,7 @@ tenant gets no catch-up burst, and a changed share applies within 2 s
 without a restart. Judged by the fakecuda meter."""
 import time
 
-from testlib import Checks, Machine, Server, tenant_shares
+from testlib import Checks, LoadWatch, Machine, Server, tenant_shares
 
 checks = Checks()
 machine = Machine()
@@ -11,9 +11,14 @@ server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
 
 
 def window(pids, seconds):
+    """{tenant: share} over the next `seconds`; the window's load in `load`."""
+    global load
     snap = machine.snapshot()
+    load = LoadWatch()
     time.sleep(seconds)
-    return tenant_shares(machine.meter(since=snap), pids)
+    shares = tenant_shares(machine.meter(since=snap), pids)
+    load.stop()
+    return shares
 
 
 # A newcomer: a runs alone, then b arrives.
@@ -22,14 +27,14 @@ time.sleep(1.0)
 b = server.spin("b", 30)
 time.sleep(1.0)  # "within 1 s"
 shares = window({"a": [a.pid], "b": [b.pid]}, 2.0)
-checks.expect(shares["b"] >= 0.47, "newcomer has its 50%% share 1 s after arriving (got %.1f%%)" % (100 * shares["b"]))
+checks.expect(shares["b"] >= 0.47, "newcomer has its 50%% share 1 s after arriving (got %.1f%%; %s)" % (100 * shares["b"], load))
 
 # Config change: b's share goes to 3 while both run.
 server.write_tenant("b", "share = 3\n")
 time.sleep(2.0)  # "within 2 s"
 shares = window({"a": [a.pid], "b": [b.pid]}, 3.0)
 checks.expect(abs(shares["b"] - 0.75) <= 0.05,
-              "share 1 -> 3 applies within 2 s without a restart (b got %.1f%%)" % (100 * shares["b"]))
+              "share 1 -> 3 applies within 2 s without a restart (b got %.1f%%; %s)" % (100 * shares["b"], load))
 b.kill()
 b.wait()
 
@@ -40,9 +45,9 @@ time.sleep(10.0)
 b = server.spin("b", 30)
 time.sleep(0.3)
 shares = window({"a": [a.pid], "b": [b.pid]}, 1.0)
-checks.expect(shares["b"] <= 0.55, "after 10 s idle, b gets no catch-up burst (got %.1f%% in its first second)"
-              % (100 * shares["b"]))
-checks.expect(shares["b"] >= 0.40, "and it does get its share (%.1f%%)" % (100 * shares["b"]))
+checks.expect(shares["b"] <= 0.55, "after 10 s idle, b gets no catch-up burst (got %.1f%% in its first second; %s)"
+              % (100 * shares["b"], load))
+checks.expect(shares["b"] >= 0.40, "and it does get its share (%.1f%%; %s)" % (100 * shares["b"], load))
 for p in (a, b):
     p.kill()
     p.wait()

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from testlib import PROTO_CLIENT, Checks, Machine, Server, tenant_shares
+from testlib import PROTO_CLIENT, Checks, LoadWatch, Machine, Server, tenant_shares
 
 # --no-timing (the sanitizer builds, several times slower): the same
 # events, judged with wide margins; the plain build judges the timing.
@@ -57,13 +57,15 @@ wait_for(lambda: holder(server) == "a" and server.status()["devices"][0].get("sl
 before = kernels(machine, b.pid)
 time.sleep(0.05)
 stable = kernels(machine, b.pid) == before
+watch = LoadWatch()
 a.kill()
 killed = time.monotonic()
 ran = wait_for(lambda: kernels(machine, b.pid) > before, timeout=2.0)
 delay = (time.monotonic() - killed) * 1000
+watch.stop()
 limit_ms = 50 if TIMING else 250
 checks.expect(stable and ran and delay <= limit_ms,
-              "SIGKILL of the holder: the next tenant runs within %d ms (%.1f ms)" % (limit_ms, delay))
+              "SIGKILL of the holder: the next tenant runs within %d ms (%.1f ms; %s)" % (limit_ms, delay, watch))
 a.wait()
 b.kill()
 b.wait()
@@ -78,16 +80,19 @@ time.sleep(1.0)
 a.send_signal(signal.SIGSTOP)
 time.sleep(0.4)  # past the deadline + grace of any slice a held
 snap = machine.snapshot()
+watch = LoadWatch()
 time.sleep(1.0)
 stopped = tenant_shares(machine.meter(since=snap), {"b": [b.pid]})
-checks.expect(stopped["b"] >= 0.9, "with the holder stopped, the other tenant gets the GPU (%.1f%%)" % (100 * stopped["b"]))
+checks.expect(stopped["b"] >= 0.9, "with the holder stopped, the other tenant gets the GPU (%.1f%%; %s)"
+              % (100 * stopped["b"], watch.stop()))
 a.send_signal(signal.SIGCONT)
 time.sleep(1.0)
 snap = machine.snapshot()
+watch = LoadWatch()
 time.sleep(2.5)
 shares = tenant_shares(machine.meter(since=snap), {"a": [a.pid], "b": [b.pid]})
-checks.expect(abs(shares["a"] - 0.5) <= 0.05, "after SIGCONT the shares recover to 50/50 (%.1f/%.1f)"
-              % (100 * shares["a"], 100 * shares["b"]))
+checks.expect(abs(shares["a"] - 0.5) <= 0.05, "after SIGCONT the shares recover to 50/50 (%.1f/%.1f; %s)"
+              % (100 * shares["a"], 100 * shares["b"], watch.stop()))
 finished_ok([a, b], "SIGSTOP/SIGCONT")
 checks.expect("did not release within 250 ms" in server.log(), "the stopped holder's slice was revoked and logged")
 server.stop()
@@ -102,22 +107,25 @@ for policy in ("wait", "open"):
     server.kill(signal.SIGKILL)
     time.sleep(0.2)
     snap = machine.snapshot()
+    watch = LoadWatch()
     time.sleep(1.0)
     down = machine.meter(since=snap)
+    watch.stop()
     busy = down["devices"][0]["utilization"]
     if policy == "wait":
         checks.expect(busy < 0.05, "wait: with the server down, GPU work waits (utilization %.1f%%)" % (100 * busy))
     else:
         both = tenant_shares(down, {"a": [a.pid], "b": [b.pid]})
         checks.expect(busy > (0.9 if TIMING else 0.6) and min(both.values()) > 0.2,
-                      "open: with the server down, both run unthrottled (utilization %.1f%%)" % (100 * busy))
+                      "open: with the server down, both run unthrottled (utilization %.1f%%; %s)" % (100 * busy, watch))
     server.start()
     time.sleep(1.5)  # reconnection: at most 1 s between tries
     snap = machine.snapshot()
+    watch = LoadWatch()
     time.sleep(2.0)
     shares = tenant_shares(machine.meter(since=snap), {"a": [a.pid], "b": [b.pid]})
-    checks.expect(abs(shares["a"] - 0.5) <= 0.05, "%s: after the restart the shares recover (%.1f/%.1f)"
-                  % (policy, 100 * shares["a"], 100 * shares["b"]))
+    checks.expect(abs(shares["a"] - 0.5) <= 0.05, "%s: after the restart the shares recover (%.1f/%.1f; %s)"
+                  % (policy, 100 * shares["a"], 100 * shares["b"], watch.stop()))
     finished_ok([a, b], "server restart, " + policy)
     server.stop()
 

@@ -16,7 +16,7 @@
  * ACCEPT_BATCH connections, so other sockets are served in between.
  */
 #include "server.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -150,7 +150,8 @@ void accept_tenant(struct tenant *t)
             return;
         }
         char reason[GS_REASON_MAX];
-        if (t->clients >= options.max_clients_per_tenant)
+        bool per_tenant = t->clients >= options.max_clients_per_tenant;
+        if (per_tenant)
             snprintf(reason, sizeof reason, "tenant %s has %u connections, its limit", t->name,
                      options.max_clients_per_tenant);
         else if (nclients >= accept_client_budget())
@@ -160,7 +161,11 @@ void accept_tenant(struct tenant *t)
             continue;
         }
         metrics_count_drop(DROP_CONNECTION_LIMIT, 1);
-        slog_limited(t, LOG_WARN, "%s: connection refused; the socket is not read for %llu ms", reason,
+        slog_refusal(t, per_tenant ? "tenant connection limit" : "connection limit",
+                     "tenant %s: connection refused: limit %lu connections%s, %u in use, 1 more asked for; the socket "
+                     "is not read for %llu ms", t->name,
+                     per_tenant ? (unsigned long)options.max_clients_per_tenant : accept_client_budget(),
+                     per_tenant ? " per tenant" : " in all", per_tenant ? t->clients : nclients,
                      (unsigned long long)(PAUSE_NS / 1000000));
         refuse(fd, reason);
         pause_tenant(t);

@@ -4,8 +4,15 @@
  * CDI_DIR/gpuslice.json with one device per tenant (--cdi-dir; empty
  * disables it). The spec is rewritten atomically (a temporary file, then
  * rename) whenever the set of tenants changes, so a runtime never reads
- * half of it, and removed when the server stops: a container that asks for
- * a tenant the server does not serve fails to start.
+ * half of it; a container that asks for a tenant the server does not
+ * serve fails to start. It stays when the server stops: containers
+ * created while it restarts (an upgrade) start, and their processes
+ * connect once it is back. Only --uninstall (uninstall.c) takes it away.
+ *
+ * The spec belongs to the run directory it mounts from. A server writes
+ * over one of another run directory only once no server holds that
+ * directory's lock, and removes only its own (runlock.c): two servers
+ * given one CDI directory never delete each other's.
  *
  * Both files are written in directories of the server's own, never in a
  * tenant's: RUN_DIR/cdi is opened relative to RUN_DIR without following a
@@ -28,10 +35,12 @@
 
 #define CDI_SPEC_NAME "gpuslice.json"
 
-/* The text last written to the CDI directory (NULL: none there), and
- * whether the last update failed (it is tried again every second); owned
- * by the loop's thread. */
+/* The text last written to the CDI directory (NULL: none there), whether
+ * it is known to be there (not before the first update: a spec the last
+ * server left may be out of date), and whether the last update failed (it
+ * is tried again every second); owned by the loop's thread. */
 static char *written;
+static bool synced;
 static bool failed;
 
 /* mkdir -p, for CDI_DIR (an administrator's path, like RUN_DIR). */
@@ -80,6 +89,50 @@ int cdi_init(void)
     return 0;
 }
 
+static void spec_path(char *path, size_t len)
+{
+    snprintf(path, len, "%s/%s", options.cdi_dir, CDI_SPEC_NAME);
+}
+
+/* The spec now in the CDI directory, read (at most 1 MiB); NULL if none. */
+static char *read_spec(void)
+{
+    char path[4200];
+    spec_path(path, sizeof path);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 20, len;
+    char *text = malloc(cap + 1);
+    if (text) {
+        len = fread(text, 1, cap, f);
+        text[len] = '\0';
+    }
+    fclose(f);
+    return text;
+}
+
+/* Whether the spec in the CDI directory is another run directory's whose
+ * server still runs (its pid in *pid); then it is not ours to replace. */
+static bool spec_of_another_live_server(char *owner, size_t len, long *pid)
+{
+    char *text = read_spec();
+    bool theirs = text && cdi_spec_run_dir(text, owner, len) && strcmp(owner, options.run_dir) != 0 &&
+                  runlock_held_at(owner, pid);
+    free(text);
+    return theirs;
+}
+
+/* Whether the spec in the CDI directory is this run directory's. */
+static bool spec_is_ours(void)
+{
+    char owner[4200];
+    char *text = read_spec();
+    bool ours = text && cdi_spec_run_dir(text, owner, sizeof owner) && strcmp(owner, options.run_dir) == 0;
+    free(text);
+    return ours;
+}
+
 /* Writes text as the spec; -1 (errno set) on failure. */
 static int write_spec(const char *text)
 {
@@ -121,13 +174,27 @@ void cdi_update(void)
         failed = true;
         return;
     }
-    if ((!text && !written) || (text && written && strcmp(text, written) == 0)) {
+    if (synced && ((!text && !written) || (text && written && strcmp(text, written) == 0))) {
         free(text);
         return;
     }
     if (!text) {
         /* No tenant: a spec without devices is invalid, so there is none. */
         cdi_remove();
+        synced = true;
+        return;
+    }
+    char owner[4200];
+    long pid = 0;
+    if (spec_of_another_live_server(owner, sizeof owner, &pid)) {
+        char who[32] = "";
+        if (pid > 0)
+            snprintf(who, sizeof who, " (pid %ld)", pid);
+        slog_limited(&written, LOG_ERR, "the CDI spec %s/%s is the one of the gpuslice-server%s serving %s, still "
+                     "running: not replacing it (give each server its own --cdi-dir); trying again every second",
+                     options.cdi_dir, CDI_SPEC_NAME, who, owner);
+        free(text);
+        failed = true;
         return;
     }
     if (write_spec(text) != 0) {
@@ -140,6 +207,7 @@ void cdi_update(void)
     slog(LOG_INFO, "CDI spec %s/%s: %zu tenant%s", options.cdi_dir, CDI_SPEC_NAME, count, count == 1 ? "" : "s");
     free(written);
     written = text;
+    synced = true;
 }
 
 void cdi_retry(void)
@@ -151,12 +219,18 @@ void cdi_retry(void)
 void cdi_remove(void)
 {
     failed = false;
-    if (!written)
+    free(written);
+    written = NULL;
+    if (!options.cdi_dir[0] || !spec_is_ours())
         return;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", options.cdi_dir, CDI_SPEC_NAME);
+    char path[4200];
+    spec_path(path, sizeof path);
     if (unlink(path) != 0 && errno != ENOENT)
         slog(LOG_ERR, "cannot remove the CDI spec %s: %s", path, strerror(errno));
+}
+
+void cdi_close(void)
+{
     free(written);
     written = NULL;
 }

@@ -5,6 +5,9 @@
  * set LD_PRELOAD: the same three mounts gpuslice-hook makes.
  *
  * cdiVersion is 0.5.0: podman 4.x and containerd 1.7 reject 0.6.0.
+ *
+ * After an uninstall the devices stay, inert (an environment variable
+ * and nothing else), so that containers naming a tenant still start.
  */
 #include "cdi_spec.h"
 
@@ -54,7 +57,8 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-char *cdi_spec_render(const char *const *names, size_t count, const char *run_dir, const char *shim)
+/* run_dir NULL: the inert spec. */
+static char *render(const char *const *names, size_t count, const char *run_dir, const char *shim)
 {
     const char **sorted = malloc((count ? count : 1) * sizeof *sorted);
     if (!sorted)
@@ -77,6 +81,11 @@ char *cdi_spec_render(const char *const *names, size_t count, const char *run_di
     for (size_t i = 0; i < n; i++) {
         fputs("    {\n      \"name\": ", f);
         json_string(f, sorted[i]);
+        if (!run_dir) {
+            fprintf(f, ",\n      \"containerEdits\": {\n        \"env\": [\"" CDI_UNINSTALLED_ENV "\"]\n      }\n    }%s\n",
+                    i + 1 < n ? "," : "");
+            continue;
+        }
         fputs(",\n      \"containerEdits\": {\n"
               "        \"env\": [\"LD_PRELOAD=" GS_CONTAINER_SHIM "\"],\n"
               "        \"mounts\": [\n", f);
@@ -94,4 +103,36 @@ char *cdi_spec_render(const char *const *names, size_t count, const char *run_di
         return NULL;
     }
     return text;
+}
+
+char *cdi_spec_render(const char *const *names, size_t count, const char *run_dir, const char *shim)
+{
+    return render(names, count, run_dir, shim);
+}
+
+char *cdi_spec_render_inert(const char *const *names, size_t count)
+{
+    return render(names, count, NULL, NULL);
+}
+
+bool cdi_spec_run_dir(const char *text, char *out, size_t len)
+{
+    static const char key[] = "\"hostPath\": \"", suffix[] = "/" GS_PRELOAD_FILE;
+    for (const char *p = strstr(text, key); p; p = strstr(p, key)) {
+        p += sizeof key - 1;
+        size_t n = 0;
+        for (; *p && *p != '"'; p++) {
+            if (*p == '\\' && p[1])
+                p++; /* json_string escapes only '"' and '\\' in paths */
+            if (n + 1 < len)
+                out[n++] = *p;
+        }
+        out[n < len ? n : len - 1] = '\0';
+        size_t sl = sizeof suffix - 1;
+        if (n + 1 < len && n > sl && strcmp(out + n - sl, suffix) == 0) {
+            out[n - sl] = '\0';
+            return true;
+        }
+    }
+    return false;
 }

@@ -20,4 +20,15 @@ bool cdi_valid_device_name(const char *name);
  * of memory. */
 char *cdi_spec_render(const char *const *names, size_t count, const char *run_dir, const char *shim);
 
+/* The spec gpuslice-server --uninstall leaves: the same devices, whose
+ * only edit sets GPUSLICE_UNINSTALLED=1 (a CDI device needs one), so that
+ * a container that still names a tenant starts, without gpuslice. */
+#define CDI_UNINSTALLED_ENV "GPUSLICE_UNINSTALLED=1"
+char *cdi_spec_render_inert(const char *const *names, size_t count);
+
+/* The run directory whose tenants a spec's devices mount: the directory
+ * of the preload list it mounts (RUN_DIR/cdi/ld.so.preload), into out.
+ * False if the text names none (an inert spec, or another's). */
+bool cdi_spec_run_dir(const char *text, char *out, size_t len);
+
 #endif

@@ -2,8 +2,11 @@
  * Client connections: one per shim process, on its tenant's socket. Reads
  * whole messages (SOCK_SEQPACKET), decodes them with the shared protocol
  * code, and hands them to the scheduler. A malformed, truncated, oversized
- * or unexpected message closes that connection with one (rate-limited) log
- * line; nobody else notices.
+ * or unexpected message closes that connection with one log line (once a
+ * minute per cause and tenant, then a count); nobody else notices. So is
+ * every memory request refused at the tenant's cap, with the request, the
+ * cap and what the tenant has counted, and a declared GPU with less memory
+ * than the tenant's cap (the process's driver says how much it has).
  *
  * What one client can take is bounded: its messages queued in the kernel
  * (SO_SNDBUF = --client-buffer; a client that lets it fill is dropped),
@@ -16,7 +19,7 @@
  * gets no more of the loop than one with a single connection.
  */
 #include "server.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "gpuslice/transport.h"
 
 #include <errno.h>
@@ -36,6 +39,71 @@
 struct client *clients;
 unsigned nclients;
 
+/* The MEM_LEASE being handled, so that a refusal's log line can say what
+ * was asked for; the loop's thread only. */
+static struct lease_request {
+    const struct client *client;
+    uint64_t id, need;
+    uint32_t slot;
+} lease_in_hand;
+
+/* bytes as people write them: "512 MiB", "1.5 GiB", "100 TiB". */
+static const char *bytes_text(uint64_t bytes, char out[32])
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 6) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0 || v == (double)(uint64_t)v)
+        snprintf(out, 32, "%.0f %s", v, units[u]);
+    else
+        snprintf(out, 32, "%.1f %s", v, units[u]);
+    return out;
+}
+
+static void uuid_text(const uint8_t uuid[16], char out[37])
+{
+    static const char hex[] = "0123456789abcdef";
+    char *p = out;
+    for (int i = 0; i < 16; i++) {
+        *p++ = hex[uuid[i] >> 4];
+        *p++ = hex[uuid[i] & 15];
+        if (i == 3 || i == 5 || i == 7 || i == 9)
+            *p++ = '-';
+    }
+    *p = '\0';
+}
+
+/* A MEM_LEASED that refuses: one line (once a minute per tenant) with the
+ * request, the cap and the tenant's count. */
+static void log_memory_refusal(const struct client *c, const struct gs_msg_mem_leased *m)
+{
+    uint64_t need = 0;
+    const struct sched_slot *slot = NULL;
+    if (lease_in_hand.client == c && lease_in_hand.id == m->id) {
+        need = lease_in_hand.need;
+        slot = &c->slots[lease_in_hand.slot];
+    } else {
+        for (int i = 0; i < GS_MAX_DEVICES && !slot; i++)
+            if (c->slots[i].deferred_id == m->id && c->slots[i].device) {
+                slot = &c->slots[i];
+                need = slot->deferred_need;
+            }
+    }
+    char uuid[37] = "?", want[32], cap[32], used[32];
+    if (slot && slot->device)
+        uuid_text(slot->device->uuid, uuid);
+    slog_refusal(c->tenant, "memory cap",
+                 "tenant %s pid %u GPU-%s: device memory refused at the tenant's cap: asked for %s, cap %s, in use %s "
+                 "(all its processes on the GPU, leased headroom and each context's memory included); the "
+                 "application gets CUDA_ERROR_OUT_OF_MEMORY",
+                 c->tenant->name, c->pid, uuid, need ? bytes_text(need, want) : "an unknown amount",
+                 bytes_text(m->cap, cap), bytes_text(m->used, used));
+}
+
 /* Marks c for closing: it is closed at its next event (the shutdown makes
  * one at once). Callers may be in the middle of walking the clients. */
 static void doom(struct client *c)
@@ -51,6 +119,8 @@ int client_send(struct client *c, const struct gs_msg *msg)
 {
     if (c->closing)
         return -1;
+    if (msg->type == GS_MSG_MEM_LEASED && msg->u.leased.status == GS_LEASE_REFUSED)
+        log_memory_refusal(c, &msg->u.leased);
     uint8_t buf[GS_MSG_MAX];
     size_t len = gs_msg_encode(msg, buf, sizeof buf);
     if (len == 0)
@@ -103,9 +173,8 @@ void client_close(struct client *c, const char *reason)
         c->member_next->member_prev = c->member_prev;
     /* A process that lives on (the server drops it, or it reconnects)
      * still holds its memory. */
-    bool lives_on = c->peer.pid && kill((pid_t)c->peer.pid, 0) == 0;
-    for (int slot = 0; slot < GS_MAX_DEVICES; slot++)
-        device_undeclare(c, slot, lives_on);
+    bool lives_on = c->peer.pid && process_lives((pid_t)c->peer.pid);
+    devices_client_gone(c, lives_on);
     c->tenant->clients--;
     nclients--;
     loop_del(&c->watch);
@@ -119,7 +188,7 @@ void client_drop(struct client *c, const char *what)
 {
     if (c->closing)
         return;
-    slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: %s; connection closed", c->tenant->name, c->pid, what);
+    slog_refusal(c->tenant, what, "tenant %s pid %u: %s; connection closed", c->tenant->name, c->pid, what);
     struct gs_msg msg = {.type = GS_MSG_ERROR};
     snprintf(msg.u.error.reason, sizeof msg.u.error.reason, "%s", what);
     if (client_send(c, &msg) == 0) /* else client_send dropped it (counted if it does not read) */
@@ -162,6 +231,15 @@ static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
         if (!device_declare(c, (int)msg->u.device.slot, msg->u.device.uuid, &why)) {
             client_drop(c, why);
             return;
+        }
+        uint64_t cap = c->tenant->sched.config.memory, total = msg->u.device.total_bytes;
+        if (cap && total && cap > total) {
+            char uuid[37], capt[32], totalt[32];
+            uuid_text(msg->u.device.uuid, uuid);
+            slog_refusal(c->tenant, "cap above the GPU's memory",
+                         "tenant %s: its memory cap %s is more than GPU-%s has (%s, as pid %u's driver reports it): "
+                         "the cap never binds there", c->tenant->name, bytes_text(cap, capt), uuid,
+                         bytes_text(total, totalt), c->pid);
         }
         break;
     }
@@ -213,7 +291,10 @@ static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
         client_drop(c, what);
         return;
     }
+    if (ev.type == SCHED_MEM_LEASE)
+        lease_in_hand = (struct lease_request){c, ev.id, ev.bytes, msg->u.lease.slot};
     sched_run(&ev);
+    lease_in_hand.client = NULL;
 }
 
 static void client_readable(void *arg, uint32_t events)

@@ -5,7 +5,9 @@
  *   share = 3          weight, a decimal number from 0.001 to 1000000 (default 1)
  *   limit = 0.5        largest fraction of a GPU, 0.001 <= limit <= 1 (default 1)
  *   quantum_ms = 20    slice length in whole milliseconds, 1..1000 (default 20)
- *   memory = 4G        device memory cap per GPU, K/M/G/T suffixes (default none)
+ *   memory = 4G        device memory cap per GPU, K/M/G/T suffixes, or none
+ *                      (the default); 0 is refused (it would allow no
+ *                      memory at all), with a message that says so
  *   gang = auto        auto, on or off: whether the tenant's slices on the
  *                      GPUs its processes use are granted together; auto
  *                      (the default) and on: once they use two or more
@@ -17,10 +19,13 @@
  * Numbers are decimal only ("0x10", "inf", "nan" are errors), and the
  * ranges keep every later computation finite: the scheduler divides by
  * share and by limit. Anything else is an error naming the file, the line
- * and the reason. Pure text in, settings out: no I/O here (config_file.c
+ * and the reason. A UTF-8 byte order mark at the start (as some Windows
+ * editors write) and CRLF line ends are accepted. Pure text in, settings out: no I/O here (config_file.c
  * reads the file; the config fuzz target calls this directly).
  */
 #include "server.h"
+
+#include "gpuslice/rules.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -42,13 +47,7 @@ const char *config_on_server_down_name(enum on_server_down p)
 
 bool config_valid_name(const char *name)
 {
-    size_t n = strlen(name);
-    if (n == 0 || n >= GS_NAME_MAX || name[0] == '.' || name[0] == '-')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '_' && name[i] != '.')
-            return false;
-    return true;
+    return gs_tenant_name_valid(name);
 }
 
 static char *trim(char *s)
@@ -129,33 +128,6 @@ static bool parse_whole(const char *text, unsigned long long max, unsigned long 
     return true;
 }
 
-static bool parse_bytes(const char *text, uint64_t *out)
-{
-    size_t n = digits(text);
-    if (n == 0 || n > 20)
-        return false;
-    errno = 0;
-    unsigned long long v = strtoull(text, NULL, 10);
-    if (errno)
-        return false;
-    const char *end = text + n;
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    case 'T': shift = 40; end++; break;
-    default: break;
-    }
-    if (shift && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end || (shift && v > (UINT64_MAX >> shift)) || v == 0)
-        return false;
-    *out = (uint64_t)v << shift;
-    return true;
-}
 
 static const char *const keys[] = {"share", "limit", "quantum_ms", "memory", "gang", "on_server_down"};
 enum { KEY_SHARE, KEY_LIMIT, KEY_QUANTUM, KEY_MEMORY, KEY_GANG, KEY_ON_SERVER_DOWN, NKEYS };
@@ -231,10 +203,18 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
                  shown(value, b));
         return false;
     default:
-        if (parse_bytes(value, &c->memory))
+        if (strcmp(value, "none") == 0) {
+            c->memory = 0;
             return true;
-        snprintf(err, errlen, "%s:%d: memory must be a byte count such as 4G or 512M, got '%s'", path, lineno,
-                 shown(value, b));
+        }
+        if (gs_parse_bytes(value, &c->memory))
+            return true;
+        if (digits(value) > 0 && strspn(value, "0") == digits(value))
+            snprintf(err, errlen, "%s:%d: memory = %s would allow no device memory at all, so it is refused; for no "
+                     "cap leave 'memory' out or write 'memory = none'", path, lineno, shown(value, b));
+        else
+            snprintf(err, errlen, "%s:%d: memory must be a byte count such as 4G or 512M, or none, got '%s'", path,
+                     lineno, shown(value, b));
         return false;
     }
 }
@@ -250,6 +230,8 @@ int config_parse_text(const char *text, size_t len, const char *path, struct ten
     size_t pos = 0;
     if (errlen)
         err[0] = '\0';
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+        pos = 3; /* a UTF-8 byte order mark */
     while (pos < len) {
         lineno++;
         const char *start = text + pos;

@@ -101,6 +101,19 @@ void device_undeclare(struct client *c, int slot, bool lives_on)
     declared_slots--;
 }
 
+void devices_client_gone(struct client *c, bool lives_on)
+{
+    size_t named = 0;
+    for (int slot = 0; slot < GS_MAX_DEVICES; slot++)
+        named += c->slots[slot].device != NULL;
+    if (named == 0)
+        return;
+    struct sched_event ev = {.type = SCHED_CLIENT_GONE, .slot = c->slots, .nslots = GS_MAX_DEVICES,
+                             .lives_on = lives_on};
+    sched_run(&ev);
+    declared_slots -= named;
+}
+
 struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], const char **why)
 {
     static char reason[GS_REASON_MAX]; /* the loop's thread only */
@@ -145,13 +158,38 @@ struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16]
     return d;
 }
 
+bool process_lives(pid_t pid)
+{
+    if (pid <= 0)
+        return false;
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return false;
+    /* A zombie, or a process whose exit is closing its files (PF_EXITING,
+     * 0x4, in the flags: proc(5), field 9), holds nothing on a GPU any
+     * more: its driver context went with its exit. */
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return errno != ENOENT;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rest = strrchr(buf, ')'); /* the name may hold anything */
+    char state;
+    unsigned long flags;
+    if (!rest || sscanf(rest + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+        return true; /* unreadable: say it lives (its count stays) */
+    return state != 'Z' && state != 'X' && !(flags & 0x4);
+}
+
 void devices_check_ghosts(void)
 {
     for (struct device *d = server_sched.devices; d; d = d->next)
         for (size_t i = 0; i < d->ntenants; i++)
             for (int g = 0; g < MEM_GHOSTS; g++) {
                 uint32_t pid = d->tenants[i].ghosts[g].pid;
-                if (pid && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+                if (pid && !process_lives((pid_t)pid)) {
                     struct sched_event ev = {.type = SCHED_PROCESS_GONE, .pid = pid};
                     sched_run(&ev);
                 }

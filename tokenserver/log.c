@@ -7,8 +7,13 @@
  * every second). So no client can make the log grow faster than a few
  * lines a second.
  *
- * Kinds are told apart exactly (pointer comparison, never a hash), in a
- * table of LOG_KINDS. A kind keeps its place until its window ends, so no
+ * Refusals (slog_refusal: a memory cap, a limit, a protocol error) are
+ * kinds of their own, told apart by their cause too, and written once per
+ * REFUSAL_WINDOW_NS each, then counted the same way: every cause of every
+ * tenant is in the log, once a minute at most.
+ *
+ * Kinds are told apart exactly (pointer comparison, and the cause's text;
+ * never a hash), in a table of LOG_KINDS. A kind keeps its place until its window ends, so no
  * interleaving of kinds can restart another's count; when the table is
  * full, every further kind shares one more window (the overflow). At most
  * (LOG_KINDS + 1) * (LOG_BURST + 1) lines per window, whatever arrives.
@@ -26,6 +31,8 @@
 #define LOG_BURST 10
 #define LOG_WINDOW_NS 10000000000ull
 #define LOG_KINDS 256
+#define REFUSAL_WINDOW_NS 60000000000ull
+#define CAUSE_MAX 64
 
 int log_level = LOG_INFO;
 
@@ -37,13 +44,17 @@ static const char *const level_names[] = {"error", "warn", "info", "debug"};
 struct log_kind {
     const char *fmt;
     const void *tag;
+    char cause[CAUSE_MAX];   /* "" for slog_limited's kinds */
     int level;
+    unsigned burst;          /* lines per window */
+    uint64_t window_ns;
     uint64_t window_start;
     unsigned written, suppressed;
     char first_suppressed[200];
 };
 static struct log_kind kinds[LOG_KINDS];
-static struct log_kind overflow; /* the kinds that found the table full */
+static struct log_kind overflow = {.burst = LOG_BURST, .window_ns = LOG_WINDOW_NS}; /* the kinds that found the
+                                                                                  table full */
 
 const char *log_level_name(int level)
 {
@@ -103,12 +114,12 @@ static void flush_kind(struct log_kind *k, uint64_t now)
             snprintf(text, sizeof text,
                      "%u more message%s suppressed in the last %llu s, of kinds beyond the %d counted one by one; "
                      "the first: \"%s\"",
-                     k->suppressed, k->suppressed == 1 ? "" : "s", (unsigned long long)(LOG_WINDOW_NS / 1000000000ull),
+                     k->suppressed, k->suppressed == 1 ? "" : "s", (unsigned long long)(k->window_ns / 1000000000ull),
                      LOG_KINDS, k->first_suppressed);
         else
             snprintf(text, sizeof text, "%u more message%s like \"%s\" suppressed in the last %llu s", k->suppressed,
                      k->suppressed == 1 ? "" : "s", k->first_suppressed,
-                     (unsigned long long)(LOG_WINDOW_NS / 1000000000ull));
+                     (unsigned long long)(k->window_ns / 1000000000ull));
         write_line(k->level, text);
     }
     k->suppressed = 0;
@@ -116,15 +127,16 @@ static void flush_kind(struct log_kind *k, uint64_t now)
     k->window_start = now;
 }
 
-/* The entry of (fmt, tag): its own, a free one, or the overflow. */
-static struct log_kind *kind_of(const char *fmt, const void *tag, int level, uint64_t now)
+/* The entry of (fmt, tag, cause): its own, a free one, or the overflow. */
+static struct log_kind *kind_of(const char *fmt, const void *tag, const char *cause, int level, unsigned burst,
+                                uint64_t window_ns, uint64_t now)
 {
     struct log_kind *free_entry = NULL;
     for (size_t i = 0; i < LOG_KINDS; i++) {
         struct log_kind *k = &kinds[i];
-        if (k->fmt == fmt && k->tag == tag)
+        if (k->fmt == fmt && k->tag == tag && strncmp(k->cause, cause, CAUSE_MAX - 1) == 0)
             return k;
-        if (!free_entry && (!k->fmt || now - k->window_start >= LOG_WINDOW_NS))
+        if (!free_entry && (!k->fmt || now - k->window_start >= k->window_ns))
             free_entry = k;
     }
     if (!free_entry)
@@ -133,33 +145,52 @@ static struct log_kind *kind_of(const char *fmt, const void *tag, int level, uin
         flush_kind(free_entry, now); /* its window ended: its count first */
     free_entry->fmt = fmt;
     free_entry->tag = tag;
+    snprintf(free_entry->cause, sizeof free_entry->cause, "%s", cause);
     free_entry->level = level;
+    free_entry->burst = burst;
+    free_entry->window_ns = window_ns;
     free_entry->written = free_entry->suppressed = 0;
     free_entry->window_start = now;
     return free_entry;
+}
+
+static void vlog_kind(const void *tag, const char *cause, int level, unsigned burst, uint64_t window_ns,
+                      const char *fmt, va_list ap)
+{
+    uint64_t now = now_ns();
+    struct log_kind *k = kind_of(fmt, tag, cause, level, burst, window_ns, now);
+    if (k == &overflow && !overflow.fmt) {
+        overflow.fmt = fmt; /* in use: its window runs */
+        overflow.level = level;
+        overflow.window_start = now;
+    }
+    if (now - k->window_start >= k->window_ns)
+        flush_kind(k, now);
+    if (k->written < k->burst) {
+        k->written++;
+        vlog(level, fmt, ap);
+    } else if (k->suppressed++ == 0) {
+        vsnprintf(k->first_suppressed, sizeof k->first_suppressed, fmt, ap);
+    }
 }
 
 void slog_limited(const void *tag, int level, const char *fmt, ...)
 {
     if (level > log_level)
         return;
-    uint64_t now = now_ns();
-    struct log_kind *k = kind_of(fmt, tag, level, now);
-    if (k == &overflow && !overflow.fmt) {
-        overflow.fmt = fmt; /* in use: its window runs */
-        overflow.level = level;
-        overflow.window_start = now;
-    }
-    if (now - k->window_start >= LOG_WINDOW_NS)
-        flush_kind(k, now);
     va_list ap;
     va_start(ap, fmt);
-    if (k->written < LOG_BURST) {
-        k->written++;
-        vlog(level, fmt, ap);
-    } else if (k->suppressed++ == 0) {
-        vsnprintf(k->first_suppressed, sizeof k->first_suppressed, fmt, ap);
-    }
+    vlog_kind(tag, "", level, LOG_BURST, LOG_WINDOW_NS, fmt, ap);
+    va_end(ap);
+}
+
+void slog_refusal(const void *tag, const char *cause, const char *fmt, ...)
+{
+    if (LOG_WARN > log_level)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vlog_kind(tag, cause, LOG_WARN, 1, REFUSAL_WINDOW_NS, fmt, ap);
     va_end(ap);
 }
 
@@ -167,11 +198,11 @@ void log_flush(void)
 {
     uint64_t now = now_ns();
     for (size_t i = 0; i < LOG_KINDS; i++)
-        if (kinds[i].fmt && now - kinds[i].window_start >= LOG_WINDOW_NS) {
+        if (kinds[i].fmt && now - kinds[i].window_start >= kinds[i].window_ns) {
             flush_kind(&kinds[i], now);
             kinds[i].fmt = NULL;
         }
-    if (overflow.fmt && now - overflow.window_start >= LOG_WINDOW_NS) {
+    if (overflow.fmt && now - overflow.window_start >= overflow.window_ns) {
         flush_kind(&overflow, now);
         overflow.fmt = NULL;
     }

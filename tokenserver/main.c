@@ -4,10 +4,11 @@
  * (signalfd) and the once-a-second housekeeping.
  */
 #include "server.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "gpuslice/transport.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -41,6 +42,7 @@ struct server_options options = {
     .verify_gpus = VERIFY_GPUS_AUTO,
     .device_node_dir = "/dev",
     .on_server_down = ON_DOWN_WAIT,
+    .pod_log_dir = "/var/log/containers",
 };
 
 static void usage(FILE *f)
@@ -88,7 +90,12 @@ static void usage(FILE *f)
 "tenant's directory at /run/gpuslice, the shim at\n"
 "/usr/lib/gpuslice/libgpuslice.so and RUN_DIR/cdi/ld.so.preload at\n"
 "/etc/ld.so.preload, and sets LD_PRELOAD. It follows every change of the\n"
-"tenants and is removed when the server stops.\n"
+"tenants, and stays when the server stops, so that containers created\n"
+"while it restarts start (their processes connect once it is back).\n"
+"\n"
+"One server per run directory: a server holds RUN_DIR/server.lock while it\n"
+"runs, and a second one started on the same directory exits with status 2,\n"
+"naming the first one's PID.\n"
 "\n"
 "Changes to CONFIG_DIR apply without a restart (inotify, or SIGHUP): new\n"
 "tenants get a socket, changed settings apply to the next grant, removed\n"
@@ -131,7 +138,14 @@ static void usage(FILE *f)
 "                         exists; off: any UUID is accepted (needed for MIG\n"
 "                         instances, whose UUIDs DIR/gpus does not list)\n"
 "      --device-node-dir NODE_DIR\n"
-"                         where processes find /dev/nvidiaN (default /dev)\n");
+"                         where processes find /dev/nvidiaN (default /dev)\n"
+"      --hostname NAME    a Hostname label on GPU and process series in\n"
+"                         /metrics, as dcgm-exporter has (default none; in a\n"
+"                         DaemonSet, the node's name)\n"
+"      --pod-log-dir DIR  the kubelet's links to container logs,\n"
+"                         POD_NAMESPACE_CONTAINER-ID.log, whose names give\n"
+"                         the namespace, pod and container labels of process\n"
+"                         series (default /var/log/containers; '' for none)\n");
     fprintf(f,
 "      --on-server-down POLICY\n"
 "                         what the processes in tenants' containers do while\n"
@@ -142,6 +156,12 @@ static void usage(FILE *f)
 "                         memory cap; 'open' runs it unthrottled and\n"
 "                         uncounted meanwhile. Written into each tenant's\n"
 "                         directory, where it outlives the server\n"
+"      --uninstall        take gpuslice off the node instead of serving (see\n"
+"                         Uninstall below)\n"
+"      --install-dir DIR  with --uninstall: also remove what the Kubernetes\n"
+"                         DaemonSet's init container copied there\n"
+"                         (DIR/lib/libgpuslice.so, DIR/bin/gpuslice-hook,\n"
+"                         DIR/hooks.d/gpuslice.json)\n"
 "  -h, --help             show this help\n"
 "  -V, --version          show the version\n"
 "\n");
@@ -175,11 +195,28 @@ static void usage(FILE *f)
 "and tenant, then counted.\n"
 "\n"
 "Signals: SIGHUP reloads the configuration; SIGTERM and SIGINT stop the\n"
-"server, disconnecting every client (which wait for it, or run\n"
-"unthrottled, as their tenant's policy says).\n"
+"server for a restart or an upgrade, disconnecting every client (which\n"
+"wait for the next server, or run unthrottled, as their tenant's policy\n"
+"says); the CDI spec and the tenants' directories stay.\n"
+"\n");
+    fprintf(f,
+"Uninstall: gpuslice-server --uninstall (with the --run-dir and --cdi-dir\n"
+"the server ran with) stops the server of RUN_DIR if one still runs\n"
+"(SIGTERM, then waits up to 30 s for it to exit), then: writes\n"
+"'uninstalled open' into every tenant's on-server-down, so that the\n"
+"processes still running stop waiting for a server and run ungated (a\n"
+"shim that does not know 'uninstalled' takes 'open'); removes the sockets,\n"
+"RUN_DIR/.clients and the preload list; replaces a CDI spec of RUN_DIR by\n"
+"one whose devices change nothing but set GPUSLICE_UNINSTALLED=1, so that\n"
+"containers that still name a tenant start, without gpuslice (remove\n"
+"CDI_DIR/gpuslice.json once none does); and with --install-dir removes\n"
+"the copied shim, hook and hooks.d file. The tenants' directories stay\n"
+"(running containers have them mounted); RUN_DIR is on /run, gone at the\n"
+"next boot.\n"
 "\n"
-"Exit status: 0 after SIGTERM/SIGINT, 1 on a usage error, 2 if the server\n"
-"cannot start (directories, sockets).\n");
+"Exit status: 0 after SIGTERM/SIGINT (or an uninstall), 1 on a usage\n"
+"error, 2 if the server cannot start (directories, sockets, another\n"
+"server on RUN_DIR) or the uninstall could not finish.\n");
 }
 
 static bool parse_uint(const char *text, unsigned long long min, unsigned long long max, unsigned long long *out)
@@ -268,6 +305,7 @@ static void on_housekeeping(void *arg)
     cdi_retry();
     confwatch_check();
     log_flush();
+    status_shares_refresh(now_ns());
     timer_at(&housekeeping, now_ns() + 1000000000ull);
 }
 
@@ -284,7 +322,15 @@ enum {
     OPT_VERIFY_GPUS,
     OPT_DEVICE_NODE_DIR,
     OPT_ON_SERVER_DOWN,
+    OPT_UNINSTALL,
+    OPT_INSTALL_DIR,
+    OPT_HOSTNAME,
+    OPT_POD_LOG_DIR,
 };
+
+/* --uninstall and its --install-dir; set from the command line. */
+static bool uninstall;
+static const char *install_dir;
 
 /* Parses the command line into options; returns -1 to exit 0 (help,
  * version), 1 on a usage error, 0 to run. */
@@ -310,6 +356,10 @@ static int parse_options(int argc, char **argv)
         {"verify-gpus", required_argument, NULL, OPT_VERIFY_GPUS},
         {"device-node-dir", required_argument, NULL, OPT_DEVICE_NODE_DIR},
         {"on-server-down", required_argument, NULL, OPT_ON_SERVER_DOWN},
+        {"uninstall", no_argument, NULL, OPT_UNINSTALL},
+        {"install-dir", required_argument, NULL, OPT_INSTALL_DIR},
+        {"hostname", required_argument, NULL, OPT_HOSTNAME},
+        {"pod-log-dir", required_argument, NULL, OPT_POD_LOG_DIR},
         {NULL, 0, NULL, 0},
     };
     int opt, index = 0;
@@ -323,6 +373,10 @@ static int parse_options(int argc, char **argv)
         case OPT_SHIM: options.shim_path = optarg; break;
         case 'm': options.metrics_addr = optarg; break;
         case OPT_NVIDIA_DIR: options.nvidia_dir = optarg; break;
+        case OPT_UNINSTALL: uninstall = true; break;
+        case OPT_INSTALL_DIR: install_dir = optarg; break;
+        case OPT_HOSTNAME: options.hostname = optarg; break;
+        case OPT_POD_LOG_DIR: options.pod_log_dir = optarg; break;
         case OPT_DEVICE_NODE_DIR:
             if (optarg[0] != '/') {
                 fprintf(stderr, "gpuslice-server: --device-node-dir needs an absolute path, got '%s'\n", optarg);
@@ -405,6 +459,10 @@ static int parse_options(int argc, char **argv)
                 options.metrics_addr);
         return 1;
     }
+    if (install_dir && !uninstall) {
+        fprintf(stderr, "gpuslice-server: --install-dir is for --uninstall\n");
+        return 1;
+    }
     if (optind != argc) {
         fprintf(stderr, "gpuslice-server: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
@@ -425,10 +483,15 @@ int main(int argc, char **argv)
     if (options.cdi_dir[0])
         options.cdi_dir = absolute(options.cdi_dir);
     options.shim_path = absolute(options.shim_path);
-    if (!options.config_dir || !options.run_dir || !options.cdi_dir || !options.shim_path) {
+    if (!options.config_dir || !options.run_dir || !options.cdi_dir || !options.shim_path ||
+        (install_dir && !(install_dir = absolute(install_dir)))) {
         slog(LOG_ERR, "cannot make the paths absolute: %s", strerror(errno));
         return 2;
     }
+    if (uninstall)
+        return uninstall_run(install_dir);
+    if (!options.hostname)
+        options.hostname = "";
     /* Nothing is created through a path a tenant controls, and modes are
      * given at creation: 0755 directories; sockets set their own. */
     umask(022);
@@ -467,7 +530,7 @@ int main(int argc, char **argv)
         slog(LOG_ERR, "signalfd: %s", strerror(errno));
         return 2;
     }
-    if (accept_init() != 0 || rundir_open() != 0 || cdi_init() != 0)
+    if (accept_init() != 0 || rundir_open() != 0 || rundir_lock() != 0 || cdi_init() != 0)
         return 2;
     if (rundir_clients_marked()) {
         /* Processes of the last server may still run: they reconnect within
@@ -476,9 +539,22 @@ int main(int argc, char **argv)
         slog(LOG_INFO, "processes of the previous server may still run: memory leases wait %.1f s for them to "
                        "reconnect and declare what they hold", (double)RECOVERY_NS / 1e9);
     }
+    /* A configuration directory that is not there stops the start (no
+     * watch is promised for it). */
+    int conf = open(options.config_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (conf < 0) {
+        slog(LOG_ERR, "cannot read the configuration directory %s: %s (create it, or give --config-dir)",
+             options.config_dir, strerror(errno));
+        return 2;
+    }
+    if (close(conf) != 0)
+        slog(LOG_WARN, "close: %s", strerror(errno));
     confwatch_open();
     if (tenants_load() != 0 || admin_open() != 0 || metrics_open() != 0)
         return 2;
+    /* The spec the last server left: brought up to date even when no
+     * tenant came (then it goes). */
+    cdi_update();
     if (timer_init(&housekeeping, on_housekeeping, NULL) != 0) {
         slog(LOG_ERR, "timerfd: %s", strerror(errno));
         return 2;
@@ -501,7 +577,7 @@ int main(int argc, char **argv)
     rundir_mark_clients(nclients > 0);
     metrics_close();
     tenants_close_all();
-    cdi_remove();
+    cdi_close();
     devices_free_all();
     admin_close();
     confwatch_close();

@@ -7,7 +7,9 @@
  *     numbers GPUs in PCI bus order, the order of those directory names;
  *   - the minor number of its device node /dev/nvidiaN, by which the
  *     server checks that a process may use a GPU it declares
- *     (gpu_access.c).
+ *     (gpu_access.c);
+ *   - its model ("Model: NVIDIA H100 80GB HBM3"), dcgm-exporter's
+ *     "modelName" label.
  * Without the driver (fakecuda, or a container without /proc of the host)
  * every GPU is unknown: the index label is left out, and declarations
  * cannot be checked.
@@ -34,6 +36,7 @@ static struct {
     uint8_t uuid[16];
     bool known;
     int minor;               /* -1 if the file does not say */
+    char model[96];          /* "" if the file does not say */
 } gpus[MAX_GPUS];
 static int ngpus;
 static bool have_gpus_dir;   /* options.nvidia_dir/gpus could be opened */
@@ -80,8 +83,29 @@ static int number_after(const char *text, const char *key)
     return v < 1000000 ? (int)v : -1;
 }
 
-/* Reads the UUID and the minor number in DIR/information of one GPU. */
-static bool read_information(int gpus_fd, const char *bus, uint8_t uuid[16], int *minor)
+/* The rest of the line after "KEY:" in text, blanks trimmed, printable
+ * characters only, into out ("" if there is none). */
+static void text_after(const char *text, const char *key, char *out, size_t len)
+{
+    out[0] = '\0';
+    const char *line = strstr(text, key);
+    if (!line)
+        return;
+    line += strlen(key);
+    while (*line == ' ' || *line == '\t')
+        line++;
+    size_t n = 0;
+    while (line[n] && line[n] != '\n' && n + 1 < len && line[n] >= 0x20 && line[n] < 0x7f)
+        n++;
+    while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+        n--;
+    memcpy(out, line, n);
+    out[n] = '\0';
+}
+
+/* Reads the UUID, the minor number and the model in DIR/information of
+ * one GPU. */
+static bool read_information(int gpus_fd, const char *bus, uint8_t uuid[16], int *minor, char *model, size_t len)
 {
     char path[64], text[4096];
     snprintf(path, sizeof path, "%s/information", bus);
@@ -95,6 +119,7 @@ static bool read_information(int gpus_fd, const char *bus, uint8_t uuid[16], int
         return false;
     text[n] = '\0';
     *minor = number_after(text, "Device Minor:");
+    text_after(text, "Model:", model, len);
     const char *line = strstr(text, "GPU UUID:");
     if (!line)
         return false;
@@ -130,7 +155,8 @@ static void reread(void)
             snprintf(gpus[ngpus++].bus, sizeof gpus[0].bus, "%s", e->d_name);
     qsort(gpus, (size_t)ngpus, sizeof gpus[0], by_bus);
     for (int i = 0; i < ngpus; i++)
-        gpus[i].known = read_information(dirfd(dir), gpus[i].bus, gpus[i].uuid, &gpus[i].minor);
+        gpus[i].known = read_information(dirfd(dir), gpus[i].bus, gpus[i].uuid, &gpus[i].minor, gpus[i].model,
+                                         sizeof gpus[i].model);
     if (closedir(dir) != 0)
         slog(LOG_WARN, "closedir: %s", strerror(errno));
 }
@@ -175,4 +201,11 @@ int gpu_minor_of(const uint8_t uuid[16], uint64_t now)
         i = find(uuid);
     }
     return i < 0 ? -1 : gpus[i].minor;
+}
+
+const char *gpu_model_of(const uint8_t uuid[16], uint64_t now)
+{
+    reread_if_due(now);
+    int i = find(uuid);
+    return i < 0 ? "" : gpus[i].model;
 }

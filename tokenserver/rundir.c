@@ -16,7 +16,8 @@
  * whatever is at its temporary file's name (a symlink itself, never its
  * target). Directories are never removed.
  * RUN_DIR/cdi (cdi.c), which containers get a file of, is the server's
- * own, beside RUN_DIR/tenants and never inside it.
+ * own, beside RUN_DIR/tenants and never inside it. RUN_DIR/server.lock
+ * (runlock.c) keeps a second server out of a run directory in use.
  */
 #include "server.h"
 
@@ -29,9 +30,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* RUN_DIR and RUN_DIR/tenants, open for the server's life; owned by the
- * loop's thread. */
-static int run_fd = -1, tenants_fd = -1;
+/* RUN_DIR, RUN_DIR/tenants and RUN_DIR/server.lock (locked), open for
+ * the server's life; owned by the loop's thread. */
+static int run_fd = -1, tenants_fd = -1, lock_fd = -1;
 
 static int mkdir_p(const char *path)
 {
@@ -77,6 +78,34 @@ int rundir_open(void)
     return 0;
 }
 
+int rundir_lock(void)
+{
+    int fd = runlock_open(run_fd);
+    if (fd < 0) {
+        slog(LOG_ERR, "cannot open %s/%s: %s", options.run_dir, RUNLOCK_NAME, strerror(errno));
+        return -1;
+    }
+    int rc = runlock_take(fd);
+    if (rc != 0) {
+        long pid = rc > 0 ? runlock_holder(fd) : 0;
+        char who[48] = "";
+        if (pid > 0)
+            snprintf(who, sizeof who, " (pid %ld)", pid);
+        if (rc > 0)
+            slog(LOG_ERR, "another gpuslice-server%s serves %s (it holds %s/%s): not starting a second one on the "
+                          "same run directory; stop that one first, or give this one another --run-dir",
+                 who, options.run_dir, options.run_dir, RUNLOCK_NAME);
+        else
+            slog(LOG_ERR, "cannot lock %s/%s: %s", options.run_dir, RUNLOCK_NAME, strerror(errno));
+        if (close(fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
+        return -1;
+    }
+    runlock_mark(fd);
+    lock_fd = fd;
+    return 0;
+}
+
 #define CLIENTS_MARK ".clients"
 
 bool rundir_clients_marked(void)
@@ -106,7 +135,10 @@ void rundir_close(void)
         slog(LOG_WARN, "close: %s", strerror(errno));
     if (run_fd >= 0 && close(run_fd) != 0)
         slog(LOG_WARN, "close: %s", strerror(errno));
-    tenants_fd = run_fd = -1;
+    /* The lock goes last, with the process's other descriptors at exit. */
+    if (lock_fd >= 0 && close(lock_fd) != 0)
+        slog(LOG_WARN, "close: %s", strerror(errno));
+    tenants_fd = run_fd = lock_fd = -1;
 }
 
 int rundir_tenant_dir(const char *name)

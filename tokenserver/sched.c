@@ -236,6 +236,20 @@ static double min_running_vtime(const struct device *d, const struct device_tena
     return min;
 }
 
+/* The longest slice of d's active tenants other than `except`, in
+ * virtual time (quantum / share). */
+static double longest_turn(const struct device *d, const struct device_tenant *except)
+{
+    double longest = 0;
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct device_tenant *dt = &d->tenants[i];
+        double turn = (double)dt->tenant->config.quantum_ns / dt->tenant->config.share;
+        if (dt != except && dt->active && turn > longest)
+            longest = turn;
+    }
+    return longest;
+}
+
 /* Raises d's floor to the smallest virtual time of those in the running. */
 static void raise_floor(struct device *d, uint64_t now)
 {
@@ -615,8 +629,9 @@ static void gang_try_start(struct sched *s, uint64_t now)
         if (d->state == DEV_RESERVED && d->holder->tenant == t) {
             /* Like a tenant back from its limit, a gang back from waiting
              * for its other GPUs banks nothing here for the time others
-             * used this one meanwhile. */
-            double others = min_running_vtime(d, d->holder, now);
+             * used this one meanwhile, beyond the one slice by which the
+             * tenant ahead of it here passed it (which is its due). */
+            double others = min_running_vtime(d, d->holder, now) - longest_turn(d, d->holder);
             if (others > d->holder->vtime)
                 d->holder->vtime = others;
             start_slice(s, d, d->holder, d->slice_start, now, UINT64_MAX);
@@ -664,6 +679,29 @@ static struct sched_tenant *gang_to_form(const struct sched *s, struct sched_ten
         }
     }
     return first;
+}
+
+/* Whether the gang t is next on every one of its GPUs: no tenant that is
+ * not a gang waits there, may have a slice, and is behind it in virtual
+ * time. Only then does it gather: a gang that gathered while another
+ * tenant came first on one of its GPUs would keep the others reserved for
+ * nothing, be charged for them, and so fall behind there in turn (each
+ * gathering giving up, for good). Those ahead of it run meanwhile, and
+ * their virtual times pass its own, which stand still while it waits. */
+static bool gang_next_everywhere(const struct sched *s, const struct sched_tenant *t, uint64_t now)
+{
+    for (const struct device *d = s->devices; d; d = d->next) {
+        struct device_tenant *mine;
+        if (!gang_member(d, t, &mine))
+            continue;
+        for (size_t i = 0; i < d->ntenants; i++) {
+            const struct device_tenant *dt = &d->tenants[i];
+            if (dt != mine && !is_gang(dt->tenant) && waits_for(dt) && dt->eligible_at <= now &&
+                dt->vtime < mine->vtime)
+                return false;
+        }
+    }
+    return true;
 }
 
 /* The gang t starts gathering its GPUs. A slice of its own that runs on
@@ -864,13 +902,15 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
         if (!best || dt->vtime < best->vtime)
             best = dt;
     }
-    /* A GPU the gathering gang needs is kept for it once it is the gang's
-     * turn there; a tenant ahead of it on this GPU goes first. While the
-     * gang's other GPUs run slices that end later, the tenant next here
-     * gets a slice that ends then (a backfill), rather than the GPU idling
-     * for the gang: it is charged for what it holds, and the gang loses
+    /* A GPU the gathering gang needs is kept for it: it gathers once it
+     * is next on all of them (gang_next_everywhere), so none waiting was
+     * ahead of it then, and one that held a GPU then, ahead of it by less
+     * than its slice, is next after the gang's slice. While the gang's
+     * other GPUs run slices that end later, the tenant next here gets a
+     * slice that ends then (a backfill), rather than the GPU idling for
+     * the gang: it is charged for what it holds, and the gang loses
      * nothing it could have used. */
-    if (needed && !gang_blocked(s, now) && (!best || mine->vtime <= best->vtime)) {
+    if (needed && !gang_blocked(s, now)) {
         uint64_t free_at = gang_free_at(s, d, now);
         if (best && !d->backfilled && free_at > now + BACKFILL_MIN_NS) {
             /* once per gathering: a backfill that overran must not meet
@@ -891,8 +931,38 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
         return;
     }
     if (is_gang(best->tenant)) {
-        gang_form(s, gang_to_form(s, best->tenant), now);
-        return;
+        struct sched_tenant *gang = gang_to_form(s, best->tenant);
+        if (!gang_next_everywhere(s, gang, now)) {
+            /* not yet its turn on another of its GPUs: another gang here
+             * whose turn it is everywhere, by gang_key, may gather */
+            gang = NULL;
+            double key = 0;
+            for (size_t i = 0; i < d->ntenants; i++) {
+                struct sched_tenant *u = d->tenants[i].tenant;
+                if (u != best->tenant && is_gang(u) && waits_for(&d->tenants[i]) && gang_next_everywhere(s, u, now) &&
+                    (!gang || gang_key(s, u) < key)) {
+                    gang = u;
+                    key = gang_key(s, u);
+                }
+            }
+        }
+        if (gang) {
+            gang_form(s, gang, now);
+            return;
+        }
+        /* no gang's turn everywhere: the next tenant here that is not a
+         * gang goes meanwhile */
+        best = NULL;
+        for (size_t i = 0; i < d->ntenants; i++) {
+            struct device_tenant *dt = &d->tenants[i];
+            if (waits_for(dt) && !is_gang(dt->tenant) && dt->eligible_at <= now && (!best || dt->vtime < best->vtime))
+                best = dt;
+        }
+        if (!best) {
+            d->last_holder = NULL;
+            set_timer(s, d, next_eligible);
+            return;
+        }
     }
     start_slice(s, d, best, now, now, UINT64_MAX);
 }
@@ -906,6 +976,10 @@ static void gang_changed(struct sched *s, struct sched_tenant *t, uint64_t now)
         gang_cancel(s, now);
     if (!is_gang(t))
         end_unheld_gang_slices(s, t, 0, now, now);
+    /* where it waits, it is in line in another way now */
+    for (struct device *d = s->devices; d; d = d->next)
+        if (sched_entry_find(d, t))
+            mark_dirty(s, d);
 }
 
 /* ---- events ----------------------------------------------------------------------- */
@@ -1061,8 +1135,8 @@ static void on_release(struct sched *s, const struct sched_event *ev, uint64_t n
     }
 }
 
-/* The slot's wait and hold on its GPU end (it names it no more). */
-static void slot_leaves(struct sched *s, struct sched_slot *slot, uint64_t now)
+/* The slot's wait on its GPU ends (it names it no more). */
+static void slot_stops_waiting(struct sched *s, struct sched_slot *slot, uint64_t now)
 {
     struct device *d = slot->device;
     if (slot->wants) {
@@ -1077,6 +1151,13 @@ static void slot_leaves(struct sched *s, struct sched_slot *slot, uint64_t now)
             }
         }
     }
+}
+
+/* The slot's wait and hold on its GPU end (it names it no more). */
+static void slot_leaves(struct sched *s, struct sched_slot *slot, uint64_t now)
+{
+    struct device *d = slot->device;
+    slot_stops_waiting(s, slot, now);
     if (slot->holds && slot->holds == d->grant && d->state != DEV_IDLE && d->state != DEV_RESERVED) {
         slot->holds = 0;
         d->slice_idle = 0; /* it said nothing of its idle time: none */
@@ -1121,8 +1202,29 @@ static void on_undeclare(struct sched *s, struct sched_slot *slot, bool lives_on
     slot->device = NULL;
     if (dt && dt->refs > 0 && --dt->refs == 0) {
         slot->tenant->devices--;
+        /* The tenant uses d no more: what it kept of d for nobody ends (a
+         * gang's slice that no rank held here, a reservation). */
+        if (d->holder == dt && d->state == DEV_RESERVED)
+            unreserve(s, d, now);
+        else if (d->holder == dt && d->state != DEV_IDLE && d->holders == 0)
+            end_slice(s, d, now, now);
         gang_changed(s, slot->tenant, now);
     }
+}
+
+/* A client is gone: none of its slots waits any more before any of them
+ * lets go of a GPU, so that what a GPU does next (a slice for a sibling
+ * slot, an extension) is never granted to the client that is going. */
+static void on_client_gone(struct sched *s, struct sched_slot *slots, size_t nslots, bool lives_on, uint64_t now)
+{
+    for (size_t i = 0; i < nslots; i++)
+        if (slots[i].device)
+            slot_stops_waiting(s, &slots[i], now);
+    for (size_t i = 0; i < nslots; i++)
+        if (slots[i].device && slots[i].holds)
+            slot_leaves(s, &slots[i], now);
+    for (size_t i = 0; i < nslots; i++)
+        on_undeclare(s, &slots[i], lives_on, now);
 }
 
 /* Removes entry i of d (its tenant is gone, with its slots). */
@@ -1178,6 +1280,9 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
         break;
     case SCHED_UNDECLARE:
         on_undeclare(s, ev->slot, ev->lives_on, now);
+        break;
+    case SCHED_CLIENT_GONE:
+        on_client_gone(s, ev->slot, ev->nslots, ev->lives_on, now);
         break;
     case SCHED_ACQUIRE:
         on_acquire(s, ev->slot, now);

@@ -185,9 +185,13 @@ enum sched_event_type {
     SCHED_TENANT_CHANGED,    /* tenant: its configuration changed */
     SCHED_TENANT_GONE,       /* tenant: removed; its entries go from every GPU */
     SCHED_DECLARE,           /* slot: now names `device` (it named none) */
-    SCHED_UNDECLARE,         /* slot: names its GPU no more (re-declared, or
-                                the client is gone; lives_on: its process
-                                is alive and keeps its memory) */
+    SCHED_UNDECLARE,         /* slot: names its GPU no more (re-declared);
+                                lives_on: its process is alive and keeps
+                                its memory */
+    SCHED_CLIENT_GONE,       /* slot: the first of a client's nslots slots,
+                                all gone at once (lives_on as UNDECLARE):
+                                nothing is granted to any of them while
+                                they go */
     SCHED_ACQUIRE,           /* slot: wants the slice */
     SCHED_RELEASE,           /* slot: grant, more, idle_ns, sent_ns */
     SCHED_TIMER,             /* device: its timer fired */
@@ -211,7 +215,8 @@ struct sched_event {
     uint64_t id;             /* MEM_LEASE, MEM_QUERY */
     uint64_t bytes;          /* MEM_FREE, MEM_DECLARE; MEM_LEASE: need */
     uint64_t want;           /* MEM_LEASE */
-    bool lives_on;           /* UNDECLARE */
+    bool lives_on;           /* UNDECLARE, CLIENT_GONE */
+    size_t nslots;           /* CLIENT_GONE */
     uint32_t pid;            /* PROCESS_GONE */
 };
 

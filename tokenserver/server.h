@@ -8,6 +8,8 @@
  *   config_file.c  reading one tenant file safely (regular files only)
  *   confwatch.c    watching the configuration directory (inotify)
  *   rundir.c       the run directory: sockets made without following paths
+ *   runlock.c      one server per run directory (RUN_DIR/server.lock)
+ *   uninstall.c    gpuslice-server --uninstall
  *   tenants.c      the set of tenants, their listening sockets, reloads
  *   accept.c       accepting connections within the limits
  *   clients.c      one connection per shim process: messages in and out
@@ -21,6 +23,7 @@
  *   admin.c        the admin socket gpuslicectl talks to
  *   cdi.c          the CDI spec and the preload list containers get
  *   peers.c        who a client is: host PID, container and pod, from the kernel
+ *   pod_names.c    a container's Kubernetes names, from the kubelet's log links
  *   nvidia_gpus.c  the NVIDIA driver's GPUs: index and device minor by UUID
  *   gpu_access.c   whether a client's process may use a GPU it declares
  *   metrics*.c, http_request.c, histogram.c
@@ -81,6 +84,9 @@ void slog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 /* For anything a tenant or a client can cause: at most a few lines per
  * kind of message and tag (a tenant) every 10 s, then a count. */
 void slog_limited(const void *tag, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A refusal (a memory cap, a limit, a protocol error), at warn: once per
+ * minute per tag (a tenant) and cause (a short text), then a count. */
+void slog_refusal(const void *tag, const char *cause, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Writes the counts of windows that ended; called every second. */
 void log_flush(void);
 int log_level_parse(const char *name); /* -1 if unknown */
@@ -110,6 +116,8 @@ struct server_options {
                                          (a time namespace's offset) */
     enum on_server_down on_server_down; /* ON_DOWN_WAIT or ON_DOWN_OPEN: the
                                          tenants' default (--on-server-down) */
+    const char *hostname;             /* the Hostname label of /metrics; "" none */
+    const char *pod_log_dir;          /* the kubelet's /var/log/containers; "" none */
 };
 extern struct server_options options; /* set by main before the loop starts */
 
@@ -153,6 +161,9 @@ void confwatch_close(void);
 
 /* Opens RUN_DIR and RUN_DIR/tenants (created if missing). */
 int rundir_open(void);
+/* Takes RUN_DIR/server.lock for the server's life (runlock.c); -1,
+ * logged with the PID of the server that holds it, if another has it. */
+int rundir_lock(void);
 void rundir_close(void);
 /* RUN_DIR/tenants/NAME, created if missing; never a symlink. A new
  * descriptor, -1 on error. */
@@ -187,6 +198,26 @@ struct bound_socket {
 int rundir_listen(int dir_fd, const char *name, mode_t mode, int backlog, struct bound_socket *out);
 /* Closes the socket and removes NAME if it is still that socket. */
 void rundir_unlisten(int dir_fd, const char *name, struct bound_socket *s);
+
+/* ---- runlock.c: one server per run directory ---------------------------------- */
+
+#define RUNLOCK_NAME "server.lock"
+/* Opens (creates) RUN_DIR/server.lock in run_fd; -1 with errno. */
+int runlock_open(int run_fd);
+/* Locks it without waiting: 0 taken, 1 another process holds it, -1 error. */
+int runlock_take(int fd);
+/* Writes this process's PID into the lock file it holds. */
+void runlock_mark(int fd);
+/* The PID of the process holding the lock on fd (0 if unknown). */
+long runlock_holder(int fd);
+/* Whether a server holds RUN_DIR/server.lock of run_dir now (its PID in
+ * *pid, 0 if unknown), read without touching the lock. */
+int runlock_held_at(const char *run_dir, long *pid);
+
+/* ---- uninstall.c -------------------------------------------------------------------- */
+
+/* gpuslice-server --uninstall: returns the exit status. */
+int uninstall_run(const char *install_dir);
 
 /* ---- usage.c ------------------------------------------------------------------ */
 
@@ -254,6 +285,14 @@ void peer_identify(int fd, struct peer *p);
 /* Finds the container ID and pod UID in the text of a /proc/PID/cgroup. */
 void peer_parse_cgroup(const char *text, struct peer *p);
 
+/* ---- pod_names.c ------------------------------------------------------------------ */
+
+#define POD_NAMES_MAX 400
+/* The namespace, pod and container names of a container ID, from the
+ * names of the kubelet's links in options.pod_log_dir; false if unknown.
+ * The strings are valid until the next call. */
+bool pod_names_of(const char *container_id, const char **ns, const char **pod, const char **container, uint64_t now);
+
 /* ---- nvidia_gpus.c ------------------------------------------------------------ */
 
 /* The GPU's index as nvidia-smi and dcgm-exporter number it (PCI bus
@@ -265,6 +304,9 @@ int gpu_index_of(const uint8_t uuid[16], uint64_t now);
 int gpu_minor_of(const uint8_t uuid[16], uint64_t now);
 /* Whether the driver's list of GPUs exists on this node. */
 bool nvidia_gpus_known(uint64_t now);
+/* The GPU's model as the driver names it ("" if unknown): dcgm-exporter's
+ * modelName label. Valid until the next call. */
+const char *gpu_model_of(const uint8_t uuid[16], uint64_t now);
 
 /* ---- gpu_access.c ------------------------------------------------------------- */
 
@@ -338,10 +380,17 @@ extern struct sched server_sched;
 /* Declares slot of c to be the GPU uuid, within the limits; gives back what
  * the slot named before. NULL (with a reason) if the limits refuse it. */
 struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], const char **why);
-/* The slot no longer names its device (the client went away; lives_on:
- * its process is alive, so what it holds stays counted until it declares
- * again or exits). */
+/* The slot no longer names its device (it declares another; lives_on:
+ * its process keeps what it holds counted until it declares again or
+ * exits). */
 void device_undeclare(struct client *c, int slot, bool lives_on);
+/* c is gone: all its slots name their GPUs no more, in one scheduler step
+ * (lives_on: its process keeps its memory counted). */
+void devices_client_gone(struct client *c, bool lives_on);
+/* Whether process pid lives on: it exists and is neither a zombie nor
+ * exiting (a process whose exit closed its connection holds no device
+ * memory any more). */
+bool process_lives(pid_t pid);
 /* Lets go of the memory counted for processes that exited without a
  * connection (memory.c's ghosts); every second. */
 void devices_check_ghosts(void);
@@ -370,8 +419,10 @@ int cdi_init(void);
 void cdi_update(void);
 /* Tries again if the last update failed; every second. */
 void cdi_retry(void);
-/* Removes the spec this server wrote, at shutdown. */
+/* Removes the spec if it is this run directory's (no tenant left). */
 void cdi_remove(void);
+/* Forgets the spec at shutdown, leaving it for the next server. */
+void cdi_close(void);
 
 /* ---- status.c ------------------------------------------------------------------ */
 
@@ -399,6 +450,12 @@ struct status_cursor {
  * to be still valid when it has not changed); the loop's thread only. */
 extern uint64_t removals;
 void status_begin(struct status_cursor *cur, enum gs_status_format format);
+/* The achieved share the status, top and /metrics show: the GPU's time
+ * the entry held over the 10 s before the last refresh
+ * (device_tenant_recent_share then), or now if it is newer. */
+double status_achieved_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
+/* Takes every entry's achieved share at now; every second. */
+void status_shares_refresh(uint64_t now);
 /* Appends the next entries to out until it has grown by at least `budget`
  * bytes or the report is complete; returns true once it is complete. */
 bool status_next(struct status_cursor *cur, struct text *out, size_t budget);

@@ -11,9 +11,14 @@
  * truncated. Between pieces the cursor remembers the id of the last device
  * or tenant written; ids only grow and the lists are in id order, so
  * entries added or removed in between never make it skip or repeat one.
+ *
+ * The achieved share every report shows (the status, top through it, and
+ * /metrics) is status_achieved_share: the share over the 10 s before the
+ * last refresh (every second), so that reports read at the same moment
+ * agree whenever they were answered.
  */
 #include "server.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -99,6 +104,66 @@ static struct device *device_after(const struct status_cursor *cur)
     return NULL;
 }
 
+/* The achieved shares as of the last refresh (once a second): one entry
+ * per tenant entry of each GPU, in the order of the GPUs (by id) and of
+ * their entries, with the `removals` count they were taken at; owned by
+ * the loop's thread. */
+struct share_entry {
+    uint64_t device_id;
+    const struct sched_tenant *tenant;
+    double share;
+};
+static struct share_entry *shares;
+static size_t nshares, shares_cap;
+static uint64_t shares_removals = UINT64_MAX;
+
+void status_shares_refresh(uint64_t now)
+{
+    size_t n = 0;
+    for (const struct device *d = server_sched.devices; d; d = d->next)
+        n += d->ntenants;
+    if (n > shares_cap) {
+        struct share_entry *grown = realloc(shares, n * sizeof *grown);
+        if (!grown) {
+            shares_removals = UINT64_MAX; /* read live until it fits */
+            return;
+        }
+        shares = grown;
+        shares_cap = n;
+    }
+    nshares = 0;
+    for (const struct device *d = server_sched.devices; d; d = d->next)
+        for (size_t i = 0; i < d->ntenants; i++)
+            shares[nshares++] = (struct share_entry){d->id, d->tenants[i].tenant,
+                                                     device_tenant_recent_share(d, &d->tenants[i], now)};
+    shares_removals = removals;
+}
+
+double status_achieved_share(const struct device *d, const struct device_tenant *dt, uint64_t now)
+{
+    /* The share read at whatever instant a report is answered moves by up
+     * to 10 points a second as slices come and go (a slice enters the
+     * window as another leaves it): two reports asked for together but
+     * answered 50 ms apart differed by half a point and more, and would
+     * by more for long quanta. So every report reads the shares of the
+     * last refresh; a GPU or tenant entry newer than that, or any after a
+     * tenant or GPU was freed since, is read live. */
+    if (shares_removals == removals) {
+        size_t lo = 0, hi = nshares;
+        while (lo < hi) { /* the first entry of d */
+            size_t mid = lo + (hi - lo) / 2;
+            if (shares[mid].device_id < d->id)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (size_t i = lo; i < nshares && shares[i].device_id == d->id; i++)
+            if (shares[i].tenant == dt->tenant)
+                return shares[i].share;
+    }
+    return device_tenant_recent_share(d, dt, now);
+}
+
 static struct tenant *tenant_after(const struct status_cursor *cur)
 {
     if (cur->last && cur->removals == removals)
@@ -149,7 +214,7 @@ static void json_tenant(struct text *o, const struct tenant *t, bool first, uint
         text_printf(o, "%s{\"uuid\":\"GPU-%s\",\"achieved_share\":%.4f,\"target_share\":%.4f,\"slices\":%llu,\"wait_ms\":%.1f,"
                        "\"gpu_ms\":%.1f,\"waiting\":%u,\"overrun_p99_ms\":%.3f,\"overruns\":%zu,"
                        "\"mem_used\":%llu,\"mem_cap\":%llu,\"mem_peak\":%llu,\"oom_refusals\":%llu}",
-                    first_device ? "" : ",", uuid, device_tenant_recent_share(d, dt, now),
+                    first_device ? "" : ",", uuid, status_achieved_share(d, dt, now),
                     device_tenant_target_share(d, dt, now),
                     (unsigned long long)dt->slices, (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6,
                     dt->waiting, (double)device_tenant_overrun_p99(dt) / 1e6, dt->noverruns,
@@ -193,7 +258,7 @@ static void table_tenant(struct text *o, const struct tenant *t, uint64_t now)
             snprintf(cap, sizeof cap, "%.1f", (double)t->sched.config.memory / 1048576.0);
         text_printf(o, "%-15s  %5g  %5g  %7u  GPU-%.8s...  %12.1f%%  %6llu  %10.1f  %9.1f  %9.1f  %9s  %9.1f  %3llu\n",
                     t->name, t->sched.config.share, t->sched.config.limit, t->clients, uuid,
-                    100.0 * device_tenant_recent_share(d, dt, now), (unsigned long long)dt->slices,
+                    100.0 * status_achieved_share(d, dt, now), (unsigned long long)dt->slices,
                     (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, (double)dt->mem_used / 1048576.0, cap,
                     (double)dt->mem_peak / 1048576.0, (unsigned long long)dt->oom_refusals);
         any = true;

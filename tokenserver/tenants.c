@@ -20,7 +20,7 @@
  * whose socket cannot be made is kept and tried again every second.
  */
 #include "server.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "gpuslice/containers.h"
 
 #include <dirent.h>
@@ -179,9 +179,12 @@ static void tenant_remove(struct tenant *t, const char *why)
 
 static void log_settings(const struct tenant *t, const char *what)
 {
-    slog(LOG_INFO, "tenant %s: %sshare %g limit %g quantum %llu ms memory %llu gang %s on_server_down %s%s", t->name,
+    char memory[32] = "none";
+    if (t->sched.config.memory)
+        snprintf(memory, sizeof memory, "%llu bytes", (unsigned long long)t->sched.config.memory);
+    slog(LOG_INFO, "tenant %s: %sshare %g limit %g quantum %llu ms memory %s gang %s on_server_down %s%s", t->name,
          what, t->sched.config.share, t->sched.config.limit,
-         (unsigned long long)(t->sched.config.quantum_ns / 1000000), (unsigned long long)t->sched.config.memory,
+         (unsigned long long)(t->sched.config.quantum_ns / 1000000), memory,
          config_gang_name(t->sched.config.gang), config_on_server_down_name(policy_of(t)),
          t->sock.fd >= 0 ? "" : " (no socket yet)");
 }
@@ -278,6 +281,17 @@ static int open_config_dir(void)
     return fd;
 }
 
+/* Says once, whenever the server is left without a tenant, that nothing
+ * can connect. */
+static void warn_if_empty(void)
+{
+    static bool warned; /* the loop's thread only */
+    if (ntenants == 0 && !warned)
+        slog(LOG_WARN, "no tenant: %s has no valid tenant file (NAME.conf); no process can connect until one is "
+                       "added", options.config_dir);
+    warned = ntenants == 0;
+}
+
 void tenants_scan(void)
 {
     int fd = open_config_dir();
@@ -317,6 +331,7 @@ void tenants_scan(void)
         }
     }
     cdi_follow();
+    warn_if_empty();
 }
 
 void tenants_file_changed(const char *file)
@@ -331,6 +346,7 @@ void tenants_file_changed(const char *file)
     if (close(fd) != 0)
         slog(LOG_WARN, "close: %s", strerror(errno));
     cdi_follow();
+    warn_if_empty();
 }
 
 int tenants_load(void)

@@ -10,8 +10,6 @@
  * %globaltimer, JIT-compiled by a real driver; on fakecuda a "spin" kernel
  * takes exactly its parameter's time.
  */
-#include <cuda.h>
-
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -23,6 +21,12 @@
 #include <unistd.h>
 
 #include "spin_kernels.h"
+
+#define CUDA_DRIVER_FUNCTIONS(X)                                                                                  \
+    X(cuInit) X(cuDeviceGet) X(cuDevicePrimaryCtxSetFlags) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)          \
+    X(cuModuleLoadData) X(cuModuleGetFunction) X(cuStreamCreate) X(cuStreamSynchronize) X(cuLaunchKernel)          \
+    X(cuStreamDestroy) X(cuModuleUnload) X(cuDevicePrimaryCtxRelease) X(cuGetErrorName)
+#include "cuda_driver.h"
 
 #define MAX_STEPS 10000000
 
@@ -52,7 +56,8 @@ static void usage(FILE *out)
 "                   (CU_CTX_SCHED_BLOCKING_SYNC on the primary context)\n"
 "  --every          also print each step's latency, one line each:\n"
 "                   step=I ms=L\n"
-"  -h, --help       show this help\n"
+"  -h, --help       show this help (no driver needed)\n"
+"  -V, --version    show the version\n"
 "\n"
 "Exit status: 0 on success, 1 on a usage error, 2 on a CUDA error.\n");
 }
@@ -69,7 +74,7 @@ static int check(CUresult rc, const char *what)
     if (rc == CUDA_SUCCESS)
         return 0;
     const char *name = NULL;
-    if (cuGetErrorName(rc, &name) != CUDA_SUCCESS || !name)
+    if (CU(cuGetErrorName)(rc, &name) != CUDA_SUCCESS || !name)
         name = "unknown CUDA error";
     fprintf(stderr, "infer: %s failed: %s (%d)\n", what, name, (int)rc);
     return 1;
@@ -109,12 +114,13 @@ int main(int argc, char **argv)
         {"host-ms", required_argument, NULL, 'H'},   {"seconds", required_argument, NULL, 's'},
         {"steps", required_argument, NULL, 'S'},     {"device", required_argument, NULL, 'D'},
         {"blocking-sync", no_argument, NULL, 'b'},   {"every", no_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
     };
     double kernels = 4, kernel_us = 250, host_ms = 5, seconds = 5, steps = 0, device = 0;
     bool blocking_sync = false, every = false;
     int opt;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "hV", options, NULL)) != -1) {
         int bad = 0;
         const char *name = NULL;
         switch (opt) {
@@ -127,6 +133,7 @@ int main(int argc, char **argv)
         case 'b': blocking_sync = true; break;
         case 'e': every = true; break;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("infer (gpuslice) %s\n", GPUSLICE_VERSION); return 0;
         default: usage(stderr); return 1;
         }
         if (bad) {
@@ -138,20 +145,22 @@ int main(int argc, char **argv)
         usage(stderr);
         return 1;
     }
+    if (cuda_driver_load("infer") != 0)
+        return 2;
 
     CUdevice dev;
     CUcontext ctx;
     CUmodule module;
     CUfunction fn;
     CUstream stream;
-    if (check(cuInit(0), "cuInit") || check(cuDeviceGet(&dev, (int)device), "cuDeviceGet") ||
-        (blocking_sync && check(cuDevicePrimaryCtxSetFlags(dev, CU_CTX_SCHED_BLOCKING_SYNC),
+    if (check(CU(cuInit)(0), "cuInit") || check(CU(cuDeviceGet)(&dev, (int)device), "cuDeviceGet") ||
+        (blocking_sync && check(CU(cuDevicePrimaryCtxSetFlags)(dev, CU_CTX_SCHED_BLOCKING_SYNC),
                                 "cuDevicePrimaryCtxSetFlags")) ||
-        check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
-        check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent") ||
-        check(cuModuleLoadData(&module, spin_kernels_ptx), "cuModuleLoadData") ||
-        check(cuModuleGetFunction(&fn, module, "spin"), "cuModuleGetFunction") ||
-        check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
+        check(CU(cuDevicePrimaryCtxRetain)(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
+        check(CU(cuCtxSetCurrent)(ctx), "cuCtxSetCurrent") ||
+        check(CU(cuModuleLoadData)(&module, spin_kernels_ptx), "cuModuleLoadData") ||
+        check(CU(cuModuleGetFunction)(&fn, module, "spin"), "cuModuleGetFunction") ||
+        check(CU(cuStreamCreate)(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
         return 2;
 
     size_t cap = steps > 0 ? (size_t)steps : 4096, n = 0;
@@ -166,9 +175,9 @@ int main(int argc, char **argv)
     while (steps > 0 ? n < (size_t)steps : now_s() < stop) {
         double begin = now_s();
         for (int k = 0; k < (int)kernels; k++)
-            if (check(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL), "cuLaunchKernel"))
+            if (check(CU(cuLaunchKernel)(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL), "cuLaunchKernel"))
                 return 2;
-        if (check(cuStreamSynchronize(stream), "cuStreamSynchronize"))
+        if (check(CU(cuStreamSynchronize)(stream), "cuStreamSynchronize"))
             return 2;
         double took = now_s() - begin;
         if (n == cap) {
@@ -192,8 +201,8 @@ int main(int argc, char **argv)
            wall);
     fflush(stdout);
     free(latency);
-    cuStreamDestroy(stream);
-    cuModuleUnload(module);
-    cuDevicePrimaryCtxRelease(dev);
+    CU(cuStreamDestroy)(stream);
+    CU(cuModuleUnload)(module);
+    CU(cuDevicePrimaryCtxRelease)(dev);
     return 0;
 }

@@ -9,8 +9,6 @@
  * "collective" kernels instead, one rank of a multi-GPU job: on fakecuda
  * each waits for its peer ranks as an NCCL collective does.
  */
-#include <cuda.h>
-
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -22,6 +20,14 @@
 #include <unistd.h>
 
 #include "spin_kernels.h"
+
+#define CUDA_DRIVER_FUNCTIONS(X)                                                                                  \
+    X(cuInit) X(cuDeviceGet) X(cuDevicePrimaryCtxSetFlags) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)          \
+    X(cuModuleLoadData) X(cuModuleGetFunction) X(cuStreamCreate) X(cuEventCreate) X(cuMemAlloc)                    \
+    X(cuEventQuery) X(cuMemcpyHtoDAsync) X(cuEventRecord) X(cuStreamSynchronize) X(cuEventSynchronize)             \
+    X(cuLaunchKernel) X(cuEventDestroy) X(cuStreamDestroy) X(cuModuleUnload) X(cuDevicePrimaryCtxRelease)          \
+    X(cuGetErrorName)
+#include "cuda_driver.h"
 
 
 #define MAX_DEPTH 1024
@@ -70,9 +76,15 @@ static void usage(FILE *out)
 "                   real GPU it only spins for US: nothing is exchanged.\n"
 "                   NRANKS is 1..%d. Needs --count, since every rank must\n"
 "                   launch the same collectives\n"
-"  -h, --help       show this help\n"
+"  -h, --help       show this help (no driver needed)\n"
+"  -V, --version    show the version\n"
 "\n"
-"Exit status: 0 on success, 1 on a usage error, 2 on a CUDA error.\n",
+"The driver is libcuda.so.1, loaded once the options are read, from the\n"
+"library path (LD_LIBRARY_PATH: fakecuda's directory, on a machine\n"
+"without a GPU).\n"
+"\n"
+"Exit status: 0 on success, 1 on a usage error, 2 on a CUDA error (or no\n"
+"driver).\n",
             MAX_DEPTH, MAX_RANKS);
 }
 
@@ -88,7 +100,7 @@ static int check(CUresult rc, const char *what)
     if (rc == CUDA_SUCCESS)
         return 0;
     const char *name = NULL;
-    if (cuGetErrorName(rc, &name) != CUDA_SUCCESS || !name)
+    if (CU(cuGetErrorName)(rc, &name) != CUDA_SUCCESS || !name)
         name = "unknown CUDA error";
     fprintf(stderr, "spin: %s failed: %s (%d)\n", what, name, (int)rc);
     return 1;
@@ -145,14 +157,14 @@ int main(int argc, char **argv)
         {"device", required_argument, NULL, 'D'},    {"copy-mb", required_argument, NULL, 'c'},
         {"blocking-sync", no_argument, NULL, 'b'}, {"sync-every", required_argument, NULL, 'S'},
         {"collective", required_argument, NULL, 'C'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"version", no_argument, NULL, 'V'},          {NULL, 0, NULL, 0},
     };
     double kernel_us = 1000, seconds = 5, count = 0, depth = 16, device = 0, copy_mb = 0, sync_every = 0;
     bool blocking_sync = false, collective = false;
     uint64_t group = 0;
     uint32_t rank = 0, nranks = 0;
     int opt;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "hV", options, NULL)) != -1) {
         double *target = NULL;
         switch (opt) {
         case 'k': target = &kernel_us; break;
@@ -178,6 +190,7 @@ int main(int argc, char **argv)
             collective = true;
             continue;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("spin (gpuslice) %s\n", GPUSLICE_VERSION); return 0;
         default: usage(stderr); return 1;
         }
         if (parse_positive(optarg, target)) {
@@ -198,6 +211,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 1;
     }
+    if (cuda_driver_load("spin") != 0)
+        return 2;
 
     CUdevice dev;
     CUcontext ctx;
@@ -206,17 +221,17 @@ int main(int argc, char **argv)
     CUstream stream;
     CUevent done[MAX_DEPTH];
     unsigned in_flight = (unsigned)depth;
-    if (check(cuInit(0), "cuInit") || check(cuDeviceGet(&dev, (int)device), "cuDeviceGet") ||
-        (blocking_sync && check(cuDevicePrimaryCtxSetFlags(dev, CU_CTX_SCHED_BLOCKING_SYNC),
+    if (check(CU(cuInit)(0), "cuInit") || check(CU(cuDeviceGet)(&dev, (int)device), "cuDeviceGet") ||
+        (blocking_sync && check(CU(cuDevicePrimaryCtxSetFlags)(dev, CU_CTX_SCHED_BLOCKING_SYNC),
                                 "cuDevicePrimaryCtxSetFlags")) ||
-        check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
-        check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent") ||
-        check(cuModuleLoadData(&module, spin_kernels_ptx), "cuModuleLoadData") ||
-        check(cuModuleGetFunction(&fn, module, collective ? "collective" : "spin"), "cuModuleGetFunction") ||
-        check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
+        check(CU(cuDevicePrimaryCtxRetain)(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
+        check(CU(cuCtxSetCurrent)(ctx), "cuCtxSetCurrent") ||
+        check(CU(cuModuleLoadData)(&module, spin_kernels_ptx), "cuModuleLoadData") ||
+        check(CU(cuModuleGetFunction)(&fn, module, collective ? "collective" : "spin"), "cuModuleGetFunction") ||
+        check(CU(cuStreamCreate)(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
         return 2;
     for (unsigned i = 0; i < in_flight; i++)
-        if (check(cuEventCreate(&done[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate"))
+        if (check(CU(cuEventCreate)(&done[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate"))
             return 2;
     /* The background copy: its own stream, buffers and completion event. */
     size_t copy_bytes = (size_t)(copy_mb * 1048576.0);
@@ -231,9 +246,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "spin: cannot allocate %zu bytes of host memory for --copy-mb\n", copy_bytes);
             return 2;
         }
-        if (check(cuStreamCreate(&copy_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
-            check(cuMemAlloc(&copy_dst, copy_bytes), "cuMemAlloc") ||
-            check(cuEventCreate(&copy_done, CU_EVENT_DISABLE_TIMING), "cuEventCreate"))
+        if (check(CU(cuStreamCreate)(&copy_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
+            check(CU(cuMemAlloc)(&copy_dst, copy_bytes), "cuMemAlloc") ||
+            check(CU(cuEventCreate)(&copy_done, CU_EVENT_DISABLE_TIMING), "cuEventCreate"))
             return 2;
     }
 
@@ -247,30 +262,30 @@ int main(int argc, char **argv)
     uint64_t launched = 0;
     while (launched < limit && (count > 0 || now_s() < stop)) {
         if (copy_bytes > 0) {
-            CUresult q = copying ? cuEventQuery(copy_done) : CUDA_SUCCESS;
+            CUresult q = copying ? CU(cuEventQuery)(copy_done) : CUDA_SUCCESS;
             if (q != CUDA_SUCCESS && q != CUDA_ERROR_NOT_READY)
                 return check(q, "cuEventQuery"), 2;
             if (q == CUDA_SUCCESS) {
                 copies += copying;
-                if (check(cuMemcpyHtoDAsync(copy_dst, copy_src, copy_bytes, copy_stream), "cuMemcpyHtoDAsync") ||
-                    check(cuEventRecord(copy_done, copy_stream), "cuEventRecord"))
+                if (check(CU(cuMemcpyHtoDAsync)(copy_dst, copy_src, copy_bytes, copy_stream), "cuMemcpyHtoDAsync") ||
+                    check(CU(cuEventRecord)(copy_done, copy_stream), "cuEventRecord"))
                     return 2;
                 copying = true;
             }
         }
         CUevent ev = done[launched % in_flight];
         if (sync_every > 0 && launched > 0 && launched % (uint64_t)sync_every == 0 &&
-            check(cuStreamSynchronize(stream), "cuStreamSynchronize"))
+            check(CU(cuStreamSynchronize)(stream), "cuStreamSynchronize"))
             return 2;
-        if (launched >= in_flight && check(cuEventSynchronize(ev), "cuEventSynchronize"))
+        if (launched >= in_flight && check(CU(cuEventSynchronize)(ev), "cuEventSynchronize"))
             return 2;
         seq = launched; /* the collective's sequence number: the same on every rank */
-        if (check(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL), "cuLaunchKernel") ||
-            check(cuEventRecord(ev, stream), "cuEventRecord"))
+        if (check(CU(cuLaunchKernel)(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL), "cuLaunchKernel") ||
+            check(CU(cuEventRecord)(ev, stream), "cuEventRecord"))
             return 2;
         launched++;
     }
-    if (check(cuStreamSynchronize(stream), "cuStreamSynchronize"))
+    if (check(CU(cuStreamSynchronize)(stream), "cuStreamSynchronize"))
         return 2;
     double wall = now_s() - start;
     printf("spin: pid=%d device=%d kernel_us=%.0f kernels=%" PRIu64 " wall_s=%.3f kernels_per_s=%.1f",
@@ -282,14 +297,14 @@ int main(int argc, char **argv)
     printf("\n");
     fflush(stdout);
     for (unsigned i = 0; i < in_flight; i++)
-        cuEventDestroy(done[i]);
-    cuStreamDestroy(stream);
+        CU(cuEventDestroy)(done[i]);
+    CU(cuStreamDestroy)(stream);
     if (copy_bytes > 0) {
         /* The copy still in flight is left to finish: exiting frees it. */
-        cuEventDestroy(copy_done);
+        CU(cuEventDestroy)(copy_done);
         free(copy_src);
     }
-    cuModuleUnload(module);
-    cuDevicePrimaryCtxRelease(dev);
+    CU(cuModuleUnload)(module);
+    CU(cuDevicePrimaryCtxRelease)(dev);
     return 0;
 }

@@ -5,6 +5,7 @@
  */
 #include "protocol.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 static void put_u16(uint8_t *p, uint16_t v)
@@ -56,7 +57,7 @@ static long body_size(int type)
     case GS_MSG_HELLO: return 4;
     case GS_MSG_WELCOME: return GS_NAME_MAX;
     case GS_MSG_ERROR: return GS_REASON_MAX;
-    case GS_MSG_DEVICE: return 4 + 16;
+    case GS_MSG_DEVICE: return 4 + 16 + 8;
     case GS_MSG_ACQUIRE: return 4;
     case GS_MSG_GRANT:
     case GS_MSG_REVOKE:
@@ -129,6 +130,7 @@ size_t gs_msg_encode(const struct gs_msg *msg, uint8_t *buf, size_t cap)
     case GS_MSG_DEVICE:
         put_u32(b, msg->u.device.slot);
         memcpy(b + 4, msg->u.device.uuid, 16);
+        put_u64(b + 20, msg->u.device.total_bytes);
         break;
     case GS_MSG_ACQUIRE:
         put_u32(b, msg->u.acquire.slot);
@@ -224,7 +226,9 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
         return GS_DECODE_BAD_LENGTH;
     if (len - GS_HEADER_SIZE < body)
         return GS_DECODE_TRUNCATED;
-    if (len - GS_HEADER_SIZE != body || (size >= 0 && body != (uint32_t)size))
+    /* DEVICE without total_bytes (20 bytes) is what shims before it send. */
+    bool short_device = type == GS_MSG_DEVICE && body == GS_DEVICE_BODY_WITHOUT_TOTAL;
+    if (len - GS_HEADER_SIZE != body || (size >= 0 && body != (uint32_t)size && !short_device))
         return GS_DECODE_BAD_LENGTH;
     /* USAGE: its fixed part, then as many processes as it says. */
     if (type == GS_MSG_USAGE &&
@@ -249,6 +253,7 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
     case GS_MSG_DEVICE:
         msg->u.device.slot = get_u32(b);
         memcpy(msg->u.device.uuid, b + 4, 16);
+        msg->u.device.total_bytes = short_device ? 0 : get_u64(b + 20);
         if (msg->u.device.slot >= GS_MAX_DEVICES)
             return GS_DECODE_BAD_FIELD;
         break;

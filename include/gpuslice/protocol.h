@@ -19,7 +19,11 @@
  *
  * Conversation (client = one process of a tenant):
  *   client HELLO -> server WELCOME (or ERROR and close)
- *   client DEVICE(slot, uuid)        declares a GPU it uses, by UUID
+ *   client DEVICE(slot, uuid, total) declares a GPU it uses, by UUID, with
+ *                                    its memory as the process's driver
+ *                                    reports it (for a warning only; 0 if
+ *                                    unknown, as in a 20-byte DEVICE of
+ *                                    shims before the field, also accepted)
  *   client ACQUIRE(slot)             wants the time slice on that GPU
  *   server GRANT(slot, grant, deadline)   holds it until deadline; a GRANT
  *                                    with the same grant id extends it
@@ -126,7 +130,9 @@ struct gs_msg_error {
 struct gs_msg_device {
     uint32_t slot;           /* 0 .. GS_MAX_DEVICES-1, the client's name for it */
     uint8_t uuid[16];
+    uint64_t total_bytes;    /* cuDeviceTotalMem; 0 = unknown (a claim) */
 };
+#define GS_DEVICE_BODY_WITHOUT_TOTAL 20
 
 struct gs_msg_slot {         /* ACQUIRE */
     uint32_t slot;

@@ -7,8 +7,8 @@ busy as the same programs keep it without gpuslice.
 
   share_matrix.py [--subset] [--seconds S] [--only TEXT]
 
---subset runs the representative cells the test suite runs; --only runs
-the cells whose name contains TEXT. Prints one line per cell (with the
+--subset runs three representative cells; --only runs the cells whose
+name contains TEXT. Prints one line per cell (with the
 server's overrun p99 per tenant, for information: the time its slices
 ran past their deadlines) and exits 1 if any cell misses its target:
   split        each tenant's part of the device time used, within +-2
@@ -131,8 +131,8 @@ def cells(subset):
             "1:1 a: %d procs k=1000us deep, b: 1" % n, [("a", 1000, 0)] * n + [("b", 1000, 0)],
             {"a": 1, "b": 1}, sec)))
     if subset:
-        # Cells the suite can hold to their targets on a small, noisy
-        # machine; the full matrix (a benchmark) shows the rest.
+        # Three representative cells: synchronizing programs at 3:1 and
+        # 1:1:1:1 (test/sync_shares_test.py judges such cells in the suite).
         keep = ("3:1 k=500us sync=4", "1:1:1:1 k=1000us sync=32", "3:1 k=1000us sync=32")
         out = [c for c in out if c[0] in keep]
     return out
@@ -141,7 +141,7 @@ def cells(subset):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=4.0, help="measured window per run (default 4)")
-    ap.add_argument("--subset", action="store_true", help="only the cells the test suite runs")
+    ap.add_argument("--subset", action="store_true", help="only three representative cells")
     ap.add_argument("--only", default="", help="only cells whose name contains this text")
     args = ap.parse_args()
     failures = 0

@@ -252,3 +252,31 @@ class Cleanup:
                 print("cleanup: %s" % e)
         return False
 
+
+
+# ---- the CDI directory podman 4.3 reads --------------------------------------------------
+
+CDI_DIR = "/etc/cdi"
+CDI_SPEC = os.path.join(CDI_DIR, "gpuslice.json")
+
+
+def claim_cdi_spec():
+    """Makes /etc/cdi/gpuslice.json this test's to write (podman 4.3 has no
+    --cdi-spec-dir): a spec a killed test run left (its run directories
+    are gone, or it names none, as after --uninstall) is removed; one of a
+    server in use skips the test. The caller removes the spec at the end."""
+    import json
+    if os.path.exists(CDI_SPEC):
+        try:
+            with open(CDI_SPEC) as f:
+                dirs = [m["hostPath"] for d in json.load(f)["devices"]
+                        for m in d["containerEdits"].get("mounts", []) if m["containerPath"] == C_RUN_DIR]
+        except (OSError, ValueError, KeyError, TypeError):
+            dirs = ["?"]
+        if not any(os.path.exists(d) for d in dirs):
+            print("removing a stale %s (it names no tenant directory that exists)" % CDI_SPEC)
+            os.unlink(CDI_SPEC)
+        else:
+            skip("%s exists: another gpuslice-server writes there" % CDI_SPEC)
+    os.makedirs(CDI_DIR, exist_ok=True)
+    return CDI_SPEC

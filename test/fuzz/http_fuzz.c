@@ -1,6 +1,6 @@
 /*
  * Fuzz target for the HTTP request parser of the /metrics listener
- * (tokenserver/http_request.c), the code that reads what any local
+ * (tokenserver/metrics/http_request.c), the code that reads what any local
  * process, or the network where the listener is exposed, sends. Any input
  * must parse without reading outside it; the same input must give the
  * same answer; an accepted head must be within the input, with a path

@@ -1,4 +1,5 @@
-"""Runs validate.mjs on deploy/kubernetes: the manifests against the
+"""Runs validate.mjs (or the script named as its argument, names.mjs) on
+deploy/kubernetes: the manifests against the
 Kubernetes OpenAPI schemas (npm kubernetes-models) and the admission
 policy's CEL (npm @marcbachmann/cel-js), offline, no cluster. Installs
 node and npm with apt-get if missing, and the npm packages (pinned in
@@ -55,5 +56,7 @@ if not os.path.exists(stamp) or open(stamp).read() != open(lock).read():
     if p.returncode != 0:
         skip("npm ci failed (is the npm registry reachable?): " + (p.stderr.strip().splitlines() or [""])[-1])
     shutil.copy(lock, stamp)
-sys.exit(subprocess.run(["node", os.path.join(HERE, "validate.mjs"), os.path.join(SOURCE, "deploy", "kubernetes"),
+# The checks to run: validate.mjs, or the one named (names.mjs).
+script = sys.argv[1] if len(sys.argv) > 1 else "validate.mjs"
+sys.exit(subprocess.run(["node", os.path.join(HERE, script), os.path.join(SOURCE, "deploy", "kubernetes"),
                          NPM_DIR]).returncode)

@@ -97,7 +97,10 @@ function modelFile (obj) {
   return require.resolve(`kubernetes-models/${obj.apiVersion}/${obj.kind}`).replace(/\.js$/, '.d.ts')
 }
 
-for (const {file, obj} of docs) {
+// Custom resources (the Prometheus operator's PodMonitor) have no schema
+// here: their fields are checked by hand below.
+const custom = obj => obj.apiVersion.startsWith('monitoring.coreos.com/')
+for (const {file, obj} of docs.filter(d => !custom(d.obj))) {
   const err = schemaErrors(obj)
   expect(err === null, `${file}: ${obj.kind} ${obj.metadata.name} is valid ${obj.apiVersion} (${err || 'schema ok'})`)
   const unknown = unknownFields(obj, modelFile(obj), obj.kind, [])
@@ -105,9 +108,13 @@ for (const {file, obj} of docs) {
 }
 
 const kustomization = YAML.parse(fs.readFileSync(path.join(deployDir, 'kustomization.yaml'), 'utf8'))
+// Applied on their own: the examples, the PodMonitor (a kind only the
+// Prometheus operator defines) and the uninstall.
+const separate = ['example-pods.yaml', 'podmonitor.yaml', 'uninstall.yaml']
 expect(kustomization.resources.every(r => fs.existsSync(path.join(deployDir, r))) &&
-       files.filter(f => f !== 'example-pods.yaml').every(f => kustomization.resources.includes(f)),
-       'kustomization.yaml lists every manifest but the examples, and only files that exist')
+       files.filter(f => !separate.includes(f)).every(f => kustomization.resources.includes(f)) &&
+       !separate.some(f => kustomization.resources.includes(f)),
+       `kustomization.yaml lists every manifest but ${separate.join(', ')}, and only files that exist`)
 
 // Names: DNS labels far below the 63-character limit (40 at most).
 const dns = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
@@ -136,7 +143,7 @@ const images = new Set(docs.flatMap(({obj}) => podSpecs(obj).flatMap(s =>
 expect(images.size === 1 && [...images][0].endsWith('/gpuslice:0.1.0'),
        `every container runs the gpuslice image and nothing else is pulled (${[...images]})`)
 
-const ds = docs.find(d => d.obj.kind === 'DaemonSet').obj
+const ds = docs.find(d => d.obj.kind === 'DaemonSet' && d.obj.metadata.name === 'gpuslice-server').obj
 const dsSpec = ds.spec.template.spec
 const hostPaths = Object.fromEntries(dsSpec.volumes.filter(v => v.hostPath).map(v => [v.hostPath.path, v.name]))
 expect(hostPaths['/run/gpuslice'] && hostPaths['/var/run/cdi'] && dsSpec.hostPID === true,
@@ -148,6 +155,78 @@ expect(server.volumeMounts.some(m => m.mountPath === '/etc/gpuslice/tenants.d' &
 const tenantsCm = docs.find(d => d.obj.kind === 'ConfigMap' && d.obj.metadata.name === 'gpuslice-tenants').obj
 expect(Object.keys(tenantsCm.data).length === 2 && Object.keys(tenantsCm.data).every(k => /^[a-z0-9][-a-z0-9]*\.conf$/.test(k)),
        `the example ConfigMap holds two tenant files (${Object.keys(tenantsCm.data)})`)
+
+// ---- metrics, priority, images, uninstall (issue 29) ---------------------------
+const podLabels = ds.spec.template.metadata.labels
+const within = (sel, labels) => Object.entries(sel || {}).every(([k, v]) => labels[k] === v) &&
+  Object.keys(sel || {}).length > 0
+const metricsPort = (server.ports || []).find(p => p.name === 'metrics')
+const args = server.command.concat(server.args || [])
+const podIp = (server.env || []).find(e => e.name === 'POD_IP')
+expect(metricsPort && args.includes(`--metrics=$(POD_IP):${metricsPort.containerPort}`) && podIp &&
+       podIp.valueFrom.fieldRef.fieldPath === 'status.podIP',
+       'the server serves /metrics on the pod\'s address, on its container port "metrics"')
+const nodeName = (server.env || []).find(e => e.name === 'NODE_NAME')
+expect(args.includes('--hostname=$(NODE_NAME)') && nodeName && nodeName.valueFrom.fieldRef.fieldPath === 'spec.nodeName',
+       'series are labelled Hostname with the node\'s name, as dcgm-exporter\'s are')
+const podLogs = server.volumeMounts.find(m => m.mountPath === '/var/log/containers')
+expect(args.includes('--pod-log-dir=/var/log/containers') && podLogs && podLogs.readOnly === true &&
+       dsSpec.volumes.find(v => v.name === podLogs.name).hostPath.path === '/var/log/containers',
+       'the kubelet\'s log links are mounted read-only for the namespace, pod and container labels')
+const ann = ds.spec.template.metadata.annotations || {}
+expect(ann['prometheus.io/scrape'] === 'true' && Number(ann['prometheus.io/port']) === metricsPort.containerPort &&
+       ann['prometheus.io/path'] === '/metrics', 'the pods carry prometheus.io/scrape, port and path annotations')
+expect(dsSpec.priorityClassName === 'system-node-critical', 'the server runs at priority system-node-critical')
+const svc = docs.find(d => d.obj.kind === 'Service').obj
+expect(svc.metadata.namespace === ds.metadata.namespace && within(svc.spec.selector, podLabels) &&
+       svc.spec.ports.some(p => p.name === 'metrics' && p.targetPort === 'metrics'),
+       'a Service selects the server pods and targets their "metrics" port')
+const pm = docs.find(d => d.obj.kind === 'PodMonitor')
+const pmErrors = []
+if (!pm) {
+  pmErrors.push('no PodMonitor')
+} else {
+  const o = pm.obj
+  const known = {top: ['apiVersion', 'kind', 'metadata', 'spec'],
+    spec: ['jobLabel', 'podTargetLabels', 'podMetricsEndpoints', 'selector', 'namespaceSelector', 'sampleLimit',
+      'targetLimit', 'labelLimit', 'attachMetadata'],
+    endpoint: ['port', 'targetPort', 'path', 'scheme', 'params', 'interval', 'scrapeTimeout', 'honorLabels',
+      'honorTimestamps', 'relabelings', 'metricRelabelings', 'tlsConfig', 'bearerTokenSecret', 'basicAuth',
+      'followRedirects', 'enableHttp2', 'filterRunning', 'proxyUrl']}
+  const extra = (obj, list, where) => Object.keys(obj).filter(k => !list.includes(k)).map(k => `${where}.${k}`)
+  pmErrors.push(...extra(o, known.top, 'PodMonitor'), ...extra(o.spec, known.spec, 'spec'))
+  for (const e of o.spec.podMetricsEndpoints || []) pmErrors.push(...extra(e, known.endpoint, 'endpoint'))
+  if (o.apiVersion !== 'monitoring.coreos.com/v1') pmErrors.push('apiVersion ' + o.apiVersion)
+  if (!within(o.spec.selector.matchLabels, podLabels)) pmErrors.push('selector does not select the server pods')
+  if (!(o.spec.namespaceSelector.matchNames || []).includes(ds.metadata.namespace)) pmErrors.push('namespaceSelector')
+  if (!(o.spec.podMetricsEndpoints || []).length ||
+      !o.spec.podMetricsEndpoints.every(e => e.port === 'metrics' && e.path === '/metrics')) pmErrors.push('endpoints')
+}
+expect(pmErrors.length === 0, `a PodMonitor (monitoring.coreos.com/v1, its known fields only) scrapes the server pods' ` +
+       `"metrics" port ${pmErrors}`)
+const image = server.image
+const entry = (kustomization.images || []).find(i => image.startsWith(i.name + ':'))
+expect(entry && `${entry.newName || entry.name}:${entry.newTag}` === image,
+       `kustomization.yaml has an images: entry for ${image}, so kubectl's own kustomize can set it`)
+const un = docs.find(d => d.obj.kind === 'DaemonSet' && d.obj.metadata.name === 'gpuslice-uninstall')
+const unErrors = []
+if (!un) {
+  unErrors.push('no gpuslice-uninstall DaemonSet')
+} else {
+  const spec = un.obj.spec.template.spec
+  const c = spec.initContainers[0]
+  const hostOf = m => spec.volumes.find(v => v.name === m.name).hostPath.path
+  const mounts = Object.fromEntries(c.volumeMounts.map(m => [m.mountPath, hostOf(m)]))
+  const flag = name => (c.command.find(a => a.startsWith(`--${name}=`)) || '').split('=')[1]
+  if (!c.command.includes('--uninstall')) unErrors.push('no --uninstall')
+  for (const [name, host] of [['run-dir', '/run/gpuslice'], ['cdi-dir', '/var/run/cdi'], ['install-dir', '/opt/gpuslice']]) {
+    if (mounts[flag(name)] !== host) unErrors.push(`--${name} is not the host's ${host}`)
+  }
+  if (JSON.stringify(spec.nodeSelector) !== JSON.stringify(dsSpec.nodeSelector)) unErrors.push('another nodeSelector')
+  if (spec.hostPID !== true) unErrors.push('no hostPID (a server still running is stopped by its host PID)')
+}
+expect(unErrors.length === 0, `uninstall.yaml runs gpuslice-server --uninstall on the server's nodes, on the host's ` +
+       `run, CDI and install directories ${unErrors}`)
 
 // Negative controls: the schema check rejects broken objects.
 const broken = [

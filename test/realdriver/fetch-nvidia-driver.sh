@@ -20,6 +20,8 @@
 #
 # GPUSLICE_DEBIAN_MIRROR replaces http://deb.debian.org/debian (a local
 # mirror, or an unreachable address to try the skip path).
+# GPUSLICE_DEBIAN_ARCH fetches another architecture's packages (arm64 for a
+# cross build run under qemu-user) than the machine's own.
 set -euo pipefail
 
 if [ $# -ne 1 ]; then
@@ -41,7 +43,7 @@ skip() {
 
 command -v apt-get >/dev/null 2>&1 || skip "apt-get not found (the driver comes from Debian's archive)"
 command -v dpkg >/dev/null 2>&1 || skip "dpkg not found (needed to unpack the packages)"
-arch=$(dpkg --print-architecture)
+arch=${GPUSLICE_DEBIAN_ARCH:-$(dpkg --print-architecture)}
 case $arch in
 amd64 | arm64) ;;
 *) skip "Debian ships NVIDIA's driver for amd64 and arm64, not $arch" ;;
@@ -58,6 +60,8 @@ apt_opts=(
     -o "Dir::Etc::SourceParts=/dev/null"
     -o "Dir::State::Lists=$work/lists"
     -o "Dir::Cache::Archives=$work/archives"
+    -o "APT::Architecture=$arch"
+    -o "APT::Architectures::=$arch"
     -o "Debug::NoLocking=1"
     -o "Acquire::Retries=1"
     -o "Acquire::http::Timeout=30"

@@ -126,6 +126,8 @@ struct tenant_plan {
     bool gang;               /* its processes are ranks across GPUs */
     bool hostile;
     bool cap_lowered;        /* a config change put the cap below its count */
+    double share_most, share_least; /* over the run (config changes) */
+    uint64_t quantum_most;
     uint64_t cap_lowered_at;
 };
 

@@ -225,6 +225,10 @@ void app_step(struct world *w, struct sim_proc *p)
     if (!p->started) {
         p->started = true;
         shim_start(w, p);
+        /* ranks that waited for this one to be up go on */
+        for (int r = 0; p->app == APP_RANK && r < w->nprocs; r++)
+            if (r != p->id && w->proc[r].group == p->group && w->proc[r].started && w->proc[r].alive)
+                post(w, w->now, EV_APP, r, w->proc[r].app_gen);
     }
     if (w->now >= p->stop_at || !p->ngpus)
         return;

@@ -231,7 +231,9 @@ void scenario_make(struct world *w)
           kind == RUN_CLEAN ? "clean" : kind == RUN_MIXED ? "mixed" : kind == RUN_GANGS ? "gang" : "hostile",
           w->ngpus, w->ntenants, w->nprocs, w->nfaults, w->policy == ON_DOWN_OPEN ? "open" : "wait");
     for (int t = 0; t < w->ntenants; t++) {
-        const struct tenant_plan *tp = &w->tenant[t];
+        struct tenant_plan *tp = &w->tenant[t];
+        tp->share_most = tp->share_least = tp->config.share;
+        tp->quantum_most = tp->config.quantum_ns;
         trace(w, "tenant %s: share %g limit %g quantum %llu ms memory %llu MiB%s%s", tp->name, tp->config.share,
               tp->config.limit, (unsigned long long)(tp->config.quantum_ns / MS),
               (unsigned long long)(tp->config.memory / MIB), tp->gang ? " gang" : "", tp->hostile ? " hostile" : "");
@@ -327,6 +329,12 @@ void proc_fault(struct world *w, int f)
             tp->config.memory = rng_chance(&w->rng, 0.3) ? 0 : rng_range(&w->rng, 64, 2048) * MIB;
             tp->cap_lowered = true; /* may now be below what it holds */
         }
+        if (tp->config.share > tp->share_most)
+            tp->share_most = tp->config.share;
+        if (tp->config.share < tp->share_least)
+            tp->share_least = tp->config.share;
+        if (tp->config.quantum_ns > tp->quantum_most)
+            tp->quantum_most = tp->config.quantum_ns;
         trace(w, "tenant %s: configuration changed", tp->name);
         server_tenant_changed(w, ft->target);
         break;

@@ -275,8 +275,15 @@ static void close_conn(struct world *w, int conn)
         return;
     bool lives_on = w->proc[c->proc].alive; /* the server's kill(pid, 0) */
     w->proc[c->proc].ghosted |= lives_on;
+    unsigned named = 0;
     for (int i = 0; i < GS_MAX_DEVICES; i++)
-        undeclare(w, c, i, lives_on);
+        named += c->slots[i].device != NULL;
+    if (named) {
+        struct sched_event ev = {.type = SCHED_CLIENT_GONE, .slot = c->slots, .nslots = GS_MAX_DEVICES,
+                                 .lives_on = lives_on};
+        run(w, &ev);
+        w->server.declared -= named;
+    }
     c->open = false;
     c->closing = false;
 }

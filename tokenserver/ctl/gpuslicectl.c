@@ -59,10 +59,12 @@ static void usage(FILE *f)
 "  -n N               top: print N plain frames (N >= 1), then exit\n"
 "      --interval S   top: seconds between frames, 0.1 to 3600 (default 1)\n"
 "  -h, --help         show this help\n"
+"  -V, --version      show the version\n"
 "\n"
-"Exit status: 0 on success, 1 on a usage error, 2 if the server cannot be\n"
-"reached, answers wrongly, or sends an empty or incomplete status (then\n"
-"whatever arrived has been printed); cdi: 2 if no tenant file is valid.\n");
+"Exit status: 0 on success, 1 on a usage error (an unknown command\n"
+"included), 2 if the server cannot be reached, answers wrongly, or sends\n"
+"an empty or incomplete status (then whatever arrived has been printed);\n"
+"cdi: 2 if no tenant file is valid.\n");
 }
 
 /* path made absolute against the current directory, as gpuslice-server
@@ -165,13 +167,14 @@ int main(int argc, char **argv)
         {"run-dir", required_argument, NULL, 'r'}, {"json", no_argument, NULL, OPT_JSON},
         {"once", no_argument, NULL, OPT_ONCE},     {"interval", required_argument, NULL, OPT_INTERVAL},
         {"config-dir", required_argument, NULL, 'c'}, {"shim", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
     };
     struct top_options top = {.run_dir = "/run/gpuslice", .interval_s = 1.0};
     const char *config_dir = "/etc/gpuslice/tenants.d", *shim = GPUSLICE_SHIM_DEFAULT;
     int opt;
     char *end;
-    while ((opt = getopt_long(argc, argv, "r:c:n:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "r:c:n:hV", options, NULL)) != -1) {
         switch (opt) {
         case 'r': top.run_dir = optarg; break;
         case 'c': config_dir = optarg; break;
@@ -193,6 +196,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("gpuslicectl %s (protocol %d)\n", GPUSLICE_VERSION, GS_PROTOCOL_VERSION); return 0;
         default: usage(stderr); return 1;
         }
     }
@@ -202,6 +206,15 @@ int main(int argc, char **argv)
         return status(top.run_dir, top.json);
     if (optind == argc - 1 && strcmp(argv[optind], "top") == 0)
         return top_main(&top);
-    usage(stderr);
+    if (optind == argc)
+        fprintf(stderr, "gpuslicectl: no command given (the commands are status, top and cdi)\n");
+    else if (strcmp(argv[optind], "status") != 0 && strcmp(argv[optind], "top") != 0 &&
+             strcmp(argv[optind], "cdi") != 0)
+        fprintf(stderr, "gpuslicectl: unknown command '%s' (the commands are status, top and cdi)\n", argv[optind]);
+    else if (optind < argc - 1)
+        fprintf(stderr, "gpuslicectl: unexpected argument '%s' after %s\n", argv[optind + 1], argv[optind]);
+    else
+        fprintf(stderr, "gpuslicectl: cdi prints the spec as it is: --json does not apply\n");
+    fprintf(stderr, "Run 'gpuslicectl --help' for how to use it.\n");
     return 1;
 }

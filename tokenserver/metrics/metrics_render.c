@@ -14,13 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum domain { SERVER, TENANT, GPU, PAIR };
+enum domain { SERVER, TENANT, GPU, PAIR, PROC, PROC_GPU };
 
 enum what {
     BUILD_INFO, START_TIME, RELOADS, DROPS, CONNECTIONS,
     T_SHARE, T_LIMIT, T_QUANTUM, T_PROCESSES,
     G_HELD, G_SLICES, G_HANDOFFS, G_HANDOFF_HIST, G_HOLDER, G_PROCESSES,
-    P_USED, P_WAIT, P_SLICES, P_OVERRUN_HIST, P_TARGET, P_MEM, P_MEM_CAP, P_MEM_PEAK, P_OOM,
+    P_USED, P_WAIT, P_SLICES, P_OVERRUN_HIST, P_TARGET, P_ACHIEVED, P_MEM, P_MEM_CAP, P_MEM_PEAK, P_OOM,
+    PROC_INFO, PROC_MEM,
 };
 
 struct family {
@@ -65,17 +66,29 @@ static const struct family families[] = {
      "The fraction of the GPU the tenant should get now: its share among the tenants busy on the GPU, capped by its "
      "limit; 0 while it is not busy.",
      PAIR, P_TARGET},
+    {"gpuslice_tenant_gpu_achieved_ratio", "gauge",
+     "The fraction of the GPU's time the tenant held over the last 10 s, a sliding window with the slice it holds "
+     "counted up to now: the share gpuslicectl status and top show.",
+     PAIR, P_ACHIEVED},
     {"gpuslice_tenant_gpu_memory_bytes", "gauge", "Device memory counted for the tenant's processes on the GPU.", PAIR,
      P_MEM},
     {"gpuslice_tenant_gpu_memory_limit_bytes", "gauge",
      "The tenant's device memory cap on the GPU; absent if it has none.", PAIR, P_MEM_CAP},
-    {"gpuslice_tenant_gpu_memory_peak_bytes", "gauge", "The most device memory the tenant has had counted on the GPU.",
+    {"gpuslice_tenant_gpu_memory_peak_bytes", "gauge", "The most device memory counted for the tenant on the GPU at once: what its processes held plus the headroom "
+     "leased to them, so above what they ever allocated.",
      PAIR, P_MEM_PEAK},
     {"gpuslice_tenant_gpu_oom_refusals_total", "counter",
      "Allocations refused because they would have crossed the tenant's memory cap.", PAIR, P_OOM},
+    {"gpuslice_process_info", "gauge",
+     "1 for each connected process (at most 4096), with who it is: its host PID, container ID and pod UID from its "
+     "cgroup, and its namespace, pod and container from the kubelet's log links where they exist.",
+     PROC, PROC_INFO},
+    {"gpuslice_process_gpu_memory_bytes", "gauge",
+     "Device memory counted for the process on the GPU: what it holds plus the headroom leased to it.", PROC_GPU,
+     PROC_MEM},
 };
 #define NFAMILIES (sizeof families / sizeof families[0])
-#define LINE_MAX_BYTES 512 /* names, labels (tenant names are short) and a number */
+#define LINE_MAX_BYTES 2048 /* a name, a tenant's, a GPU's and a process's labels, and a number */
 
 /* Makes room for one more line; false if out of memory. */
 static bool reserve(struct text *o, size_t more)
@@ -173,15 +186,32 @@ static void begin_series(struct text *o, const char *name, const char *suffix, c
     }
     if (domain == GPU)
         g = &s->gpus[item];
+    const struct snap_proc *p = NULL;
+    if (domain == PROC)
+        p = &s->procs[item];
+    if (domain == PROC_GPU) {
+        p = &s->procs[s->proc_gpus[item].proc];
+        g = &s->gpus[s->proc_gpus[item].gpu];
+    }
+    if (p)
+        tenant = s->tenants[p->tenant].name;
     if (tenant) {
         puts_(o, "tenant=\"");
         put_label_value(o, tenant);
         o->data[o->len++] = '"';
     }
-    if (g) {
+    if (p && p->labels_len) {
+        o->data[o->len++] = ',';
+        put(o, p->labels, p->labels_len);
+    }
+    if (g && g->labels_len) {
         if (tenant)
             o->data[o->len++] = ',';
         put(o, g->labels, g->labels_len);
+    }
+    if (domain == PROC && s->host_label_len) {
+        o->data[o->len++] = ',';
+        put(o, s->host_label, s->host_label_len);
     }
 }
 
@@ -238,6 +268,8 @@ static size_t items_of(const struct metrics_snapshot *s, enum domain domain)
     case SERVER: return 1;
     case TENANT: return s->ntenants;
     case GPU: return s->ngpus;
+    case PROC: return s->nprocs;
+    case PROC_GPU: return s->nproc_gpus;
     default: return s->npairs;
     }
 }
@@ -318,10 +350,13 @@ static bool write_item(struct text *o, const struct family *f, const struct metr
     case P_WAIT: end_series_seconds(o, p->wait_ns); break;
     case P_SLICES: end_series_u64(o, p->slices); break;
     case P_TARGET: end_series_double(o, p->target); break;
+    case P_ACHIEVED: end_series_double(o, p->achieved); break;
     case P_MEM: end_series_u64(o, p->mem_used); break;
     case P_MEM_CAP: end_series_u64(o, p->mem_cap); break;
     case P_MEM_PEAK: end_series_u64(o, p->mem_peak); break;
     case P_OOM: end_series_u64(o, p->oom_refusals); break;
+    case PROC_INFO: end_series_u64(o, 1); break;
+    case PROC_MEM: end_series_u64(o, s->proc_gpus[i].bytes); break;
     default: end_series_u64(o, 0); break;
     }
     return true;

@@ -16,7 +16,14 @@ struct snap_tenant {
     unsigned processes;
 };
 
-#define GPU_LABELS_MAX 64 /* UUID="GPU-<36>",gpu="<index>" */
+/* UUID="GPU-<36>",gpu="<index>",modelName="...",Hostname="..." */
+#define GPU_LABELS_MAX 512
+/* pid, container_id, pod_uid, namespace, pod, container */
+#define PROC_LABELS_MAX 768
+#define HOST_LABEL_MAX 300
+/* Processes listed in one scrape, at most: per-process series are for
+ * seeing who holds what, not for every connection of a hostile tenant. */
+#define SNAP_PROCESSES_MAX 4096
 
 struct snap_gpu {
     char labels[GPU_LABELS_MAX]; /* no NUL; labels_len bytes */
@@ -31,15 +38,30 @@ struct snap_pair {                /* one tenant on one GPU */
     size_t tenant, gpu;           /* indexes into tenants and gpus */
     uint64_t used_ns, wait_ns, slices;
     uint64_t mem_used, mem_cap, mem_peak, oom_refusals;
-    double target;
+    double target, achieved;
     struct histogram overrun;
+};
+
+struct snap_proc {                /* one connected process */
+    size_t tenant;
+    char labels[PROC_LABELS_MAX]; /* pid="...",...: no NUL; labels_len bytes */
+    size_t labels_len;
+};
+
+struct snap_proc_gpu {            /* one process's slot on a GPU */
+    size_t proc, gpu;
+    uint64_t bytes;
 };
 
 struct metrics_snapshot {
     struct snap_tenant *tenants;
     struct snap_gpu *gpus;
     struct snap_pair *pairs;
-    size_t ntenants, ngpus, npairs;
+    struct snap_proc *procs;
+    struct snap_proc_gpu *proc_gpus;
+    size_t ntenants, ngpus, npairs, nprocs, nproc_gpus;
+    char host_label[HOST_LABEL_MAX]; /* Hostname="...", or empty */
+    size_t host_label_len;
     uint64_t reloads[RELOAD_RESULTS], drops[DROP_REASONS];
     double start_time;
     unsigned connections;

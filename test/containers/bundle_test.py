@@ -1,0 +1,260 @@
+"""The offline install bundle (scripts/bundle) on a node with no registry
+and no network, as the DaemonSet runs it, with podman and runc:
+
+1. The tarball for this machine's architecture holds image.tar, the
+   manifests, a static bin/gpuslicectl, and a README whose commands load
+   the image with `ctr -n k8s.io images import` and `podman load` and apply
+   it with `kubectl apply -k`.
+2. `podman load -i image.tar` gives the image under the name every
+   container of the manifests runs.
+3. The DaemonSet's init container script (read from the bundle's
+   daemonset.yaml) installs the shim, the hook and the hooks.d file from
+   the image into a host directory, with --network none, a read-only root
+   and no capabilities.
+4. The server runs from the image as the DaemonSet runs it: --network none,
+   the host's PID namespace, read-only root, no capabilities, its run
+   directory and CDI directory from the host. Two containers of the same
+   image running its spin, asking for tenants at 3:1 by CDI device, split
+   the simulated GPU 75/25 +-3 by the fakecuda meter, and the bundle's
+   gpuslicectl lists them by host PID and container ID.
+5. Where the arm64 bundle is there too and qemu-aarch64 is registered with
+   binfmt_misc (scripts/test-aarch64 does that), its image is loaded and
+   its server started with --network none under emulation: it serves its
+   tenants (sockets and CDI spec), and its install script gives an
+   aarch64 shim. Otherwise this part is reported as not checked (a
+   failure where GPUSLICE_REQUIRE_CONTAINERS=1).
+
+The bundle is GPUSLICE_BUNDLE, or build-bundle/gpuslice-VERSION-ARCH.tar.gz
+in the source tree (scripts/bundle ARCH makes it); without one the test
+skips (fails in CI)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+
+import ctlib
+import runtimes
+from ctlib import Checks, Cleanup
+
+ctlib.require({"podman": "podman", "runc": "runc"})
+SOURCE = ctlib.SOURCE
+VERSION = re.search(r"version : '([^']+)'", open(os.path.join(SOURCE, "meson.build")).read()).group(1)
+ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip() or "amd64"
+
+
+def bundle_path(arch):
+    if arch == ARCH and os.environ.get("GPUSLICE_BUNDLE"):
+        return os.environ["GPUSLICE_BUNDLE"]
+    return os.path.join(SOURCE, "build-bundle", "gpuslice-%s-%s.tar.gz" % (VERSION, arch))
+
+
+BUNDLE = bundle_path(ARCH)
+if not os.path.exists(BUNDLE):
+    ctlib.skip("no bundle at %s: make it with scripts/bundle %s" % (BUNDLE, ARCH))
+CDI_DIR = "/etc/cdi"
+SPEC = os.path.join(CDI_DIR, "gpuslice.json")
+if os.path.exists(SPEC):
+    try:
+        with open(SPEC) as f:
+            dirs = [m["hostPath"] for d in json.load(f)["devices"] for m in d["containerEdits"]["mounts"]
+                    if m["containerPath"] == ctlib.C_RUN_DIR]
+    except (OSError, ValueError, KeyError, TypeError):
+        dirs = ["?"]
+    if dirs and not any(os.path.exists(d) for d in dirs):
+        print("removing a stale %s (its tenants' directories are gone)" % SPEC)
+        os.unlink(SPEC)
+    else:
+        ctlib.skip("%s exists: another gpuslice-server writes there" % SPEC)
+
+PODMAN = ["podman", "--runtime", "runc"]
+# What the DaemonSet's securityContext says, and no network at all (and,
+# as in runtimes.PODMAN_RUN, limits podman need not raise here).
+LOCKED = ["--network", "none", "--read-only", "--cap-drop", "all", "--security-opt", "no-new-privileges",
+          "--user", "0", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"]
+prefix = "b%d-" % os.getpid()
+checks = Checks()
+
+
+def unpack(path, dest):
+    with tarfile.open(path) as t:
+        t.extractall(dest)
+    (top,) = os.listdir(dest)
+    return os.path.join(dest, top)
+
+
+def load(image_tar):
+    """podman load; the name it loaded."""
+    out = subprocess.run(["podman", "load", "-i", image_tar], capture_output=True, text=True)
+    names = re.findall(r"Loaded image(?:\(s\))?: *(\S+)", out.stdout)
+    return out.returncode, names[0] if names else "", out.stdout + out.stderr
+
+
+def install_script(daemonset):
+    """The init container `install`'s shell script: the block scalar after
+    its `- -c`."""
+    lines = open(daemonset).read().splitlines()
+    start = next(i for i, l in enumerate(lines) if re.match(r"\s*- name: install\s*$", l))
+    block = next(i for i in range(start, len(lines)) if re.match(r"\s*- \|\s*$", lines[i]))
+    body = []
+    for line in lines[block + 1:]:
+        if line.strip() and len(line) - len(line.lstrip()) <= len(lines[block]) - len(lines[block].lstrip()):
+            break
+        body.append(line.strip())
+    return "\n".join(body)
+
+
+def elf_machine(path):
+    with open(path, "rb") as f:
+        return {62: "x86-64", 183: "aarch64"}.get(int.from_bytes(f.read(20)[18:20], "little"), "?")
+
+
+def start_server(cleanup, image, name, run_dir, conf, opt_dir, platform=()):
+    """The DaemonSet's server container: returns its name."""
+    argv = PODMAN + ["run", "-d", "--name", name] + list(platform) + LOCKED + [
+        "--pid", "host", "-v", conf + ":/etc/gpuslice/tenants.d:ro", "-v", run_dir + ":" + run_dir,
+        "-v", CDI_DIR + ":/var/run/cdi", image, "/usr/bin/gpuslice-server", "--config-dir=/etc/gpuslice/tenants.d",
+        "--run-dir=" + run_dir, "--cdi-dir=/var/run/cdi", "--shim=" + os.path.join(opt_dir, "lib", "libgpuslice.so")]
+    out = subprocess.run(argv, capture_output=True, text=True)
+    cleanup.add(lambda: subprocess.run(["podman", "rm", "-f", "-t", "5", name], capture_output=True))
+    return out.returncode, out.stderr.strip()
+
+
+def wait_served(run_dir, tenants, timeout):
+    """Whether every tenant's socket and the CDI spec naming it appeared."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        socks = all(os.path.exists(os.path.join(run_dir, "tenants", t, "gpuslice.sock")) for t in tenants)
+        spec = os.path.exists(SPEC) and all(t in open(SPEC).read() for t in tenants)
+        if socks and spec:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+class ContainerServer:
+    """What ctlib.measure_split asks of a server: its status, here from the
+    bundle's own gpuslicectl."""
+
+    def __init__(self, ctl, run_dir):
+        self.ctl, self.run_dir = ctl, run_dir
+
+    def status(self):
+        out = subprocess.run([self.ctl, "--run-dir", self.run_dir, "status", "--json"], check=True,
+                             capture_output=True, text=True).stdout
+        return json.loads(out)
+
+
+with Cleanup() as cleanup:
+    machine = ctlib.SharedMachine()
+    cleanup.add(machine.cleanup)
+    work = tempfile.mkdtemp(prefix="gpuslice-bundle-")
+    cleanup.add(lambda: shutil.rmtree(work, ignore_errors=True))
+    print("bundle: %s (%s)" % (BUNDLE, time.ctime(os.path.getmtime(BUNDLE))))
+
+    # 1. What the tarball holds.
+    top = unpack(BUNDLE, os.path.join(work, "bundle"))
+    readme = open(os.path.join(top, "README")).read()
+    ctl = os.path.join(top, "bin", "gpuslicectl")
+    checks.expect(os.path.basename(top) == "gpuslice-%s-%s" % (VERSION, ARCH) and
+                  all(os.path.exists(os.path.join(top, p)) for p in ("image.tar", "kubernetes/daemonset.yaml",
+                                                                         "kubernetes/kustomization.yaml")),
+                  "the bundle holds image.tar, kubernetes/ and bin/gpuslicectl in %s" % os.path.basename(top))
+    commands = ["ctr -n k8s.io images import image.tar", "podman load -i image.tar", "kubectl apply -k kubernetes/"]
+    checks.expect(all(c in readme for c in commands), "its README loads and applies it with: %s" % "; ".join(commands))
+    static = "INTERP" not in subprocess.run(["readelf", "-l", ctl], capture_output=True, text=True).stdout
+    checks.expect(static and elf_machine(ctl) == elf_machine(ctlib.SHIM),
+                  "bin/gpuslicectl is a static %s executable" % elf_machine(ctl))
+
+    # 2. podman load, under the manifests' name.
+    code, image, out = load(os.path.join(top, "image.tar"))
+    cleanup.add(lambda: image and subprocess.run(["podman", "rmi", image], capture_output=True))
+    images = set(re.findall(r"^\s*image:\s*(\S+)", open(os.path.join(top, "kubernetes", "daemonset.yaml")).read() +
+                            open(os.path.join(top, "kubernetes", "example-pods.yaml")).read(), re.M))
+    checks.expect(code == 0 and images == {image},
+                  "podman load gives %s, the image every container of the manifests runs (%s; %s)"
+                  % (image or "nothing", sorted(images), out.strip()[-200:]))
+
+    # 3. The init container's script installs the host's files.
+    opt_dir = os.path.join(work, "opt-gpuslice")
+    os.makedirs(opt_dir)
+    script = install_script(os.path.join(top, "kubernetes", "daemonset.yaml"))
+    out = subprocess.run(PODMAN + ["run", "--rm"] + LOCKED + ["-v", opt_dir + ":/host/opt/gpuslice", image,
+                                                               "/bin/sh", "-c", script],
+                         capture_output=True, text=True, timeout=120)
+    installed = [p for p in ("lib/libgpuslice.so", "bin/gpuslice-hook", "hooks.d/gpuslice.json")
+                 if os.path.exists(os.path.join(opt_dir, p))]
+    checks.expect(out.returncode == 0 and len(installed) == 3,
+                  "the DaemonSet's install script, run from the image with --network none, installs %s (%d: %s)"
+                  % (", ".join(installed), out.returncode, out.stderr.strip()[-200:]))
+
+    # 4. The server from the image, with no network; two tenants at 3:1.
+    run_dir = os.path.join(work, "run")
+    conf = os.path.join(work, "tenants.d")
+    os.makedirs(run_dir)
+    os.makedirs(conf)
+    for name, text in ctlib.tenants(prefix).items():
+        with open(os.path.join(conf, name + ".conf"), "w") as f:
+            f.write(text)
+    cleanup.add(lambda: os.path.exists(SPEC) and prefix + "a" in open(SPEC).read() and os.unlink(SPEC))
+    code, err = start_server(cleanup, image, "gpuslice-test-%d-server" % os.getpid(), run_dir, conf, opt_dir)
+    served = code == 0 and wait_served(run_dir, [prefix + "a", prefix + "b"], 20)
+    logs = subprocess.run(["podman", "logs", "gpuslice-test-%d-server" % os.getpid()], capture_output=True,
+                          text=True)
+    checks.expect(served, "the server starts from the image with --network none and serves its tenants "
+                  "(sockets, CDI spec) (%d: %s)" % (code, (err + logs.stderr)[-300:]))
+    if served:
+        podman = runtimes.Podman(machine)
+        cleanup.add(podman.cleanup)
+
+        def device(tenant):
+            return ["--device", "gpuslice.io/tenant=" + prefix + tenant]
+
+        ctlib.measure_split(
+            checks, machine, ContainerServer(ctl, run_dir), "bundle",
+            lambda s: podman.start("a", image, ctlib.spin_argv(s), args=device("a"), user=65534, read_only=True),
+            lambda s: podman.start("b", image, ctlib.spin_argv(s), args=device("b")))
+        subprocess.run(["podman", "stop", "-t", "5", "gpuslice-test-%d-server" % os.getpid()], capture_output=True)
+        checks.expect(not os.path.exists(SPEC), "bundle: the server's CDI spec is gone when its container stops")
+
+    # 5. The arm64 image, under emulation, where it can be.
+    other = "arm64" if ARCH == "amd64" else None
+    binfmt = "/proc/sys/fs/binfmt_misc/qemu-aarch64"
+    enabled = os.path.exists(binfmt) and open(binfmt).read().startswith("enabled")
+    if other and os.path.exists(bundle_path(other)) and enabled:
+        if image:
+            subprocess.run(["podman", "rmi", image], capture_output=True)
+        top = unpack(bundle_path(other), os.path.join(work, "bundle-" + other))
+        code, image, out = load(os.path.join(top, "image.tar"))
+        arch = subprocess.run(["podman", "image", "inspect", "--format", "{{.Architecture}}", image],
+                              capture_output=True, text=True).stdout.strip()
+        checks.expect(code == 0 and arch == other, "%s: podman load gives %s for %s (%s)" % (other, image, arch,
+                                                                                         out.strip()[-200:]))
+        opt_dir = os.path.join(work, "opt-gpuslice-" + other)
+        os.makedirs(opt_dir)
+        platform = ["--platform", "linux/" + other]
+        out = subprocess.run(PODMAN + ["run", "--rm"] + platform + LOCKED +
+                             ["-v", opt_dir + ":/host/opt/gpuslice", image, "/bin/sh", "-c", script],
+                             capture_output=True, text=True, timeout=120)
+        shim = os.path.join(opt_dir, "lib", "libgpuslice.so")
+        checks.expect(out.returncode == 0 and os.path.exists(shim) and elf_machine(shim) == "aarch64",
+                      "%s: the install script, emulated, installs an aarch64 shim (%d: %s)"
+                      % (other, out.returncode, out.stderr.strip()[-200:]))
+        run_dir = os.path.join(work, "run-" + other)
+        os.makedirs(run_dir)
+        tenants = [prefix + "a", prefix + "b"]
+        code, err = start_server(cleanup, image, "gpuslice-test-%d-server-%s" % (os.getpid(), other), run_dir, conf,
+                                 opt_dir, platform)
+        checks.expect(code == 0 and wait_served(run_dir, tenants, 60),
+                      "%s: its server starts with --network none, emulated, and serves its tenants (%d: %s)"
+                      % (other, code, err[-300:]))
+        subprocess.run(["podman", "stop", "-t", "5", "gpuslice-test-%d-server-%s" % (os.getpid(), other)],
+                       capture_output=True)
+    elif other:
+        what = "the %s image (needs %s and qemu-aarch64 registered with binfmt_misc)" % (other, bundle_path(other))
+        checks.expect(not ctlib.REQUIRED, "%s: checked where GPUSLICE_REQUIRE_CONTAINERS=1 (CI)" % what)
+        print("not checked: " + what)
+checks.finish()
