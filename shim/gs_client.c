@@ -93,6 +93,11 @@ bool gs_client_connected_locked(void)
     return connected;
 }
 
+bool gs_client_connecting_locked(void)
+{
+    return started && !connected && (!connect_tried || sock >= 0);
+}
+
 void gs_client_wake(void)
 {
     uint64_t one = 1;
@@ -245,6 +250,8 @@ static void try_connect_locked(void)
     hello.u.hello.pid = (uint32_t)getpid();
     if (send_msg(&hello) != 0)
         disconnected_locked(strerror(errno));
+    else
+        deliver_all_locked(GS_SLICE_CONNECTING, gs_now_ns()); /* launches wait for its WELCOME */
 }
 
 /* sent_ns: when the server sent msg (gpuslice/transport.h), at most now. */

@@ -85,21 +85,27 @@ static CUresult device_gate(CUdevice ordinal, struct gs_dev **out)
         else if (!d->used && !free_slot)
             free_slot = d;
     }
-    if (!found && free_slot) {
+    bool added = !found && free_slot;
+    if (added) {
         found = free_slot;
         found->used = true;
         found->slot = (int)(found - gs_devs);
         found->ordinal = ordinal;
         memcpy(found->uuid, uuid.bytes, 16);
         found->total_mem = total;
-        struct gs_slice_event added = {.type = GS_SLICE_ADDED, .connected = gs_client_connected_locked(),
-                                       .policy_open = gs_client_policy_open()};
-        struct gs_slice_actions out;
-        gs_gate_deliver_locked(found, &added, gs_now_ns(), &out);
     }
     if (found) {
         gs_drain_start_locked(found);
         gs_client_start_locked();
+    }
+    if (added) {
+        /* After the gate thread's start: while it connects, launches wait
+         * for its WELCOME (gs_slice.c). */
+        struct gs_slice_event ev = {.type = GS_SLICE_ADDED, .connected = gs_client_connected_locked(),
+                                    .connecting = gs_client_connecting_locked(),
+                                    .policy_open = gs_client_policy_open()};
+        struct gs_slice_actions out;
+        gs_gate_deliver_locked(found, &ev, gs_now_ns(), &out);
     }
     pthread_mutex_unlock(&gs_gate_lock);
     if (!found)

@@ -190,6 +190,10 @@ void gs_client_wake(void);
 void gs_client_wake_launchers_locked(void);
 bool gs_client_policy_open(void);
 bool gs_client_connected_locked(void);
+/* Not welcomed yet, but the server may be up: the gate thread runs and has
+ * not tried to connect yet, or a connection is made and its WELCOME has not
+ * come (gs_gate_lock held). */
+bool gs_client_connecting_locked(void);
 void gs_client_after_fork_child(void);
 /* Blocks a launching thread until something may have changed: a message
  * from the server, a broadcast of gs_gate_cv, or 50 ms. for_grant: the

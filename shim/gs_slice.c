@@ -336,12 +336,30 @@ static void revoke(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t
     begin_drain(s, now, out);
 }
 
+/* No server answers: under the `open` policy, admission opens wide. */
+static void open_wide(struct gs_slice *s, struct gs_slice_actions *out)
+{
+    atomic_store(&s->budget, UINT64_MAX);
+    atomic_store(&s->open, 1);
+    emit_once(out, GS_SLICE_WAKE_LAUNCHERS);
+}
+
+/* A connection is being made: launches wait for its WELCOME, for a while
+ * even under the `open` policy (a server that is up is not down). */
+static void connecting(struct gs_slice *s, uint64_t now)
+{
+    s->connecting_since = now ? now : 1;
+    atomic_store(&s->open, 0);
+    atomic_store(&s->budget, atomic_load(&s->admitted));
+}
+
 static void welcome(struct gs_slice *s, struct gs_slice_actions *out)
 {
     /* A new server numbers its grants afresh, and holds nothing of the
      * last one's: throttled from here on (the open policy's wide-open
      * admission ends). */
     s->connected = true;
+    s->connecting_since = 0;
     atomic_store(&s->open, 0);
     atomic_store(&s->budget, atomic_load(&s->admitted));
     s->state = GS_SLICE_NONE;
@@ -357,21 +375,24 @@ static void disconnected(struct gs_slice *s, const struct gs_slice_event *ev, st
     /* Slices held are gone with the server; a drain goes on (its RELEASE
      * has nobody to go to). Admission closes (wait) or opens wide (open). */
     s->connected = false;
+    s->connecting_since = 0;
     s->policy_open = ev->policy_open;
     if (s->state == GS_SLICE_WANT || s->state == GS_SLICE_HOLD)
         s->state = GS_SLICE_NONE;
-    if (s->policy_open) {
-        atomic_store(&s->budget, UINT64_MAX);
-        atomic_store(&s->open, 1);
-    } else {
+    if (s->policy_open)
+        open_wide(s, out);
+    else
         atomic_store(&s->open, 0);
-    }
     emit_once(out, GS_SLICE_WAKE_LAUNCHERS);
 }
 
 /* The gate thread looks: ask, close at the deadline, notice idleness. */
 static void timer(struct gs_slice *s, uint64_t now, struct gs_slice_actions *out)
 {
+    if (s->connecting_since && s->policy_open && now >= s->connecting_since + GS_SLICE_WELCOME_WAIT_NS) {
+        s->connecting_since = 0; /* no WELCOME in time: the server does not answer */
+        open_wide(s, out);
+    }
     switch (s->state) {
     case GS_SLICE_NONE:
         if (s->connected && s->waiters > 0) {
@@ -511,10 +532,11 @@ static void synced(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t
  * is held or draining. */
 static uint64_t next_look(const struct gs_slice *s, uint64_t now)
 {
+    uint64_t welcome_due = s->connecting_since && s->policy_open ? s->connecting_since + GS_SLICE_WELCOME_WAIT_NS : 0;
     if (s->state == GS_SLICE_NONE)
-        return s->connected && s->waiters > 0 ? now : 0;
+        return s->connected && s->waiters > 0 ? now : welcome_due;
     if (s->state == GS_SLICE_WANT)
-        return 0;
+        return welcome_due;
     uint64_t at = now + TICK_NS;
     if (s->state == GS_SLICE_HOLD) {
         uint64_t last_fit = s->kernel_ns > 0 ? s->deadline_ns - (uint64_t)s->kernel_ns : s->deadline_ns;
@@ -541,10 +563,14 @@ void gs_slice_step(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t
         s->connected = ev->connected;
         s->policy_open = ev->policy_open;
         s->state = GS_SLICE_NONE;
-        if (s->policy_open && !s->connected) {
-            atomic_store(&s->budget, UINT64_MAX);
-            atomic_store(&s->open, 1);
-        }
+        if (!s->connected && ev->connecting)
+            connecting(s, now);
+        else if (!s->connected && s->policy_open)
+            open_wide(s, out);
+        break;
+    case GS_SLICE_CONNECTING:
+        if (!s->connected)
+            connecting(s, now);
         break;
     case GS_SLICE_DRAINER_STARTED:
         s->drainer = true;

@@ -68,6 +68,7 @@ struct gs_slice {
     enum gs_slice_state state;
     bool connected;               /* the server welcomed this process */
     bool policy_open;             /* the server-down policy is open */
+    uint64_t connecting_since;    /* a connection is being made (0: none, or welcomed) */
     bool drainer;                 /* a drainer thread runs for this GPU */
     uint64_t grant, deadline_ns, slice_start_ns, last_released;
     uint64_t admitted_at_grant;   /* launches admitted before this slice */
@@ -94,7 +95,8 @@ struct gs_slice {
 };
 
 enum gs_slice_event_type {
-    /* The GPU is first used (connected, policy_open say how things are). */
+    /* The GPU is first used (connected, connecting and policy_open say how
+     * things are). */
     GS_SLICE_ADDED,
     /* Its drainer thread started. */
     GS_SLICE_DRAINER_STARTED,
@@ -107,7 +109,12 @@ enum gs_slice_event_type {
     GS_SLICE_GRANT,
     GS_SLICE_REVOKE,
     GS_SLICE_WELCOME,
-    /* The connection broke (policy_open: the server-down policy). */
+    /* A connection to the server was made (HELLO sent): until its WELCOME,
+     * launches wait, under the `open` policy too, for at most
+     * GS_SLICE_WELCOME_WAIT_NS; then they go ahead ungated. */
+    GS_SLICE_CONNECTING,
+    /* The connection broke, or could not be made (policy_open: the
+     * server-down policy). */
     GS_SLICE_DISCONNECTED,
     /* The gate thread's timer: time passed (the deadline, the last moment a
      * launch fits, the end of an idle spell, its backstop). */
@@ -130,7 +137,7 @@ enum gs_slice_event_type {
 
 struct gs_slice_event {
     enum gs_slice_event_type type;
-    bool connected, policy_open;  /* ADDED; DISCONNECTED: policy_open */
+    bool connected, connecting, policy_open; /* ADDED; DISCONNECTED: policy_open */
     bool retry;                   /* LAUNCH: it waited before */
     bool graph;                   /* LAUNCH: a graph launch, of graph_ns */
     uint64_t graph_ns;
@@ -166,6 +173,7 @@ struct gs_slice_action {
 };
 
 #define GS_SLICE_MAX_ACTIONS 8
+#define GS_SLICE_WELCOME_WAIT_NS 2000000000ull
 
 struct gs_slice_actions {
     int n;
