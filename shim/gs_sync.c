@@ -1,4 +1,8 @@
 /*
+ * Synchronizations: the wrappers of cuCtxSynchronize, cuStreamSynchronize
+ * (and _ptsz) and cuEventSynchronize, and what they tell the slice machine
+ * (GS_SLICE_SYNCED): an idle spell begins, and a drainer round is done.
+ *
  * Idle spells: the parts of a held slice in which the process had nothing
  * on the GPU, so that the server charges the device time it used rather
  * than its own pauses.
@@ -24,7 +28,7 @@
  *     the two is how long ago the work ended (the driver noticing, the
  *     thread waking). Otherwise, from when the synchronization returned.
  *   - The next launch admitted on the device, from any thread, ends the
- *     spell (gs_idle_end, called from the launch path only when
+ *     spell (gs_slice_end_idle, called from the launch path only when
  *     idle_since is set) and adds it to idle_ns.
  *   - A new slice starts idle: from the grant's sending (the server
  *     charges from then; gpuslice/transport.h) to its first launch.
@@ -35,18 +39,21 @@
  * another context than the caller's current one, nothing is counted, and
  * the slice is charged whole, as before.
  *
- * The race with a launch on another thread: the launcher adds to admitted
- * and then reads idle_since; this code sets idle_since and then reads
- * admitted, all sequentially consistent. So either the launcher sees the
- * spell and ends it, or this code sees the launch and takes the spell
- * back; never a spell that outlives a launch.
+ * The race with a launch on another thread is the slice machine's to
+ * settle (gs_slice.c): never a spell that outlives a launch.
  *
- * State: idle_since and idle_ns in struct gs_dev (atomics); the stream
- * list it checks is gs_dev.streams, under gs_gate_lock.
+ * Owns nothing: the spells are the slice machine's; the stream list it
+ * checks is gs_dev.streams, under the gate lock. The capture lock
+ * (gs_locks.h) keeps the streams alive while they are queried (a stream's
+ * destruction takes it) and captures from beginning; no lock is held
+ * while a mark or probe is waited for.
  */
+#include "gs_capture.h"
 #include "gs_contexts.h"
-#include "gs_gate.h"
-#include "gs_hooks.h"
+#include "gs_dispatch.h"
+#include "gs_drain.h"
+#include "gs_launch.h"
+#include "gs_locks.h"
 
 #include <string.h>
 
@@ -57,10 +64,10 @@
 static struct gs_dev *sync_device(bool any_stream, CUstream stream, int ptsz)
 {
     for (int i = 0; i < GS_LAUNCH_CACHE; i++)
-        if (gs_tls_launches[i].dev && (any_stream || (gs_tls_launches[i].stream == stream &&
-                                                      gs_tls_launches[i].ptsz == ptsz)))
-            return gs_tls_launches[i].dev;
-    return any_stream ? gs_tls_dev : NULL;
+        if (gs_launch_cache[i].dev && (any_stream || (gs_launch_cache[i].stream == stream &&
+                                                      gs_launch_cache[i].ptsz == ptsz)))
+            return gs_launch_cache[i].dev;
+    return any_stream ? gs_lookup_current_known() : NULL;
 }
 
 /* A timed event recorded on the only stream with admitted work as a
@@ -88,8 +95,8 @@ static void before_sync(struct gs_dev *d, struct sync_mark *m)
     CUcontext current = NULL;
     if (!may_turn_idle(d) || GS_REAL(cuCtxGetCurrent)(&current) != CUDA_SUCCESS || !current)
         return;
-    pthread_mutex_lock(&gs_capture_lock);
-    pthread_mutex_lock(&gs_gate_lock);
+    gs_lock(GS_LOCK_CAPTURE);
+    gs_lock(GS_LOCK_GATE);
     bool single = d->slice.state == GS_SLICE_HOLD && d->nstreams == 1 && d->nflushes == 0 &&
                   !gs_drain_has_thread_marks_locked(d) && d->streams[0].ctx->handle == current &&
                   gs_ctx_use_locked(d->streams[0].ctx);
@@ -97,7 +104,7 @@ static void before_sync(struct gs_dev *d, struct sync_mark *m)
         m->ctx = d->streams[0].ctx;
         m->stream = d->streams[0].stream;
     }
-    pthread_mutex_unlock(&gs_gate_lock);
+    gs_unlock(GS_LOCK_GATE);
     if (single) {
         m->event = gs_ctx_event_take(m->ctx, true);
         m->host_ns = gs_now_ns();
@@ -106,21 +113,12 @@ static void before_sync(struct gs_dev *d, struct sync_mark *m)
             m->event = NULL;
         }
         if (!m->event) {
-            pthread_mutex_lock(&gs_gate_lock);
+            gs_lock(GS_LOCK_GATE);
             gs_ctx_unuse_locked(m->ctx);
-            pthread_mutex_unlock(&gs_gate_lock);
+            gs_unlock(GS_LOCK_GATE);
         }
     }
-    pthread_mutex_unlock(&gs_capture_lock);
-}
-
-/* How long ago the work before the mark ended (0 if unknown), never
- * earlier than the mark was recorded. */
-static uint64_t mark_age(const struct sync_mark *m, uint64_t now)
-{
-    uint64_t age = gs_ctx_event_age_ns(m->ctx, m->stream, m->event);
-    uint64_t bound = now > m->host_ns ? now - m->host_ns : 0;
-    return age < bound ? age : bound;
+    gs_unlock(GS_LOCK_CAPTURE);
 }
 
 /* After a successful synchronization: if everything admitted on d in this
@@ -137,9 +135,9 @@ static void after_sync(struct gs_dev *d, struct sync_mark *m, bool as_round)
                      GS_REAL(cuCtxGetCurrent)(&current) == CUDA_SUCCESS && current;
     /* The capture lock keeps the streams alive while they are queried
      * (stream_destroy holds it), and keeps captures from starting. */
-    pthread_mutex_lock(&gs_capture_lock);
+    gs_lock(GS_LOCK_CAPTURE);
     if (checkable) {
-        pthread_mutex_lock(&gs_gate_lock);
+        gs_lock(GS_LOCK_GATE);
         checkable = d->slice.state == GS_SLICE_HOLD && d->nstreams <= IDLE_STREAMS_MAX && d->nflushes == 0 &&
                     !gs_drain_has_thread_marks_locked(d);
         if (checkable) {
@@ -152,35 +150,44 @@ static void after_sync(struct gs_dev *d, struct sync_mark *m, bool as_round)
                 checkable = gs_ctx_use_locked(ctx);
             }
         }
-        pthread_mutex_unlock(&gs_gate_lock);
+        gs_unlock(GS_LOCK_GATE);
     }
     for (int i = 0; i < n && checkable; i++)
         checkable = GS_REAL(cuStreamQuery)(streams[i].stream) == CUDA_SUCCESS;
+    /* How long ago the work before the mark ended: a probe recorded on the
+     * idle stream completes at once (recorded here, waited for with no lock
+     * held). */
+    bool idle = checkable && atomic_load_explicit(&gs_captures_active, memory_order_relaxed) == 0;
+    CUevent probe = idle && m->event && n == 1 && m->stream == streams[0].stream ? gs_ctx_probe(m->ctx, m->stream)
+                                                                               : NULL;
+    gs_unlock(GS_LOCK_CAPTURE);
     /* Everything admitted had finished: the device is idle since the work
-     * ended (the mark's age) or at least since now; and after a wait for a
-     * stream or a context, that is a drainer round, done. (Not after a
-     * wait for an event: a program that keeps its queue full waits for
-     * events, and the drainer's rounds serve it as before.) */
+     * ended (the mark's age, never earlier than the mark was recorded) or
+     * at least since now; and after a wait for a stream or a context, that
+     * is a drainer round, done. (Not after a wait for an event: a program
+     * that keeps its queue full waits for events, and the drainer's rounds
+     * serve it as before.) */
     struct gs_slice_event ev = {.type = GS_SLICE_SYNCED, .finished = admitted, .as_round = as_round && n > 0};
-    if (checkable && atomic_load_explicit(&gs_captures_active, memory_order_relaxed) == 0) {
+    uint64_t age = probe ? gs_ctx_probe_age_ns(m->ctx, probe, m->event) : 0;
+    if (idle) {
         uint64_t now = gs_now_ns();
-        ev.idle_from = now - (m->event && n == 1 && m->stream == streams[0].stream ? mark_age(m, now) : 0);
+        uint64_t bound = now > m->host_ns ? now - m->host_ns : 0;
+        ev.idle_from = now - (age < bound ? age : bound);
     }
-    pthread_mutex_lock(&gs_gate_lock);
+    gs_lock(GS_LOCK_GATE);
     if (ctx)
         gs_ctx_unuse_locked(ctx);
     if (checkable && (ev.idle_from || ev.as_round)) {
         struct gs_slice_actions out;
-        gs_gate_deliver_locked(d, &ev, gs_now_ns(), &out);
+        gs_dispatch_locked(d, &ev, gs_now_ns(), &out);
     }
-    pthread_mutex_unlock(&gs_gate_lock);
+    gs_unlock(GS_LOCK_GATE);
     if (m->event) {
         gs_ctx_event_give(m->ctx, m->event, true);
-        pthread_mutex_lock(&gs_gate_lock);
+        gs_lock(GS_LOCK_GATE);
         gs_ctx_unuse_locked(m->ctx);
-        pthread_mutex_unlock(&gs_gate_lock);
+        gs_unlock(GS_LOCK_GATE);
     }
-    pthread_mutex_unlock(&gs_capture_lock);
 }
 
 /* Each wrapper: the mark (for a wait on everything queued), the real
