@@ -134,6 +134,11 @@ CUresult gs_driver_init_slow(void)
         }
         gs_unlock(GS_LOCK_DRIVER_INIT);
         state = atomic_load_explicit(&gs_driver_state, memory_order_acquire);
+        /* Registered after the driver's own fork handlers, so that ours
+         * take the shim's locks before the driver takes its own (after
+         * the lock: a fork meanwhile takes it too). */
+        if (state == GS_DRIVER_READY)
+            gs_locks_fork_after_driver();
     }
     return state == GS_DRIVER_READY ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }

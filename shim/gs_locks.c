@@ -9,6 +9,7 @@
 #include "gs_glibc_compat.h"
 #include "gs_log.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -93,23 +94,79 @@ void gs_locks_check_none(const char *what)
 #endif
 }
 
-void gs_locks_before_fork(void)
+/* ---- fork ---------------------------------------------------------------------- */
+
+/* fork() runs the prepare handlers in the reverse order of their
+ * registration, the parent's and child's in that order. Ours must take our
+ * locks before the real driver's prepare handler takes its own: a thread
+ * may hold one of ours (the pools', the capture lock) across a driver call
+ * that needs one of the driver's. So a second set is registered once the
+ * driver is loaded (gs_locks_fork_after_driver), and runs before the
+ * driver's; the first set (gs_fork.c's, at load) takes the locks only in
+ * a fork the second did not. Which set took them is the forking thread's
+ * to know (it is the child's only thread). */
+static __thread bool took_first, took_late;
+static _Atomic int late_registered;
+
+static void lock_all(void)
 {
     for (int i = 0; i < GS_LOCK_COUNT; i++)
         gs_lock((enum gs_lock)i);
 }
 
-void gs_locks_after_fork_parent(void)
+static void unlock_all(bool child)
 {
     for (int i = GS_LOCK_COUNT - 1; i >= 0; i--)
         gs_unlock((enum gs_lock)i);
+    /* In the child nobody waits on a condition variable: made anew. */
+    if (child)
+        pthread_cond_init(&gs_gate_cv, NULL);
+}
+
+static void late_prepare(void)
+{
+    lock_all();
+    took_late = true;
+}
+
+static void late_parent(void)
+{
+    if (took_late)
+        unlock_all(false);
+    took_late = false;
+}
+
+static void late_child(void)
+{
+    if (took_late)
+        unlock_all(true);
+    took_late = false;
+}
+
+void gs_locks_fork_after_driver(void)
+{
+    if (atomic_exchange(&late_registered, 1) == 0)
+        pthread_atfork(late_prepare, late_parent, late_child);
+}
+
+void gs_locks_before_fork(void)
+{
+    if (took_late)
+        return;
+    lock_all();
+    took_first = true;
+}
+
+void gs_locks_after_fork_parent(void)
+{
+    if (took_first)
+        unlock_all(false);
+    took_first = false;
 }
 
 void gs_locks_after_fork_child(void)
 {
-    /* The child's only thread is the one that took them all: it lets them
-     * go. Nobody waits on a condition variable here: made anew. */
-    for (int i = GS_LOCK_COUNT - 1; i >= 0; i--)
-        gs_unlock((enum gs_lock)i);
-    pthread_cond_init(&gs_gate_cv, NULL);
+    if (took_first)
+        unlock_all(true);
+    took_first = false;
 }

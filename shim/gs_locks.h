@@ -78,9 +78,13 @@ void gs_locks_check_none(const char *what);
 
 /* fork(): every lock in the table's order, and back (the parent), or
  * unlocked and the condition variables made anew (the child, whose only
- * thread is the one that forked). */
+ * thread is the one that forked). Called by gs_fork.c's handlers; a second
+ * set, registered once the real driver is loaded (its handlers, registered
+ * when it loaded, must run between ours), does the same where it runs
+ * first (see gs_locks.c). */
 void gs_locks_before_fork(void);
 void gs_locks_after_fork_parent(void);
 void gs_locks_after_fork_child(void);
+void gs_locks_fork_after_driver(void);
 
 #endif
