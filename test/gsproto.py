@@ -33,8 +33,8 @@ def decode(data):
     if mtype == ERROR:
         return mtype, {"reason": b.split(b"\0", 1)[0].decode()}
     if mtype in (GRANT, REVOKE):
-        slot, grant, deadline, flags = struct.unpack("<IQQI", b)
-        return mtype, {"slot": slot, "grant": grant, "deadline": deadline}
+        slot, grant, deadline, flags, ahead = struct.unpack("<IQQIQ", b)
+        return mtype, {"slot": slot, "grant": grant, "deadline": deadline, "flags": flags, "ahead_ns": ahead}
     if mtype == MEM_RESULT:
         mid, cap, used = struct.unpack("<QQQ", b)
         return mtype, {"id": mid, "cap": cap, "used": used}

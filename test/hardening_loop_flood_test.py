@@ -30,7 +30,12 @@ server = Server(machine, {"evil": "share = 1\n", "good": "share = 1\n"}, nofile=
 
 
 def latency():
-    out = subprocess.run([HOSTILE, "latency", server.socket("good"), "cd" * 16, str(SAMPLES)],
+    # The measuring client runs at the server's priority too: the flood is
+    # one busy process, and on two CPUs a client at nice 0 beside it waits
+    # for the CPU scheduler, not for the server, whenever the server is
+    # busy with the flood (its p99 went from 0.4 to 4-8 ms by that alone).
+    nice = ["nice", "-n", "-10"] if os.geteuid() == 0 else []
+    out = subprocess.run(nice + [HOSTILE, "latency", server.socket("good"), "cd" * 16, str(SAMPLES)],
                          capture_output=True, text=True, timeout=120).stdout
     return parse_line(out, "latency_us")
 

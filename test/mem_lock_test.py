@@ -47,7 +47,7 @@ def fake_server(path, stop):
                 slot = struct.unpack_from("<I", body)[0]
                 grant += 1
                 holding[slot] = grant
-                conn.send(gp.encode(gp.GRANT, struct.pack("<IQQI", slot, grant, now + 20_000_000, 0)))
+                conn.send(gp.encode(gp.GRANT, struct.pack("<IQQIQ", slot, grant, now + 20_000_000, 0, 0)))
             elif mtype == gp.RELEASE:
                 holding.pop(struct.unpack_from("<I", body)[0], None)
             elif mtype == gp.MEM_QUERY:
@@ -59,7 +59,7 @@ def fake_server(path, stop):
         if conn and now - last_extend >= 10_000_000:
             last_extend = now
             for slot, g in holding.items():
-                conn.send(gp.encode(gp.GRANT, struct.pack("<IQQI", slot, g, now + 20_000_000, 0)))
+                conn.send(gp.encode(gp.GRANT, struct.pack("<IQQIQ", slot, g, now + 20_000_000, 0, 0)))
         for item in [d for d in due if d[0] <= now]:
             due.remove(item)
             if conn:

@@ -251,6 +251,10 @@ class Server:
         self.grace_ms = grace_ms
         self.log_path = os.path.join(machine.dir, "server.log")
         self.proc = None
+        # It makes each tenant's directory, policy file and socket before
+        # its admin socket: thousands of tenants take seconds on a loaded
+        # machine.
+        self.start_s = 5 + 0.01 * len(tenants)
         self.start()
 
     def write_tenant(self, name, text):
@@ -273,7 +277,7 @@ class Server:
                                       "--cdi-dir", self.cdi_dir, "--shim", SHIM] + self.args,
                                      stdout=log, stderr=log, preexec_fn=set_limit)
         log.close()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + self.start_s
         while not os.path.exists(os.path.join(self.run_dir, "admin.sock")):
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise RuntimeError("gpuslice-server did not start: " + self.log()[-3000:])

@@ -103,10 +103,10 @@ def held_in_namespace(offset_s):
             if (mtype == gp.ACQUIRE or more) and granted == 0:
                 granted = 1
                 result["granted"] = time.monotonic_ns()
-                conn.send(gp.encode(gp.GRANT, struct.pack("<IQQI", 0, 1, wire_now_ns() + 300_000_000, 0)))
+                conn.send(gp.encode(gp.GRANT, struct.pack("<IQQIQ", 0, 1, wire_now_ns() + 300_000_000, 0, 0)))
             elif (mtype == gp.ACQUIRE or more) and "released_ms" in result:
                 granted += 1
-                conn.send(gp.encode(gp.GRANT, struct.pack("<IQQI", 0, granted, wire_now_ns() + 100_000_000, 0)))
+                conn.send(gp.encode(gp.GRANT, struct.pack("<IQQIQ", 0, granted, wire_now_ns() + 100_000_000, 0, 0)))
 
     thread = threading.Thread(target=stand_in, daemon=True)
     thread.start()

@@ -150,7 +150,7 @@ def stand_in_server(listener, pid_box):
             os.kill(pid, signal.SIGSTOP)
             sent = time.monotonic_ns()
             deadline = sent + int(STOP_S * 1e9) + 500_000_000
-            conn.send(gp.encode(gp.GRANT, struct.pack("<IQQI", 0, 1, deadline, 0)))
+            conn.send(gp.encode(gp.GRANT, struct.pack("<IQQIQ", 0, 1, deadline, 0, 0)))
             time.sleep(STOP_S)
             os.kill(pid, signal.SIGCONT)
         elif mtype == gp.RELEASE and "idle_ns" not in released:
@@ -159,7 +159,7 @@ def stand_in_server(listener, pid_box):
         if granted and (mtype == gp.ACQUIRE or (mtype == gp.RELEASE and struct.unpack("<IQQI", body)[3] & gp.RELEASE_MORE)) \
                 and "idle_ns" in released:
             granted += 1
-            conn.send(gp.encode(gp.GRANT, struct.pack("<IQQI", 0, granted, time.monotonic_ns() + 100_000_000, 0)))
+            conn.send(gp.encode(gp.GRANT, struct.pack("<IQQIQ", 0, granted, time.monotonic_ns() + 100_000_000, 0, 0)))
 
 
 env = dict(machine.env)

@@ -15,6 +15,12 @@
  *                      wait or open: what the tenant's processes do while
  *                      no server answers (default: the server's
  *                      --on-server-down)
+ *   class = batch      batch or latency: a latency tenant that asks for a
+ *                      GPU a batch tenant holds, and is next by its share,
+ *                      has that slice revoked at once (default batch)
+ *   preempt_ms = 2     latency: the most estimated device time a batch
+ *                      holder of its GPUs admits ahead, 1..1000 (default:
+ *                      the server's --preempt-ms)
  *
  * Numbers are decimal only ("0x10", "inf", "nan" are errors), and the
  * ranges keep every later computation finite: the scheduler divides by
@@ -43,6 +49,11 @@ const char *config_gang_name(enum gang_mode g)
 const char *config_on_server_down_name(enum on_server_down p)
 {
     return p == ON_DOWN_WAIT ? "wait" : p == ON_DOWN_OPEN ? "open" : "default";
+}
+
+const char *config_class_name(enum tenant_class c)
+{
+    return c == CLASS_LATENCY ? "latency" : "batch";
 }
 
 bool config_valid_name(const char *name)
@@ -129,8 +140,9 @@ static bool parse_whole(const char *text, unsigned long long max, unsigned long 
 }
 
 
-static const char *const keys[] = {"share", "limit", "quantum_ms", "memory", "gang", "on_server_down"};
-enum { KEY_SHARE, KEY_LIMIT, KEY_QUANTUM, KEY_MEMORY, KEY_GANG, KEY_ON_SERVER_DOWN, NKEYS };
+static const char *const keys[] = {"share", "limit", "quantum_ms", "memory", "gang", "on_server_down", "class",
+                                   "preempt_ms"};
+enum { KEY_SHARE, KEY_LIMIT, KEY_QUANTUM, KEY_MEMORY, KEY_GANG, KEY_ON_SERVER_DOWN, KEY_CLASS, KEY_PREEMPT, NKEYS };
 
 /* Applies one "key = value" line to c; false with a message in err. */
 static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], struct tenant_config *c,
@@ -192,6 +204,22 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
                 return true;
             }
         snprintf(err, errlen, "%s:%d: gang must be auto, on or off, got '%s'", path, lineno, shown(value, b));
+        return false;
+    case KEY_CLASS:
+        for (int k2 = CLASS_BATCH; k2 <= CLASS_LATENCY; k2++)
+            if (strcmp(value, config_class_name((enum tenant_class)k2)) == 0) {
+                c->class = (enum tenant_class)k2;
+                return true;
+            }
+        snprintf(err, errlen, "%s:%d: class must be batch or latency, got '%s'", path, lineno, shown(value, b));
+        return false;
+    case KEY_PREEMPT:
+        if (parse_whole(value, PREEMPT_MS_MAX, &ms) && ms >= 1) {
+            c->preempt_ns = ms * 1000000ull;
+            return true;
+        }
+        snprintf(err, errlen, "%s:%d: preempt_ms must be a whole number of milliseconds from 1 to %d, got '%s'",
+                 path, lineno, PREEMPT_MS_MAX, shown(value, b));
         return false;
     case KEY_ON_SERVER_DOWN:
         for (int p = ON_DOWN_WAIT; p <= ON_DOWN_OPEN; p++)

@@ -13,10 +13,12 @@
  * Each GPU is the scheduler's struct device (sched.h) and the loop's timer
  * for it. This file makes the memory a declaration needs ready (the GPU,
  * the tenant's entry on it, room in its list of slots, room for the step's
- * actions), then hands the scheduler the DECLARE and UNDECLARE events.
+ * actions), then hands the scheduler the DECLARE, UNDECLARE and
+ * CLIENT_GONE events.
  */
 #include "server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -158,17 +160,12 @@ struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16]
     return d;
 }
 
-bool process_lives(pid_t pid)
+/* Whether the task whose stat file is at path neither is a zombie nor
+ * exits (PF_EXITING, 0x4, in the flags: proc(5), field 9); unreadable
+ * counts as alive (its count stays). ENOENT: gone. */
+static bool task_lives(const char *path)
 {
-    if (pid <= 0)
-        return false;
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return false;
-    /* A zombie, or a process whose exit is closing its files (PF_EXITING,
-     * 0x4, in the flags: proc(5), field 9), holds nothing on a GPU any
-     * more: its driver context went with its exit. */
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    char buf[512];
     FILE *f = fopen(path, "re");
     if (!f)
         return errno != ENOENT;
@@ -179,8 +176,40 @@ bool process_lives(pid_t pid)
     char state;
     unsigned long flags;
     if (!rest || sscanf(rest + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
-        return true; /* unreadable: say it lives (its count stays) */
+        return true;
     return state != 'Z' && state != 'X' && !(flags & 0x4);
+}
+
+bool process_lives(pid_t pid)
+{
+    if (pid <= 0)
+        return false;
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return false;
+    /* A zombie, or a process whose exit is closing its files, holds nothing
+     * on a GPU any more: its driver context went with its exit. But the
+     * stat of a process is its main thread's, which may have ended on its
+     * own (pthread_exit) while other threads run on: then one of them
+     * living is the process living. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (task_lives(path))
+        return true;
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *tasks = opendir(path);
+    if (!tasks)
+        return false;
+    bool alive = false;
+    struct dirent *e;
+    while (!alive && (e = readdir(tasks)) != NULL) {
+        char task[96];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(task, sizeof task, "/proc/%d/task/%.20s/stat", (int)pid, e->d_name);
+        alive = task_lives(task);
+    }
+    closedir(tasks);
+    return alive;
 }
 
 void devices_check_ghosts(void)

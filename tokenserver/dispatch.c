@@ -6,7 +6,7 @@
  *
  * Carrying out an action never calls the scheduler back: a send that fails
  * marks its client for closing (clients.c), and the close comes back as
- * UNDECLARE events at the client's next event.
+ * a CLIENT_GONE event at the client's next event.
  */
 #include "server.h"
 #include "gpuslice/transport.h"
@@ -30,12 +30,21 @@ static void set_wake(uint64_t at)
 {
     if (!wake_timer_ready) {
         if (timer_init(&wake_timer, wake_fired, NULL) != 0) {
-            slog(LOG_ERR, "timerfd: %s; leases held after the restart are answered at the next one", strerror(errno));
-            return;
+            slog(LOG_ERR, "timerfd: %s; leases that wait for the restart's recovery are answered within a second "
+                          "of its end instead", strerror(errno));
+            return; /* dispatch_wake_overdue, every second, wakes it */
         }
         wake_timer_ready = true;
     }
     timer_at(&wake_timer, at);
+}
+
+void dispatch_wake_overdue(uint64_t now)
+{
+    if (server_sched.wake_asked && now >= server_sched.recovering_until) {
+        struct sched_event ev = {.type = SCHED_WAKE};
+        sched_run(&ev);
+    }
 }
 
 static struct client *client_of(const struct sched_slot *slot)
@@ -59,6 +68,7 @@ static void carry_out(const struct sched_action *a)
         msg.u.grant.grant = a->grant;
         msg.u.grant.deadline_ns = gs_transport_clock_to_wire(a->at, options.clock_offset_ns);
         msg.u.grant.flags = a->flags;
+        msg.u.grant.ahead_ns = a->ahead_ns;
         send_slot(a->slot, &msg);
         break;
     case SCHED_REVOKE:

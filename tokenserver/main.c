@@ -31,6 +31,7 @@ struct server_options options = {
     .cdi_dir = "/var/run/cdi",
     .shim_path = GPUSLICE_SHIM_DEFAULT,
     .grace_ns = 250000000ull,
+    .preempt_ns = 2000000ull,
     .max_clients = 65536,
     .max_clients_per_tenant = 256,
     .max_devices = 256,
@@ -117,6 +118,11 @@ static void usage(FILE *f)
 "  -g, --grace-ms MS      how long after its deadline a holder may take to\n"
 "                         drain before its slice is taken back and charged\n"
 "                         (0 to 3600000, default 250)\n"
+"      --preempt-ms MS    for GPUs a latency tenant shares: the most estimated\n"
+"                         device time a batch holder's processes keep admitted\n"
+"                         ahead of the GPU, which is what a latency tenant's\n"
+"                         preemption waits for; a tenant file's preempt_ms\n"
+"                         overrides it (1 to 1000, default 2)\n"
 "  -l, --log-level LEVEL  error, warn, info or debug (default info)\n"
 "  -m, --metrics ADDR:PORT\n"
 "                         serve Prometheus metrics at http://ADDR:PORT/metrics\n"
@@ -301,6 +307,7 @@ static void on_housekeeping(void *arg)
     admin_sweep();
     devices_sweep();
     devices_check_ghosts();
+    dispatch_wake_overdue(now_ns());
     tenants_retry_listen();
     cdi_retry();
     confwatch_check();
@@ -326,6 +333,7 @@ enum {
     OPT_INSTALL_DIR,
     OPT_HOSTNAME,
     OPT_POD_LOG_DIR,
+    OPT_PREEMPT_MS,
 };
 
 /* --uninstall and its --install-dir; set from the command line. */
@@ -360,6 +368,7 @@ static int parse_options(int argc, char **argv)
         {"install-dir", required_argument, NULL, OPT_INSTALL_DIR},
         {"hostname", required_argument, NULL, OPT_HOSTNAME},
         {"pod-log-dir", required_argument, NULL, OPT_POD_LOG_DIR},
+        {"preempt-ms", required_argument, NULL, OPT_PREEMPT_MS},
         {NULL, 0, NULL, 0},
     };
     int opt, index = 0;
@@ -402,6 +411,14 @@ static int parse_options(int argc, char **argv)
                 return 1;
             }
             options.on_server_down = optarg[0] == 'o' ? ON_DOWN_OPEN : ON_DOWN_WAIT;
+            break;
+        case OPT_PREEMPT_MS:
+            if (!parse_uint(optarg, 1, PREEMPT_MS_MAX, &v)) {
+                fprintf(stderr, "gpuslice-server: --preempt-ms needs milliseconds (1..%d), got '%s'\n", PREEMPT_MS_MAX,
+                        optarg);
+                return 1;
+            }
+            options.preempt_ns = v * 1000000ull;
             break;
         case 'g':
             if (!parse_uint(optarg, 0, 3600000, &v)) {
@@ -517,6 +534,7 @@ int main(int argc, char **argv)
         return 2;
     }
     sched_init(&server_sched, options.grace_ns);
+    server_sched.preempt_ns = options.preempt_ns;
     if (!sched_actions_reserve(&server_sched, 0)) {
         slog(LOG_ERR, "out of memory");
         return 2;

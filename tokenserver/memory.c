@@ -184,8 +184,12 @@ static void recovered(struct sched *s, uint64_t now)
 void mem_event(struct sched *s, const struct sched_event *ev, uint64_t now)
 {
     if (ev->type == SCHED_WAKE) {
-        if (now >= s->recovering_until)
+        if (now >= s->recovering_until) {
             recovered(s, now);
+        } else if (s->wake_asked) { /* early (a timer's rounding): ask again */
+            struct sched_action a = {.type = SCHED_SET_WAKE, .at = s->recovering_until};
+            sched_emit(s, &a);
+        }
         return;
     }
     if (ev->type == SCHED_PROCESS_GONE) {

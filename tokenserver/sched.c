@@ -2,7 +2,8 @@
  * Per-GPU time slices, as a state machine (sched.h): each step takes one
  * event and the time, updates the state and leaves actions. Nothing here
  * sends, reads a clock, allocates (sched_prepare.c makes memory ready
- * beforehand) or calls itself back: a slice that ends
+ * beforehand; a removed tenant's entries are freed) or calls itself back:
+ * a slice that ends
  * marks its GPU for scheduling (the step's worklist, `dirty`), and the step
  * schedules each marked GPU once the event is handled, until none is left.
  *
@@ -135,11 +136,34 @@ static void set_timer(struct sched *s, struct device *d, uint64_t when)
     s->timers = d;
 }
 
+static bool is_gang(const struct sched_tenant *t);
+
+/* What a batch holder of d may admit ahead of the GPU: the least
+ * preempt_ms of the latency tenants whose processes name d (what a
+ * preemption then waits for); 0, no bound, where none does or the holder
+ * is a latency tenant itself. */
+static uint64_t admit_ahead(const struct sched *s, const struct device *d)
+{
+    if (!d->holder || d->holder->tenant->config.class == CLASS_LATENCY || is_gang(d->holder->tenant))
+        return 0; /* (a gang's slice is never preempted) */
+    uint64_t least = 0;
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct tenant_config *c = &d->tenants[i].tenant->config;
+        if (d->tenants[i].refs == 0 || c->class != CLASS_LATENCY)
+            continue;
+        uint64_t bound = c->preempt_ns ? c->preempt_ns : s->preempt_ns;
+        if (!least || bound < least)
+            least = bound;
+    }
+    return least;
+}
+
 static void grant_to(struct sched *s, struct sched_slot *slot, const struct device *d, uint32_t flags)
 {
     slot->wants = false;
     slot->holds = d->grant;
-    struct sched_action a = {.type = SCHED_GRANT, .slot = slot, .grant = d->grant, .at = d->deadline, .flags = flags};
+    struct sched_action a = {.type = SCHED_GRANT, .slot = slot, .grant = d->grant, .at = d->deadline, .flags = flags,
+                             .ahead_ns = admit_ahead(s, d)};
     sched_emit(s, &a);
 }
 
@@ -187,6 +211,8 @@ bool sched_in_line(const struct device_tenant *dt)
 /* Changes dt's count of waiting slots by `delta`, and its tenant's. When
  * dt starts waiting, its wait starts (waiting_since). When the tenant
  * starts or stops waiting anywhere, each of its entries learns it. */
+static void gang_cancel(struct sched *s, uint64_t now);
+
 static void add_waiting(struct sched *s, struct device_tenant *dt, int delta, uint64_t now)
 {
     struct sched_tenant *t = dt->tenant;
@@ -202,6 +228,10 @@ static void add_waiting(struct sched *s, struct device_tenant *dt, int delta, ui
         if (mine)
             mine->tenant_waits = t->waiting > 0;
     }
+    /* A gathering gang none of whose processes waits any more (the one
+     * that asked exited) gathers for nobody: it gives up. */
+    if (t->waiting == 0 && s->forming_gang == t)
+        gang_cancel(s, now);
 }
 
 /* Adds to a virtual time, saturating at VTIME_MAX. */
@@ -228,8 +258,9 @@ static double min_running_vtime(const struct device *d, const struct device_tena
     double min = -1;
     for (size_t i = 0; i < d->ntenants; i++) {
         const struct device_tenant *dt = &d->tenants[i];
-        if (dt == except || !dt->active || (dt != d->holder && (dt->eligible_at > now || is_gang(dt->tenant))))
-            continue;
+        if (dt == except || !dt->active ||
+            (dt != d->holder && (dt->eligible_at > now || is_gang(dt->tenant) || !waits_for(dt))))
+            continue; /* (an entry left active, not waiting, is not in the running) */
         if (min < 0 || dt->vtime < min)
             min = dt->vtime;
     }
@@ -269,15 +300,20 @@ static void activate(struct device *d, struct device_tenant *dt, uint64_t now)
 }
 
 /* A tenant that waited out its limit is back in the running: like one that
- * was idle, it starts no lower than the others in the running. Device time
- * they used while it could not have it is not held against them, and it
- * banks nothing for what its limit kept it from. */
+ * was idle, it starts no lower than the others in the running, nor than
+ * the floor (another tenant back from its limit may be in the running, as
+ * far behind as it: two such tenants raised only to each other would
+ * bank what their limits kept them from, and spend it on the others once
+ * a limit is lifted: simulation seed 1297). Device time the others used
+ * while it could not have it is not held against them. */
 static void back_from_limit(struct device *d, struct device_tenant *dt, uint64_t now)
 {
     if (!dt->held_back || dt->eligible_at > now)
         return;
     dt->held_back = false;
     double others = min_running_vtime(d, dt, now);
+    if (d->vtime_floor > others)
+        others = d->vtime_floor;
     if (others > dt->vtime)
         dt->vtime = others;
 }
@@ -332,6 +368,8 @@ double device_tenant_share_over(const struct device *d, const struct device_tena
         window = SHARE_WINDOW_NS;
     if (span > window || span == 0)
         span = window;
+    if (span > now)
+        span = now; /* (a clock that began less than a window ago) */
     uint64_t start = now - span, first = start / BUCKET_NS, last = now / BUCKET_NS;
     double held = 0;
     for (uint64_t k = first; k <= last; k++) {
@@ -443,6 +481,7 @@ static void start_slice(struct sched *s, struct device *d, struct device_tenant 
     d->holder = best;
     d->grant++;
     d->slices++;
+    d->preempting = false;
     d->slice_start = d->charged_until = from;
     d->deadline = d->slice_deadline = now + best->tenant->config.quantum_ns < until ? now + best->tenant->config.quantum_ns : until;
     best->cap_from = best->eligible_at && best->eligible_at <= from && from - best->eligible_at <= CAP_LATE_NS
@@ -532,6 +571,66 @@ static void revoke(struct sched *s, struct device *d, uint64_t now)
     /* A gang's drain may wait for a peer's launch: look again soon. */
     uint64_t check = d->gang_start ? now + STALL_NS : grace_end;
     set_timer(s, d, check < grace_end ? check : grace_end);
+}
+
+/* A latency tenant's entry dt waits for d, which a batch tenant holds. It
+ * is due when it is next by virtual time among those waiting there: then
+ * the batch slice is revoked now (its holders stop admitting and drain
+ * what they admitted, at most its admit_ahead of device time), or, if
+ * the holder is still behind dt in virtual time, when the holder passes
+ * it. A latency tenant that has used more than its share waits as anyone
+ * else does: preemption changes when it runs, not how much. A gang's
+ * slice is not preempted (its GPUs end together). */
+static void preempt_for(struct sched *s, struct device *d, struct device_tenant *dt, uint64_t now)
+{
+    if (d->state != DEV_RUNNING || !d->holder || d->holder == dt || d->gang_start || is_gang(d->holder->tenant) ||
+        d->holder->tenant->config.class == CLASS_LATENCY || dt->eligible_at > now || now >= d->deadline)
+        return;
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct device_tenant *other = &d->tenants[i];
+        if (other != dt && other != d->holder && waits_for(other) && other->eligible_at <= now &&
+            other->vtime < dt->vtime)
+            return; /* another is next: the slice ends for it as usual */
+    }
+    charge(d, now);
+    struct device_tenant *holder = d->holder;
+    double behind = dt->vtime - holder->vtime; /* the holder's due, in virtual time */
+    uint64_t wait = behind <= 0 ? 0 : saturate_ns(behind * holder->tenant->config.share);
+    if (wait >= d->deadline - now)
+        return;
+    /* The deadline moves, not slice_deadline: the holder's drain after a
+     * preemption it did not cause is not its overrun, and its grace still
+     * counts from its own deadline. */
+    d->deadline = now + wait;
+    if (!d->preempting)
+        d->preemptions++;
+    d->preempting = true; /* not extended at that deadline */
+    if (wait == 0)
+        revoke(s, d, now);
+    else
+        set_timer(s, d, d->deadline);
+}
+
+/* Whether a latency tenant waits for d and may have it (its limit). */
+static bool latency_waits(const struct device *d, uint64_t now)
+{
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct device_tenant *dt = &d->tenants[i];
+        if (dt != d->holder && dt->tenant->config.class == CLASS_LATENCY && dt->waiting > 0 && dt->eligible_at <= now)
+            return true;
+    }
+    return false;
+}
+
+/* A batch slice starts on d, or a latency tenant asks again: each latency
+ * tenant waiting there may preempt it. */
+static void preempt_check(struct sched *s, struct device *d, uint64_t now)
+{
+    for (size_t i = 0; i < d->ntenants && d->state == DEV_RUNNING; i++) {
+        struct device_tenant *dt = &d->tenants[i];
+        if (dt->tenant->config.class == CLASS_LATENCY && dt->waiting > 0)
+            preempt_for(s, d, dt, now);
+    }
 }
 
 /* ---- gangs ------------------------------------------------------------------ */
@@ -641,6 +740,17 @@ static void gang_try_start(struct sched *s, uint64_t now)
     mark_all_dirty(s);
 }
 
+/* Whether no limit holds the gang t back on any of its GPUs. */
+static bool gang_eligible(const struct sched *s, const struct sched_tenant *t, uint64_t now)
+{
+    for (const struct device *d = s->devices; d; d = d->next) {
+        struct device_tenant *dt;
+        if (gang_member(d, t, &dt) && dt->eligible_at > now)
+            return false;
+    }
+    return true;
+}
+
 /* A gang's place among gangs: its smallest virtual time on its GPUs. */
 static double gang_key(const struct sched *s, const struct sched_tenant *t)
 {
@@ -659,7 +769,7 @@ static double gang_key(const struct sched *s, const struct sched_tenant *t)
  * first on a GPU of the other never wait for each other, and none is
  * passed over for good: a gang alone on one of its GPUs is always next
  * there, and would otherwise gather again each time its slice ended. */
-static struct sched_tenant *gang_to_form(const struct sched *s, struct sched_tenant *t)
+static struct sched_tenant *gang_to_form(const struct sched *s, struct sched_tenant *t, uint64_t now)
 {
     struct sched_tenant *first = t;
     double first_key = gang_key(s, t);
@@ -669,7 +779,7 @@ static struct sched_tenant *gang_to_form(const struct sched *s, struct sched_ten
         for (size_t i = 0; i < d->ntenants; i++) {
             const struct device_tenant *dt = &d->tenants[i];
             struct sched_tenant *u = dt->tenant;
-            if (u == first || !is_gang(u) || !waits_for(dt))
+            if (u == first || !is_gang(u) || !waits_for(dt) || !gang_eligible(s, u, now))
                 continue;
             double key = gang_key(s, u);
             if (key < first_key || (key == first_key && u->index < first->index)) {
@@ -694,6 +804,8 @@ static bool gang_next_everywhere(const struct sched *s, const struct sched_tenan
         struct device_tenant *mine;
         if (!gang_member(d, t, &mine))
             continue;
+        if (mine->eligible_at > now)
+            return false; /* its limit holds it back there */
         for (size_t i = 0; i < d->ntenants; i++) {
             const struct device_tenant *dt = &d->tenants[i];
             if (dt != mine && !is_gang(dt->tenant) && waits_for(dt) && dt->eligible_at <= now &&
@@ -899,7 +1011,11 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
                 next_eligible = dt->eligible_at;
             continue;
         }
-        if (!best || dt->vtime < best->vtime)
+        /* ties go to a latency tenant (else the batch tenant would be
+         * granted and preempted for it at once) */
+        if (!best || dt->vtime < best->vtime ||
+            (dt->vtime == best->vtime && dt->tenant->config.class == CLASS_LATENCY &&
+             best->tenant->config.class != CLASS_LATENCY))
             best = dt;
     }
     /* A GPU the gathering gang needs is kept for it: it gathers once it
@@ -931,15 +1047,16 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
         return;
     }
     if (is_gang(best->tenant)) {
-        struct sched_tenant *gang = gang_to_form(s, best->tenant);
+        struct sched_tenant *gang = gang_to_form(s, best->tenant, now);
         if (!gang_next_everywhere(s, gang, now)) {
             /* not yet its turn on another of its GPUs: another gang here
              * whose turn it is everywhere, by gang_key, may gather */
+            const struct sched_tenant *tried = gang;
             gang = NULL;
             double key = 0;
             for (size_t i = 0; i < d->ntenants; i++) {
                 struct sched_tenant *u = d->tenants[i].tenant;
-                if (u != best->tenant && is_gang(u) && waits_for(&d->tenants[i]) && gang_next_everywhere(s, u, now) &&
+                if (u != tried && is_gang(u) && waits_for(&d->tenants[i]) && gang_next_everywhere(s, u, now) &&
                     (!gang || gang_key(s, u) < key)) {
                     gang = u;
                     key = gang_key(s, u);
@@ -948,6 +1065,10 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
         }
         if (gang) {
             gang_form(s, gang, now);
+            /* the gang may not need d: d is looked at again with the
+             * gathering under way (it serves the tenants that are not
+             * gangs meanwhile) */
+            mark_dirty(s, d);
             return;
         }
         /* no gang's turn everywhere: the next tenant here that is not a
@@ -965,6 +1086,7 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
         }
     }
     start_slice(s, d, best, now, now, UINT64_MAX);
+    preempt_check(s, d, now); /* a latency tenant behind it may cut it short */
 }
 
 /* The gang's processes changed, or whether it is a gang: a gathering gang
@@ -1005,7 +1127,10 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
             set_timer(s, d, gang_next_look(s)); /* a GPU not yielding: the step's end lets go */
         break;
     case DEV_RUNNING:
-        if (d->holder->tenant->config.limit >= 1.0 && (!has_competitor_anywhere(s, d, now) || goes_next(s, d))) {
+        if (d->preempting && !latency_waits(d, now))
+            d->preempting = false; /* the latency tenant asks no more */
+        if (d->holder->tenant->config.limit >= 1.0 && !d->preempting &&
+            (!has_competitor_anywhere(s, d, now) || goes_next(s, d))) {
             /* Nobody else may have it, or the holder would be chosen
              * again anyway: extend rather than drain. Charge as it goes,
              * so that a long run is never billed at once. */
@@ -1087,6 +1212,8 @@ static void on_acquire(struct sched *s, struct sched_slot *slot, uint64_t now)
     activate(d, dt, now);
     if (d->state == DEV_IDLE)
         mark_dirty(s, d);
+    else if (slot->tenant->config.class == CLASS_LATENCY)
+        preempt_for(s, d, dt, now);
 }
 
 static void on_release(struct sched *s, const struct sched_event *ev, uint64_t now)
@@ -1109,6 +1236,8 @@ static void on_release(struct sched *s, const struct sched_event *ev, uint64_t n
         /* stale: revoked already, or never held */
         if (ev->more && d->state == DEV_IDLE)
             mark_dirty(s, d);
+        else if (ev->more && slot->tenant->config.class == CLASS_LATENCY)
+            preempt_check(s, d, now);
     } else {
         slot->holds = 0;
         if (d->state == DEV_IDLE || ev->grant != d->grant)

@@ -17,8 +17,9 @@
  *
  * Memory the state needs is made ready outside a step, by the layer that
  * knows a new GPU, tenant entry or client slot is coming (devices.c):
- * sched_device_init, sched_entry_get, sched_slots_reserve,
- * sched_actions_reserve. A step only links, unlinks and updates.
+ * sched_device_add, sched_entry_get, sched_slots_reserve,
+ * sched_actions_reserve. A step only links, unlinks and updates (and
+ * frees what a removed tenant's entries had: TENANT_GONE).
  *
  * Everything here belongs to the thread that runs the steps (the server's
  * loop thread); nothing is locked.
@@ -48,6 +49,12 @@ enum gang_mode { GANG_AUTO, GANG_ON, GANG_OFF };
  * ON_DOWN_DEFAULT: the server's --on-server-down. */
 enum on_server_down { ON_DOWN_DEFAULT, ON_DOWN_WAIT, ON_DOWN_OPEN };
 
+/* Whether a tenant's requests must start within milliseconds (latency:
+ * it preempts batch slices at launch boundaries, within its share) or
+ * its work is judged over seconds (batch, the default). */
+enum tenant_class { CLASS_BATCH, CLASS_LATENCY };
+#define PREEMPT_MS_MAX 1000
+
 struct tenant_config {
     double share;            /* SHARE_MIN .. SHARE_MAX */
     double limit;            /* LIMIT_MIN .. 1 */
@@ -55,6 +62,10 @@ struct tenant_config {
     uint64_t memory;         /* bytes, 0 = no cap */
     enum gang_mode gang;     /* GANG_AUTO: a gang once it uses two GPUs or more */
     enum on_server_down on_server_down;
+    enum tenant_class class;
+    uint64_t preempt_ns;     /* latency: the most device time a batch holder of
+                                its GPUs may have admitted ahead (what a
+                                preemption waits for); 0 = the server's */
 };
 
 /* What the scheduler knows of a tenant (embedded in the server's tenant). */
@@ -149,9 +160,12 @@ struct device {
     const struct device_tenant *last_holder;
     bool dirty, timer_changed; /* on the step's worklists */
     bool backfilled;           /* ran a backfill for the gathering gang */
+    bool preempting;           /* the slice's deadline was brought forward
+                                  for a latency tenant: not extended */
     struct device *dirty_next, *timer_next;
     struct device *next;
     uint64_t slices, handoffs;
+    uint64_t preemptions;      /* batch slices cut short for a latency tenant */
     uint64_t created_ns;
     uint64_t held_ns;          /* slices held, charged so far (counter) */
     struct histogram handoff_hist; /* deadline or early release -> the next
@@ -241,6 +255,7 @@ struct sched_action {
     struct device *device;
     uint64_t grant, at;      /* GRANT: at is the deadline; SET_TIMER */
     uint32_t flags;          /* GRANT: GS_GRANT_* */
+    uint64_t ahead_ns;       /* GRANT: admitted ahead at most (0: no bound) */
     uint64_t id, granted, cap, used; /* LEASED, MEM_RESULT, OVER_CAP */
     uint32_t status;         /* LEASED: enum gs_lease_status */
     const char *reason;      /* DROP: a static string */
@@ -253,6 +268,8 @@ struct sched {
     unsigned ndevices;
     uint64_t grace_ns;       /* a holder's drain past its deadline before
                                 its slice is taken back */
+    uint64_t preempt_ns;     /* a latency tenant's preempt_ms where its file
+                                says none (--preempt-ms; sched_init: 2 ms) */
     struct sched_tenant *forming_gang; /* the gang gathering its GPUs */
     uint64_t forming_until;  /* when its gathering gives up */
     uint64_t gang_starts;    /* gang slices started; device.gang_start */

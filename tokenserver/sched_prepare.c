@@ -14,6 +14,7 @@ void sched_init(struct sched *s, uint64_t grace_ns)
 {
     memset(s, 0, sizeof *s);
     s->grace_ns = grace_ns;
+    s->preempt_ns = 2000000ull;
 }
 
 void sched_device_add(struct sched *s, struct device *d, uint64_t now)

@@ -101,6 +101,7 @@ struct server_options {
     const char *shim_path;            /* absolute: the host's libgpuslice.so,
                                          mounted into containers */
     uint64_t grace_ns;
+    uint64_t preempt_ns;       /* --preempt-ms */
     unsigned max_clients;             /* connections, all tenants together */
     unsigned max_clients_per_tenant;
     unsigned max_devices;             /* GPUs known at once */
@@ -132,6 +133,8 @@ enum verify_gpus { VERIFY_GPUS_AUTO, VERIFY_GPUS_ON, VERIFY_GPUS_OFF };
 const char *config_gang_name(enum gang_mode g);
 /* "wait" or "open" (ON_DOWN_DEFAULT: "default"); the word the policy
  * file holds. */
+/* "batch" or "latency". */
+const char *config_class_name(enum tenant_class c);
 const char *config_on_server_down_name(enum on_server_down p);
 
 /* Parses the text of one tenant file (len bytes, not NUL-terminated). On
@@ -409,6 +412,9 @@ void devices_free_all(void);
 void sched_run(const struct sched_event *ev);
 /* The loop's timer of a GPU fired. */
 void sched_timer_fired(struct device *d);
+/* The housekeeping's look, every second, for a wake-up the scheduler asked
+ * for and no timer delivered (its timerfd could not be made). */
+void dispatch_wake_overdue(uint64_t now);
 
 /* ---- cdi.c ------------------------------------------------------------------- */
 

@@ -184,7 +184,8 @@ static void json_device(struct text *o, const struct device *d, bool first, uint
                     d->state != DEV_RESERVED && d->deadline > now ? (double)(d->deadline - now) / 1e6 : 0.0);
     else
         text_printf(o, "null");
-    text_printf(o, ",\"slices\":%llu,\"processes\":%zu,\"queue\":[", (unsigned long long)d->slices, d->nslots);
+    text_printf(o, ",\"slices\":%llu,\"preemptions\":%llu,\"processes\":%zu,\"queue\":[", (unsigned long long)d->slices,
+                (unsigned long long)d->preemptions, d->nslots);
     bool first_waiting = true;
     for (size_t i = 0; i < d->ntenants; i++)
         if (sched_in_line(&d->tenants[i])) {
@@ -199,11 +200,14 @@ static void json_device(struct text *o, const struct device *d, bool first, uint
 
 static void json_tenant(struct text *o, const struct tenant *t, bool first, uint64_t now)
 {
+    uint64_t preempt_ns = t->sched.config.preempt_ns ? t->sched.config.preempt_ns : server_sched.preempt_ns;
     text_printf(o, "%s{\"name\":\"%s\",\"share\":%g,\"limit\":%g,\"quantum_ms\":%llu,\"memory\":%llu,"
-                   "\"gang\":\"%s\",\"clients\":%u,\"listening\":%s,\"devices\":[",
+                   "\"gang\":\"%s\",\"class\":\"%s\",\"preempt_ms\":%llu,\"clients\":%u,\"listening\":%s,"
+                   "\"devices\":[",
                 first ? "" : ",", t->name, t->sched.config.share, t->sched.config.limit,
                 (unsigned long long)(t->sched.config.quantum_ns / 1000000), (unsigned long long)t->sched.config.memory,
-                config_gang_name(t->sched.config.gang), t->clients, t->sock.fd >= 0 ? "true" : "false");
+                config_gang_name(t->sched.config.gang), config_class_name(t->sched.config.class),
+                (unsigned long long)(preempt_ns / 1000000), t->clients, t->sock.fd >= 0 ? "true" : "false");
     bool first_device = true;
     for (const struct device *d = server_sched.devices; d; d = d->next) {
         const struct device_tenant *dt = sched_entry_find(d, &t->sched);
@@ -256,11 +260,12 @@ static void table_tenant(struct text *o, const struct tenant *t, uint64_t now)
         char cap[32] = "-";
         if (t->sched.config.memory)
             snprintf(cap, sizeof cap, "%.1f", (double)t->sched.config.memory / 1048576.0);
-        text_printf(o, "%-15s  %5g  %5g  %7u  GPU-%.8s...  %12.1f%%  %6llu  %10.1f  %9.1f  %9.1f  %9s  %9.1f  %3llu\n",
+        text_printf(o, "%-15s  %5g  %5g  %7u  GPU-%.8s...  %12.1f%%  %6llu  %10.1f  %9.1f  %9.1f  %9s  %9.1f  %3llu  %s\n",
                     t->name, t->sched.config.share, t->sched.config.limit, t->clients, uuid,
                     100.0 * status_achieved_share(d, dt, now), (unsigned long long)dt->slices,
                     (double)dt->wait_ns / 1e6, (double)dt->used_ns / 1e6, (double)dt->mem_used / 1048576.0, cap,
-                    (double)dt->mem_peak / 1048576.0, (unsigned long long)dt->oom_refusals);
+                    (double)dt->mem_peak / 1048576.0, (unsigned long long)dt->oom_refusals,
+                    config_class_name(t->sched.config.class));
         any = true;
     }
     if (!any)
@@ -312,7 +317,7 @@ static void next_piece(struct status_cursor *cur, struct text *o, uint64_t now)
             text_printf(o, "],\"tenants\":[");
         else
             text_printf(o, "%s\nTENANT           SHARE  LIMIT  CLIENTS  DEVICE         ACHIEVED(10s)  SLICES    WAIT(ms)"
-                           "    GPU(ms)   MEM(MiB)   CAP(MiB)  PEAK(MiB)  OOM\n",
+                           "    GPU(ms)   MEM(MiB)   CAP(MiB)  PEAK(MiB)  OOM  CLASS\n",
                         cur->count ? "" : "(no GPU in use yet)\n");
         cur->part = PART_TENANTS;
         cur->last_id = 0;

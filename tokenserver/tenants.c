@@ -182,10 +182,11 @@ static void log_settings(const struct tenant *t, const char *what)
     char memory[32] = "none";
     if (t->sched.config.memory)
         snprintf(memory, sizeof memory, "%llu bytes", (unsigned long long)t->sched.config.memory);
-    slog(LOG_INFO, "tenant %s: %sshare %g limit %g quantum %llu ms memory %s gang %s on_server_down %s%s", t->name,
-         what, t->sched.config.share, t->sched.config.limit,
+    slog(LOG_INFO, "tenant %s: %sshare %g limit %g quantum %llu ms memory %s gang %s class %s on_server_down %s%s",
+         t->name, what, t->sched.config.share, t->sched.config.limit,
          (unsigned long long)(t->sched.config.quantum_ns / 1000000), memory,
-         config_gang_name(t->sched.config.gang), config_on_server_down_name(policy_of(t)),
+         config_gang_name(t->sched.config.gang), config_class_name(t->sched.config.class),
+         config_on_server_down_name(policy_of(t)),
          t->sock.fd >= 0 ? "" : " (no socket yet)");
 }
 

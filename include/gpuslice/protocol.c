@@ -60,7 +60,7 @@ static long body_size(int type)
     case GS_MSG_DEVICE: return 4 + 16 + 8;
     case GS_MSG_ACQUIRE: return 4;
     case GS_MSG_GRANT:
-    case GS_MSG_REVOKE:
+    case GS_MSG_REVOKE: return 4 + 8 + 8 + 4 + 8;
     case GS_MSG_RELEASE: return 4 + 8 + 8 + 4;
     case GS_MSG_STATUS_REQUEST: return 4;
     case GS_MSG_STATUS_REPLY: return -1;
@@ -141,6 +141,7 @@ size_t gs_msg_encode(const struct gs_msg *msg, uint8_t *buf, size_t cap)
         put_u64(b + 4, msg->u.grant.grant);
         put_u64(b + 12, msg->u.grant.deadline_ns);
         put_u32(b + 20, msg->u.grant.flags);
+        put_u64(b + 24, msg->u.grant.ahead_ns);
         break;
     case GS_MSG_RELEASE:
         put_u32(b, msg->u.release.slot);
@@ -268,6 +269,7 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
         msg->u.grant.grant = get_u64(b + 4);
         msg->u.grant.deadline_ns = get_u64(b + 12);
         msg->u.grant.flags = get_u32(b + 20);
+        msg->u.grant.ahead_ns = get_u64(b + 24);
         if (msg->u.grant.slot >= GS_MAX_DEVICES ||
             (msg->u.grant.flags & ~(msg->type == GS_MSG_GRANT ? GS_GRANT_JOIN | GS_GRANT_CATCHUP : 0u)))
             return GS_DECODE_BAD_FIELD;

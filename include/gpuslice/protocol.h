@@ -25,8 +25,14 @@
  *                                    unknown, as in a 20-byte DEVICE of
  *                                    shims before the field, also accepted)
  *   client ACQUIRE(slot)             wants the time slice on that GPU
- *   server GRANT(slot, grant, deadline)   holds it until deadline; a GRANT
- *                                    with the same grant id extends it
+ *   server GRANT(slot, grant, deadline, flags, ahead)  holds it until
+ *                                    deadline; a GRANT with the same grant
+ *                                    id extends it. ahead: the most
+ *                                    estimated device time to have admitted
+ *                                    and not finished at once (a latency
+ *                                    tenant shares the GPU, and a
+ *                                    preemption waits for that much); 0: no
+ *                                    bound
  *   server REVOKE(slot, grant)       stop now: drain and release
  *   client RELEASE(slot, grant, idle, flags) drained; the GPU is free.
  *                                    With GS_RELEASE_MORE it also asks for
@@ -209,6 +215,8 @@ struct gs_msg_grant {        /* GRANT, REVOKE */
     uint64_t deadline_ns;    /* GRANT: CLOCK_MONOTONIC of the initial time
                                 namespace (gpuslice/transport.h); REVOKE: 0 */
     uint32_t flags;          /* GRANT: GS_GRANT_JOIN, GS_GRANT_CATCHUP */
+    uint64_t ahead_ns;       /* GRANT: device time admitted ahead at most
+                                (estimated); 0 = no bound; REVOKE: 0 */
 };
 
 struct gs_msg_release {

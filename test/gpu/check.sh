@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The real-GPU check: builds what it needs of gpuslice (into build-gpu/),
-# runs nine rows of tenants under gpuslice-server on the machine's GPU,
+# runs ten rows of tenants under gpuslice-server on the machine's GPU,
 # each judged by a measure of its own, never by gpuslice's bookkeeping (the
 # GPU's %globaltimer written by the programs' kernels, the programs' own
-# counts and clocks, device-wide nvidia-smi memory, /proc CPU time), and
+# counts and clocks, device-wide nvidia-smi memory, /proc CPU time, NVML
+# and nvidia-smi outside any tenant), and
 # writes a Markdown table and a JSON file of what each row measured
 # against its target (see test/gpu/README.md).
 #
@@ -31,7 +32,7 @@
 #
 # Exit status: 0 when every row met its target or was skipped, 1 when any
 # failed, 2 on a usage error, a build that failed, or no GPU found.
-# Rows take 4 to 5 minutes on a GPU by estimate (none started after 330 s),
+# Rows take 4 to 5 minutes on a GPU by estimate (none started after 345 s),
 # about a minute simulated.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -103,7 +104,8 @@ EOF
 
 # The programs the rows run (ninja's names for them).
 targets="shim/libgpuslice.so tokenserver/gpuslice-server tokenserver/gpuslicectl examples/spin/spin
-    test/launch_overhead_bench test/gpu/stamps test/memscript test/fakecuda/libcuda.so.1 test/fakecuda/fakecuda-stat"
+    test/launch_overhead_bench test/gpu/stamps test/memscript test/fakecuda/libcuda.so.1 test/fakecuda/fakecuda-stat
+    test/fakecuda/libnvidia-ml.so.1"
 
 if [ -z "$build_dir" ]; then
     build_dir=${build_into:-$root/build-gpu}

@@ -6,7 +6,7 @@ Markdown table to standard output and to --out, the same as JSON beside it
 was skipped, 1 otherwise.
 
   gpu_check.py --build DIR --out FILE [--simulate] [--quick] [--rows LIST]
-               [--plant FAULT]
+               [--plant FAULT] [--nvidia-smi PATH]
 
 On a GPU the programs use the machine's libcuda.so.1; with --simulate they
 run on fakecuda (DIR/test/fakecuda), the simulated driver, with a fresh
@@ -16,12 +16,22 @@ that fails or runs out of time never stops the next.
 --plant graph-gate-bypass | handoff-delay (with --simulate only) preloads a
 planted fault into row 4's or row 6's tenants (test/gpu/plant_*.c), for
 the test that shows those rows fail when gpuslice does
-(test/gpu/plant_test.py).
+(test/gpu/plant_test.py). --plant nvml-passthrough gives row 10's NVML
+clients in the tenants no server to ask, so that the shim passes NVML's
+own answers through (test/gpu/nvml_row_test.py).
+
+--nvidia-smi PATH is the nvidia-smi row 10 runs (default: the one on
+PATH). Simulated, row 10 skips nvidia-smi's part unless one is given: the
+real one does not run on the simulated NVML, and its stand-in
+(test/gpu/smi_standin.py) is for the test of the row itself
+(test/gpu/nvml_row_test.py).
 """
 import argparse
 import datetime
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +39,8 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PLANTS = {"graph-gate-bypass": (4, "plant_graph_bypass.so"), "handoff-delay": (6, "plant_handoff_delay.so")}
+PLANTS = {"graph-gate-bypass": (4, "plant_graph_bypass.so"), "handoff-delay": (6, "plant_handoff_delay.so"),
+          "nvml-passthrough": (10, None)}
 parser = argparse.ArgumentParser(description="gpuslice GPU check rows")
 parser.add_argument("--build", required=True, help="a configured and built meson build directory")
 parser.add_argument("--out", required=True, help="where to write the Markdown table")
@@ -37,6 +48,7 @@ parser.add_argument("--simulate", action="store_true", help="run on fakecuda ins
 parser.add_argument("--quick", action="store_true", help="shorter rows (the test suite)")
 parser.add_argument("--rows", help="only these rows, e.g. 1,6,9")
 parser.add_argument("--plant", choices=sorted(PLANTS), help="a planted fault (with --simulate only)")
+parser.add_argument("--nvidia-smi", help="the nvidia-smi row 10 runs (simulated: a stand-in, else none)")
 ARGS = parser.parse_args()
 if ARGS.plant and not ARGS.simulate:
     parser.error("--plant is for --simulate only")
@@ -85,9 +97,12 @@ OVERHEAD_LIMIT_NS = 20.0             # row 7: added ns per cuLaunchKernel
 MEMCAP = 2 << 30                     # row 8
 KILL_LIMIT_MS = 50.0                 # row 9
 CAPTURE_OPS = 20000
+NVML_CAPS = {"a": 2 << 30, "b": 6 << 30}  # row 10: the tenants' memory caps
+NVML_HOLDERS = [("a", 2), ("b", 6), ("b", 1)]  # row 10: (tenant, 256 MiB allocations held) per process
+CONTEXT_BYTES = 300 << 20            # row 10: GPUSLICE_CONTEXT_BYTES, what a context the shim cannot measure counts
 # The whole run stops starting rows after this many seconds (a GPU machine
 # is lent for minutes): the rows not started by then are skipped.
-BUDGET_S = pick(330, 200, 150)
+BUDGET_S = pick(345, 200, 150)
 RUN_DEADLINE = time.monotonic() + BUDGET_S
 
 
@@ -717,6 +732,287 @@ def kill_once():
         tenants.close()
 
 
+# ---- 10. NVML and nvidia-smi inside tenants ---------------------------------------------
+
+NVML_VIEW = os.path.join(HERE, "nvml_view.py")
+CHUNK = 256 << 20
+MIB = 1 << 20
+NVML_LISTS = ("procs_v1", "procs_v2", "procs_v3", "detail")
+SMI_QUERIES = {"gpu": "--query-gpu=memory.total,memory.used,memory.free,utilization.gpu",
+               "apps": "--query-compute-apps=pid,used_memory"}
+SMI_FIGURES = ("memory.total", "memory.used", "memory.free", "utilization.gpu")
+NVIDIA_SMI = ARGS.nvidia_smi or (None if SIMULATE else "nvidia-smi")
+SMI_SIMULATED = ("simulate: nvidia-smi does not run on the simulated NVML, it needs NVML's private export table, "
+                 "which fakenvml does not imitate")
+
+
+def hold_memory(tenants):
+    """Starts the processes of NVML_HOLDERS (memscript in its tenant: it
+    creates its context, allocates and holds until told to quit):
+    [(tenant, proc, bytes it allocated)], or an error text."""
+    env = {"GPUSLICE_CONTEXT_BYTES": str(CONTEXT_BYTES)}
+    if SIMULATE:
+        env["FAKECUDA_CONTEXT_BYTES"] = str(CONTEXT_BYTES)  # fakecuda's contexts hold what the shim counts
+    holders = []
+    for tenant, chunks in NVML_HOLDERS:
+        proc = tenants.start(tenant, [testlib.MEMSCRIPT], stdin=True, **env)
+        for line in ["init"] + ["alloc %d %d" % (i, CHUNK) for i in range(chunks)]:
+            proc.send(line)
+            reply = proc.until(["rc="], 60)
+            if not reply or not reply.startswith("rc=CUDA_SUCCESS"):
+                return "memscript in tenant %s: %s answered %s" % (tenant, line, reply or proc.tail())
+        holders.append((tenant, proc, chunks * CHUNK))
+    return holders
+
+
+def nvml_view(tenants, tenant):
+    """GPU 0 as NVML shows it to a process in tenant (None: outside any
+    tenant, no shim), from nvml_view.py, or an error text."""
+    argv = [sys.executable, NVML_VIEW]
+    # The planted fault: no server to ask, so NVML's own answers.
+    plant = {"GPUSLICE_SOCKET": "/nonexistent/gpuslice.sock"} if ARGS.plant == "nvml-passthrough" else {}
+    proc = tenants.start(tenant, argv, **plant) if tenant else tenants.start_bare(argv)
+    rc = proc.wait(60)
+    line = next((l for l in proc.seen if l.startswith("{")), None)
+    if rc != 0 or not line:
+        return "nvml_view.py %s failed (exit %s): %s" % ("in tenant " + tenant if tenant else "outside any tenant",
+                                                         rc, proc.tail())
+    return json.loads(line)
+
+
+def listed(view, key):
+    """{pid: bytes} of one of a view's process lists."""
+    return {p["pid"]: p["used"] for p in view.get(key, {}).get("procs", [])}
+
+
+def judge_view(view, tenant, own, outside):
+    """What of a tenant's NVML view differs from README's promise (texts;
+    none: all as promised). own: {pid: bytes} its processes hold as the
+    shim counts them. A query NVML itself lacks or refuses outside any
+    tenant is not judged."""
+    if isinstance(view, str):
+        return [view]
+    wrong = []
+    total = min(NVML_CAPS[tenant], outside["memory"]["total"])
+    used = sum(own.values())
+    free = total - used
+    for key in ("memory", "memory_v2"):
+        got = view.get(key, {})
+        if outside.get(key, {}).get("rc") != 0:
+            continue
+        if got.get("rc") != 0:
+            wrong.append("%s %s: code %s" % (tenant, key, got.get("rc", "absent")))
+            continue
+        # free = min(cap - used, physically free)
+        free_ok = got["free"] == free if outside[key]["free"] >= free + (64 << 20) else got["free"] <= free
+        if got["total"] != total or got["used"] != used or not free_ok:
+            wrong.append("%s %s total / used / free %d / %d / %d bytes, not %d / %d / %d" % (
+                tenant, key, got["total"], got["used"], got["free"], total, used, free))
+    # Its processes launch nothing, while a process outside any tenant
+    # keeps the GPU busy: its share of device time is none.
+    if outside.get("util", {}).get("rc") == 0 and view.get("util", {}).get("gpu") != 0:
+        wrong.append("%s utilization.gpu %s %%, not 0 (code %s)" % (tenant, view.get("util", {}).get("gpu"),
+                                                                    view.get("util", {}).get("rc", "absent")))
+    for key in NVML_LISTS:
+        if outside.get(key, {}).get("rc") != 0:
+            continue
+        if view.get(key, {}).get("rc") != 0:
+            wrong.append("%s %s: code %s" % (tenant, key, view.get(key, {}).get("rc", "absent")))
+        elif listed(view, key) != own:
+            wrong.append("%s %s lists %s, not its own %s" % (tenant, key, mib_map(listed(view, key)), mib_map(own)))
+    return wrong
+
+
+def mib_map(pids):
+    """{pid: bytes} as "PID (N MiB), ..." (MiB rounded down, as nvidia-smi shows them)."""
+    return ", ".join("%d (%d MiB)" % (p, b // MIB) for p, b in sorted(pids.items())) or "none"
+
+
+def smi(tenants, tenant, query):
+    """nvidia-smi's answer to one of SMI_QUERIES, in tenant (None: outside
+    any tenant): its exit status, the rows of its CSV table (None if none
+    was found) and the end of its output."""
+    argv = [NVIDIA_SMI, SMI_QUERIES[query], "--format=csv"]
+    proc = tenants.start(tenant, argv) if tenant else tenants.start_bare(argv)
+    rc = proc.wait(60)
+    return {"rc": rc, "rows": smi_table(proc.seen, SMI_QUERIES[query]), "output": proc.seen[-12:]}
+
+
+def smi_table(lines, query):
+    """The rows (lists of fields) after nvidia-smi's CSV header for query,
+    or None when the header is not in lines."""
+    names = query.split("=", 1)[1].split(",")
+    for i, line in enumerate(lines):
+        if line.startswith(names[0]):
+            rows = [[f.strip() for f in l.split(",")] for l in lines[i + 1:]]
+            return [r for r in rows if len(r) == len(names) and (number(r[0]) is not None or r[0].startswith("["))]
+    return None
+
+
+def number(field):
+    """The number a field of nvidia-smi's CSV starts with ("2048 MiB",
+    "0 %"), or None ("[N/A]", "[Not Supported]")."""
+    m = re.match(r"\d+", field or "")
+    return int(m.group(0)) if m else None
+
+
+def whose(value, tenant, whole, slack):
+    """Whether a figure nvidia-smi showed in a tenant is the tenant's (what
+    NVML's public calls answer it) or the whole GPU's (what nvidia-smi shows
+    outside any tenant), within slack."""
+    if value is None:
+        return "not shown"
+    mine = tenant is not None and abs(value - tenant) <= slack
+    everyone = whole is not None and abs(value - whole) <= slack
+    return ("the same either way" if mine and everyone else "the tenant's" if mine else
+            "the whole GPU's" if everyone else "neither the tenant's (%s) nor the whole GPU's (%s)" % (tenant, whole))
+
+
+def unit(value, index):
+    """A figure of SMI_FIGURES with its unit."""
+    return "-" if value is None else "%d %s" % (value, "MiB" if index < 3 else "%")
+
+
+def smi_apps(answer):
+    return {number(r[0]): number(r[1]) for r in answer["rows"] or [] if number(r[0]) is not None}
+
+
+def smi_part(tenants, views, own):
+    """nvidia-smi's two queries in each tenant and outside any: (texts of
+    what broke, the report's text, data). Each figure shown in a tenant is
+    classed as the tenant's or the whole GPU's; only nvidia-smi's working
+    as it does outside any tenant is judged (README: what it reads through
+    NVML's private export table is the whole GPU's)."""
+    outside = {q: smi(tenants, None, q) for q in SMI_QUERIES}
+    inside = {t: {q: smi(tenants, t, q) for q in SMI_QUERIES} for t in NVML_CAPS}
+    wrong, texts, classes = [], [], {}
+    out_gpu = (outside["gpu"]["rows"] or [[]])[0]
+    out_gpu = [number(f) for f in out_gpu] + [None] * (4 - len(out_gpu))
+    out_apps = smi_apps(outside["apps"])
+    for t in NVML_CAPS:
+        for q in SMI_QUERIES:
+            got, ref = inside[t][q], outside[q]
+            if got["rc"] != ref["rc"] or (got["rows"] is None) != (ref["rows"] is None):
+                wrong.append("nvidia-smi %s in %s: exit %s%s, outside any tenant exit %s%s" % (
+                    q, t, got["rc"], "" if got["rows"] is not None else " without its table", ref["rc"],
+                    "" if ref["rows"] is not None else " without its table"))
+        view = views[t] if isinstance(views[t], dict) else {}
+        mem, util = view.get("memory", {}), view.get("util", {})
+        mine = [mem["total"] // MIB, mem["used"] // MIB, mem["free"] // MIB] if mem.get("rc") == 0 else [None] * 3
+        mine.append(util.get("gpu") if util.get("rc") == 0 else None)
+        row = (inside[t]["gpu"]["rows"] or [[]])[0]
+        shown = [number(f) for f in row] + [None] * (4 - len(row))
+        classes[t] = {name: whose(shown[i], mine[i], out_gpu[i], 1 if i < 3 else 2)
+                      for i, name in enumerate(SMI_FIGURES)}
+        apps = smi_apps(inside[t]["apps"])
+        pids, own_pids, all_pids = set(apps), set(own[t]), set(out_apps)
+        classes[t]["apps"] = ("not shown" if inside[t]["apps"]["rows"] is None else
+                              "the same either way" if pids == own_pids == all_pids else
+                              "the tenant's" if pids == own_pids else
+                              "the whole GPU's" if pids == all_pids else "neither the tenant's nor the whole GPU's")
+        others = sorted(p for p in pids - own_pids if p is not None)
+        texts.append("in %s: %s; apps %s (%s%s)" % (
+            t, ", ".join("%s %s (%s)" % (name, unit(shown[i], i), classes[t][name]) for i, name in enumerate(SMI_FIGURES)),
+            ", ".join("%s (%s MiB)" % (p, m) for p, m in sorted(apps.items())) or "none", classes[t]["apps"],
+            ", not its own among them: %s" % ", ".join(map(str, others)) if others else ""))
+    unchanged = ["%s %s" % (t, name) for t in NVML_CAPS for name, c in classes[t].items() if c == "the whole GPU's"]
+    texts.append("outside any tenant: %s; apps %s" % (
+        ", ".join("%s %s" % (name, unit(out_gpu[i], i)) for i, name in enumerate(SMI_FIGURES)),
+        ", ".join("%s (%s MiB)" % (p, m) for p, m in sorted(out_apps.items())) or "none"))
+    texts.append("left the whole GPU's by the shim: %s" % (", ".join(unchanged) or "none"))
+    return wrong, "nvidia-smi " + "; ".join(texts), {"inside": inside, "outside": outside, "classes": classes,
+                                                      "unchanged": unchanged}
+
+
+def server_counts(tenants):
+    """The server's count of each tenant's memory on GPU 0 (reported, not
+    judged: it is the bookkeeping NVML answers from), or None."""
+    try:
+        status = tenants.server.status()
+        return {t["name"]: sum(d.get("mem_used", 0) for d in t.get("devices", [])[:1]) for t in status["tenants"]}
+    except Exception:  # noqa: BLE001 - a report only
+        return None
+
+
+def row_nvml():
+    caps = " and ".join("%s (memory = %dG: %s)" % (t, c >> 30, " and ".join(
+        "%d MiB" % (n * CHUNK // MIB) for h, n in NVML_HOLDERS if h == t)) for t, c in NVML_CAPS.items())
+    row = Row(10, "NVML and nvidia-smi inside tenants %s, each amount held by one process (memscript); in each "
+                  "tenant and outside any: an NVML client through ctypes (nvml_view.py), `nvidia-smi %s --format=csv` and "
+                  "`nvidia-smi %s --format=csv`" % (caps, SMI_QUERIES["gpu"], SMI_QUERIES["apps"]),
+              "in each tenant, NVML's memory (v1, v2): total = its cap, used = what its processes allocated + %d MiB "
+              "per context, free = total - used; utilization.gpu 0 (it launches nothing; a process outside any tenant "
+              "keeps the GPU busy); compute process lists (v1, v2, v3, detail): exactly its own pids, "
+              "each with its count; nvidia-smi exits as it does outside any tenant, its figures reported as the "
+              "tenant's or the whole GPU's, not judged (README: what it reads through NVML's export table is the "
+              "whole GPU's)%s" % (CONTEXT_BYTES // MIB, "; fakecuda's meter holds the same per process, NVML "
+                                  "outside any tenant lists every holder" if SIMULATE else ""),
+              "the holders' own allocations (memscript's answers) and the context charge the row sets "
+              "(GPUSLICE_CONTEXT_BYTES); %s" % ("fakecuda's meter per process" if SIMULATE else
+                                                "nvidia-smi and NVML outside any tenant, reported"))
+    if NVIDIA_SMI and not shutil.which(NVIDIA_SMI):
+        return row.skipped("%s not found" % ("nvidia-smi on PATH" if NVIDIA_SMI == "nvidia-smi" else NVIDIA_SMI))
+    tenants = Tenants({t: "share = 1\nmemory = %dG\n" % (cap >> 30) for t, cap in NVML_CAPS.items()})
+    try:
+        # The GPU busy meanwhile, with a process and memory of no tenant's.
+        busy = tenants.start_bare([testlib.SPIN, "--seconds", "60", "--kernel-us", "1000", "--blocking-sync"])
+        holders = hold_memory(tenants)
+        if isinstance(holders, str):
+            return row.failed(holders)
+        own = {t: {} for t in NVML_CAPS}
+        for t, proc, allocated in holders:
+            own[t][proc.pid] = allocated + CONTEXT_BYTES
+        time.sleep(0.3)  # idle headroom leased to the holders goes back within 40 ms
+        outside = nvml_view(tenants, None)
+        if isinstance(outside, str) or outside.get("memory", {}).get("rc") != 0:
+            return row.failed("NVML outside any tenant: %s" % outside)
+        views = {t: nvml_view(tenants, t) for t in NVML_CAPS}
+        wrong = [w for t in NVML_CAPS for w in judge_view(views[t], t, own[t], outside)]
+        everyone = {pid: b for t in own for pid, b in own[t].items()}
+        data = {"caps": NVML_CAPS, "context_bytes": CONTEXT_BYTES, "expected": own, "nvml": views, "outside": outside}
+        if SIMULATE:
+            meter = json.loads(subprocess.run([testlib.STAT, "--json", tenants.node.env["FAKECUDA_STATE"]],
+                                              capture_output=True, text=True, timeout=30).stdout or "{}")
+            held = {p["pid"]: p["mem_used"] for p in meter.get("processes", []) if p["pid"] in everyone}
+            data["meter"] = held
+            if held != everyone:
+                wrong.append("fakecuda's meter holds %s, not %s" % (mib_map(held), mib_map(everyone)))
+            if not set(everyone) <= set(listed(outside, "procs_v3")):
+                wrong.append("NVML outside any tenant lists %s, not every holder" % mib_map(listed(outside, "procs_v3")))
+        counts = server_counts(tenants)
+        data["server_count"] = counts
+        if busy.popen.poll() is not None:
+            wrong.append("spin outside any tenant stopped early (exit %s): %s" % (busy.popen.returncode, busy.tail()))
+        parts = ["NVML in %s: total / used / free %s MiB, utilization.gpu %s %%, pids %s" % (
+            t, "%d / %d / %d" % tuple(views[t]["memory"][k] // MIB for k in ("total", "used", "free"))
+            if isinstance(views[t], dict) and views[t].get("memory", {}).get("rc") == 0 else "-",
+            views[t].get("util", {}).get("gpu", "-") if isinstance(views[t], dict) else "-",
+            mib_map(listed(views[t], "procs_v3")) if isinstance(views[t], dict) else "-") for t in NVML_CAPS]
+        parts.append("expected used %s MiB (allocated + %d MiB per context)%s" % (
+            " / ".join("%s %d" % (t, sum(own[t].values()) // MIB) for t in NVML_CAPS), CONTEXT_BYTES // MIB,
+            "; fakecuda's meter: %s" % mib_map(data["meter"]) if SIMULATE else ""))
+        parts.append("outside any tenant, spin (pid %d) running kernels: NVML total / used / free %d / %d / %d MiB, "
+                     "utilization.gpu %s %%, pids %s" % ((busy.pid,) + tuple(
+                         outside["memory"][k] // MIB for k in ("total", "used", "free")) + (
+                         outside.get("util", {}).get("gpu", "-"), mib_map(listed(outside, "procs_v3")))))
+        if counts:
+            parts.append("the server's count %s MiB" % " / ".join("%s %d" % (t, counts.get(t, 0) // MIB)
+                                                                   for t in NVML_CAPS))
+        if not NVIDIA_SMI:
+            data["nvidia_smi"] = {"skipped": SMI_SIMULATED}
+            parts.append("nvidia-smi: skipped (%s)" % SMI_SIMULATED)
+        else:
+            smi_wrong, smi_text, data["nvidia_smi"] = smi_part(tenants, views, own)
+            wrong += smi_wrong
+            parts.append(smi_text)
+        text = "; ".join((["wrong: " + "; ".join(wrong)] if wrong else []) + parts)
+        for _, proc, _ in holders:
+            proc.send("quit")
+        return row.passed(not wrong, text, wrong=wrong, busy_pid=busy.pid, **data)
+    finally:
+        tenants.close()
+
+
 # ---- the table ------------------------------------------------------------------------
 
 def machine_line():
@@ -746,7 +1042,7 @@ def main():
     rows_defined = [(1, row_spin, (90, 60)), (2, row_limit, (45, 30)), (3, lambda: row_matmul(missing), (180, 30)),
                     (4, lambda: row_capture(missing), (150, 60)), (5, row_infer, (60, 45)),
                     (6, row_handoff, (45, 40)), (7, row_cpu_overhead, (60, 60)),
-                    (8, lambda: row_memcap(missing), (180, 60)), (9, row_kill, (60, 60))]
+                    (8, lambda: row_memcap(missing), (180, 60)), (9, row_kill, (60, 60)), (10, row_nvml, (90, 45))]
     wanted = None
     if ARGS.rows:
         try:
@@ -755,7 +1051,7 @@ def main():
             parser.error("--rows takes numbers separated by commas, e.g. 1,6,9")
         unknown = wanted - {n for n, _, _ in rows_defined}
         if unknown:
-            parser.error("no row %s (rows are 1 to 9)" % ", ".join(map(str, sorted(unknown))))
+            parser.error("no row %s (rows are 1 to 10)" % ", ".join(map(str, sorted(unknown))))
     rows = []
     for number, make, limits in rows_defined:
         if wanted and number not in wanted:

@@ -20,8 +20,8 @@ SEEDS = 1000
 # name: (file, exact text, its replacement, what the bug is)
 BUGS = {
     "vtime-order": (
-        "tokenserver/sched.c", "if (!best || dt->vtime < best->vtime)\n            best = dt;",
-        "if (!best || dt->vtime > best->vtime)\n            best = dt;",
+        "tokenserver/sched.c", "if (!best || dt->vtime < best->vtime ||\n",
+        "if (!best || dt->vtime > best->vtime ||\n",
         "the scheduler picks the largest virtual time, not the smallest"),
     "memory-kept": (
         "tokenserver/memory.c", "    else if (dt && slot->mem_held)\n        sub(dt, slot, slot->mem_held);",

@@ -104,6 +104,10 @@ static void clean_run(struct world *w)
         /* one quantum for all: each slice costs a handoff, which a tenant of
          * shorter slices pays more often (DESIGN.md) */
         tp->config.quantum_ns = quantum;
+        /* a latency tenant preempts the others' slices: when it runs, not
+         * how much (the shares below hold all the same) */
+        if (rng_chance(&w->rng, 0.3))
+            tp->config.class = CLASS_LATENCY;
         struct sim_proc *p = add_proc(w, t, APP_DEEP);
         p->item_len = rng_range(&w->rng, 2, 50) * 100 * US;
         p->depth = (int)rng_range(&w->rng, 4, 16);
@@ -124,6 +128,8 @@ static void mixed_run(struct world *w)
             tp->config.memory = rng_range(&w->rng, 64, 2048) * MIB;
         if (rng_chance(&w->rng, 0.3))
             tp->config.on_server_down = rng_chance(&w->rng, 0.5) ? ON_DOWN_OPEN : ON_DOWN_WAIT;
+        if (rng_chance(&w->rng, 0.25))
+            tp->config.class = CLASS_LATENCY;
         tp->config.gang = GANG_OFF; /* independent work per GPU here; gangs have runs of their own */
         int procs = rng_chance(&w->rng, 0.1) ? 16 : (int)rng_range(&w->rng, 1, 3);
         int gpu = (int)rng_range(&w->rng, 0, (uint64_t)w->ngpus - 1);
@@ -234,9 +240,10 @@ void scenario_make(struct world *w)
         struct tenant_plan *tp = &w->tenant[t];
         tp->share_most = tp->share_least = tp->config.share;
         tp->quantum_most = tp->config.quantum_ns;
-        trace(w, "tenant %s: share %g limit %g quantum %llu ms memory %llu MiB%s%s", tp->name, tp->config.share,
+        trace(w, "tenant %s: share %g limit %g quantum %llu ms memory %llu MiB%s%s%s", tp->name, tp->config.share,
               tp->config.limit, (unsigned long long)(tp->config.quantum_ns / MS),
-              (unsigned long long)(tp->config.memory / MIB), tp->gang ? " gang" : "", tp->hostile ? " hostile" : "");
+              (unsigned long long)(tp->config.memory / MIB), tp->gang ? " gang" : "", tp->hostile ? " hostile" : "",
+              tp->config.class == CLASS_LATENCY ? " latency" : "");
     }
     for (int i = 0; i < w->nprocs; i++) {
         const struct sim_proc *p = &w->proc[i];

@@ -79,6 +79,7 @@ static void carry_out(struct world *w, const struct sched_action *a)
         m.u.grant.grant = a->grant;
         m.u.grant.deadline_ns = a->at;
         m.u.grant.flags = a->flags;
+        m.u.grant.ahead_ns = a->ahead_ns;
         trace(w, "server: GRANT conn %d slot %u grant %llu deadline +%.3f ms flags %u", conn_of_slot(w, a->slot),
               a->slot->number, (unsigned long long)a->grant, (double)(a->at - w->now) / 1e6, a->flags);
         send_to_proc(w, conn_of_slot(w, a->slot), &m);

@@ -18,8 +18,8 @@ enum domain { SERVER, TENANT, GPU, PAIR, PROC, PROC_GPU };
 
 enum what {
     BUILD_INFO, START_TIME, RELOADS, DROPS, CONNECTIONS,
-    T_SHARE, T_LIMIT, T_QUANTUM, T_PROCESSES,
-    G_HELD, G_SLICES, G_HANDOFFS, G_HANDOFF_HIST, G_HOLDER, G_PROCESSES,
+    T_SHARE, T_LIMIT, T_QUANTUM, T_LATENCY, T_PROCESSES,
+    G_HELD, G_SLICES, G_PREEMPTIONS, G_HANDOFFS, G_HANDOFF_HIST, G_HOLDER, G_PROCESSES,
     P_USED, P_WAIT, P_SLICES, P_OVERRUN_HIST, P_TARGET, P_ACHIEVED, P_MEM, P_MEM_CAP, P_MEM_PEAK, P_OOM,
     PROC_INFO, PROC_MEM,
 };
@@ -44,9 +44,14 @@ static const struct family families[] = {
     {"gpuslice_tenant_share", "gauge", "The tenant's weight among the tenants busy on a GPU.", TENANT, T_SHARE},
     {"gpuslice_tenant_limit_ratio", "gauge", "The largest fraction of a GPU the tenant may use.", TENANT, T_LIMIT},
     {"gpuslice_tenant_quantum_seconds", "gauge", "The length of the tenant's time slices.", TENANT, T_QUANTUM},
+    {"gpuslice_tenant_latency_class", "gauge",
+     "1 for a tenant of class latency (it preempts batch slices within its share), 0 for class batch.", TENANT,
+     T_LATENCY},
     {"gpuslice_tenant_processes", "gauge", "The tenant's connected processes.", TENANT, T_PROCESSES},
     {"gpuslice_gpu_held_seconds_total", "counter", "Time some tenant held a slice of the GPU.", GPU, G_HELD},
     {"gpuslice_gpu_slices_total", "counter", "Slices granted on the GPU.", GPU, G_SLICES},
+    {"gpuslice_gpu_preemptions_total", "counter", "Batch slices of the GPU cut short for a latency tenant.", GPU,
+     G_PREEMPTIONS},
     {"gpuslice_gpu_handoffs_total", "counter", "Times the GPU passed from one tenant to another that was waiting.",
      GPU, G_HANDOFFS},
     {"gpuslice_gpu_handoff_seconds", "histogram",
@@ -329,9 +334,11 @@ static bool write_item(struct text *o, const struct family *f, const struct metr
     case T_SHARE: end_series_double(o, t->share); break;
     case T_LIMIT: end_series_double(o, t->limit); break;
     case T_QUANTUM: end_series_seconds(o, t->quantum_ns); break;
+    case T_LATENCY: end_series_u64(o, t->latency ? 1 : 0); break;
     case T_PROCESSES: end_series_u64(o, t->processes); break;
     case G_HELD: end_series_seconds(o, g->held_ns); break;
     case G_SLICES: end_series_u64(o, g->slices); break;
+    case G_PREEMPTIONS: end_series_u64(o, g->preemptions); break;
     case G_HANDOFFS: {
         uint64_t count = 0;
         for (int b = 0; b < HISTOGRAM_BUCKETS; b++)

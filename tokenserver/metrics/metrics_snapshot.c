@@ -66,6 +66,7 @@ static void copy_gpu(struct snap_gpu *g, const struct device *d, const long *ten
     bool held = d->state != DEV_IDLE && d->holder;
     g->held_ns = d->held_ns + (held ? now - d->charged_until : 0);
     g->slices = d->slices;
+    g->preemptions = d->preemptions;
     g->handoff = d->handoff_hist;
     g->holder = held ? tenant_of_index[d->holder->tenant->index] : -1;
     g->processes = d->nslots;
@@ -177,6 +178,7 @@ struct metrics_snapshot *metrics_snapshot_take(void)
         st->share = t->sched.config.share;
         st->limit = t->sched.config.limit;
         st->quantum_ns = t->sched.config.quantum_ns;
+        st->latency = t->sched.config.class == CLASS_LATENCY;
         st->processes = t->clients;
         tenant_of_index[t->sched.index] = (long)s->ntenants++;
     }

@@ -13,6 +13,7 @@ struct snap_tenant {
     char name[GS_NAME_MAX];
     double share, limit;
     uint64_t quantum_ns;
+    bool latency;              /* class = latency */
     unsigned processes;
 };
 
@@ -28,7 +29,7 @@ struct snap_tenant {
 struct snap_gpu {
     char labels[GPU_LABELS_MAX]; /* no NUL; labels_len bytes */
     size_t labels_len;
-    uint64_t held_ns, slices;
+    uint64_t held_ns, slices, preemptions;
     struct histogram handoff;
     long holder;                 /* index into tenants, -1 if idle */
     size_t processes;

@@ -1,0 +1,135 @@
+"""Latency classes on fakecuda, judged by the programs' own step latencies
+and the fakecuda meter, side by side in one run:
+
+1. An inference program (examples/infer: 4 kernels of 250 us, a stream
+   synchronize, 5 ms of host work, in a loop) beside a batch program
+   (spin: 1 ms kernels, a synchronize every 4) at 1:1. With the inference
+   tenant as `class = batch`, its steps wait for the batch tenant's slices
+   (p99 about 20 to 30 ms); as `class = latency` it preempts them and the
+   batch holder admits at most `preempt_ms` (2 ms) ahead: its step p99 is
+   at most 4 ms, its own 1 ms of kernels included. Both are reported.
+   The batch program keeps at least 90 % of the device time the latency
+   tenant leaves unused (at the rate it keeps the device busy alone, just
+   before, on the same machine).
+2. A latency tenant that never stops launching, at share 1 against a batch
+   tenant at share 1, splits 50/50 +- 2 points: preemption changes when a
+   tenant runs, not how much.
+3. Two busy batch tenants at 3:1 keep their split within +- 2 points while
+   a latency tenant comes and goes.
+
+Samples are taken by count (steps), not by time. What a loaded machine
+moves (the programs' own CPU) is in each message (LoadWatch); a server
+that does not preempt fails 1 (p99 over 15 ms), one that lets a latency
+tenant take more than its share fails 2."""
+import os
+import subprocess
+import time
+
+from testlib import BUILD, SPIN, Checks, LoadWatch, Machine, Server, parse_line, tenant_shares, wait_for
+
+INFER = os.path.join(BUILD, "examples", "infer", "infer")
+STEPS = 600
+checks = Checks()
+
+
+def busy_spin(machine, server, tenant, seconds, sync_every=0, kernel_us=1000):
+    argv = [SPIN, "--seconds", str(seconds), "--kernel-us", str(kernel_us)]
+    if sync_every:
+        argv += ["--sync-every", str(sync_every)]
+    return machine.spawn(argv, env=server.tenant_env(tenant))
+
+
+def infer_beside_batch(infer_class):
+    """Part 1 for one class of the inference tenant: (infer's figures,
+    batch device seconds, infer device seconds, wall seconds, load, the
+    batch program's busy fraction alone just before)."""
+    machine = Machine()
+    server = Server(machine, {"infer": "share = 1\nclass = %s\n" % infer_class, "batch": "share = 1\n"})
+    batch = busy_spin(machine, server, "batch", 60, sync_every=4)
+    wait_for(lambda: any(p["kernels"] > 0 for p in machine.meter()["processes"]), 10.0)
+    # The batch program alone first, over 1000 kernels: how busy it keeps
+    # the device on this machine now (its CPU is part of it).
+    snap = machine.snapshot()
+    alone_start = time.monotonic()
+    wait_for(lambda: sum(p["kernels"] for p in machine.meter(since=snap)["processes"]) >= 1000, 60.0, step=0.05)
+    alone = sum(p["busy_ns"] for p in machine.meter(since=snap)["processes"]) / 1e9 / (time.monotonic() - alone_start)
+    snap = machine.snapshot()
+    watch = LoadWatch()
+    start = time.monotonic()
+    out = subprocess.run([INFER, "--steps", str(STEPS)], env=server.tenant_env("infer"), capture_output=True,
+                         text=True, timeout=300).stdout
+    wall = time.monotonic() - start
+    meter = machine.meter(since=snap)
+    watch.stop()
+    busy = {p["pid"]: p["busy_ns"] / 1e9 for p in meter["processes"]}
+    batch_s = busy.get(batch.pid, 0.0)
+    infer_s = sum(v for pid, v in busy.items() if pid != batch.pid)
+    batch.kill()
+    batch.communicate()
+    server.stop()
+    return parse_line(out, "infer"), batch_s, infer_s, wall, watch, alone
+
+
+as_batch, _, _, _, watch_b, _ = infer_beside_batch("batch")
+as_latency, batch_s, infer_s, wall, watch_l, alone = infer_beside_batch("latency")
+checks.expect(as_batch is not None and as_latency is not None, "the inference program ran both ways")
+if as_batch and as_latency:
+    p99_b, p99_l = float(as_batch["p99_ms"]), float(as_latency["p99_ms"])
+    checks.expect(p99_l <= 4.0,
+                  "class = latency: the inference steps' p99 is %.2f ms (at most 4), median %.2f ms, max %.2f ms; "
+                  "as class = batch beside the same batch program: p99 %.2f ms, median %.2f ms (%s; %s)"
+                  % (p99_l, float(as_latency["p50_ms"]), float(as_latency["max_ms"]), p99_b,
+                     float(as_batch["p50_ms"]), watch_l, watch_b))
+    # What it could use: the time the latency tenant leaves, at the rate
+    # the batch program keeps the device busy alone on this machine now.
+    unused = (wall - infer_s) * alone
+    checks.expect(batch_s >= 0.9 * unused,
+                  "the batch program keeps %.2f s of the %.2f s of device time the latency tenant leaves unused "
+                  "(at least 90 %%; alone it keeps the device %.0f %% busy; %s)"
+                  % (batch_s, unused, 100 * alone, watch_l))
+
+# ---- 2. a latency tenant that never stops launching -------------------------------
+machine = Machine()
+server = Server(machine, {"lat": "share = 1\nclass = latency\n", "batch": "share = 1\n"})
+procs = {"lat": busy_spin(machine, server, "lat", 60), "batch": busy_spin(machine, server, "batch", 60)}
+wait_for(lambda: sum(p["kernels"] > 0 for p in machine.meter()["processes"]) == 2, 10.0)
+snap = machine.snapshot()
+watch = LoadWatch()
+wait_for(lambda: sum(p["kernels"] for p in machine.meter(since=snap)["processes"]) >= 4000, 60.0, step=0.2)
+meter = machine.meter(since=snap)
+watch.stop()
+shares = tenant_shares(meter, {t: [p.pid] for t, p in procs.items()})
+total = sum(shares.values())
+lat_part = 100 * shares["lat"] / total if total else 0
+status = server.status()
+preemptions = sum(d.get("preemptions", 0) for d in status.get("devices", []))
+checks.expect(abs(lat_part - 50) <= 2,
+              "a latency tenant that never stops launching, at share 1 against a batch tenant at 1: %.1f/%.1f "
+              "(50/50 +- 2), with %d preemptions (%s)" % (lat_part, 100 - lat_part, preemptions, watch))
+for p in procs.values():
+    p.kill()
+    p.communicate()
+server.stop()
+
+# ---- 3. 3:1 between batch tenants while a latency tenant comes and goes ------------
+machine = Machine()
+server = Server(machine, {"a": "share = 3\n", "b": "share = 1\n", "lat": "share = 1\nclass = latency\n"})
+procs = {"a": busy_spin(machine, server, "a", 60), "b": busy_spin(machine, server, "b", 60)}
+wait_for(lambda: sum(p["kernels"] > 0 for p in machine.meter()["processes"]) == 2, 10.0)
+snap = machine.snapshot()
+watch = LoadWatch()
+for _ in range(4):  # bursts of 100 steps, then a pause
+    subprocess.run([INFER, "--steps", "100"], env=server.tenant_env("lat"), capture_output=True, timeout=120)
+    time.sleep(0.3)
+meter = machine.meter(since=snap)
+watch.stop()
+shares = tenant_shares(meter, {t: [p.pid] for t, p in procs.items()})
+total = shares["a"] + shares["b"]
+a_part = 100 * shares["a"] / total if total else 0
+checks.expect(abs(a_part - 75) <= 2, "two busy batch tenants at 3:1 split %.1f/%.1f (75/25 +- 2) while a latency "
+              "tenant comes and goes (%s)" % (a_part, 100 - a_part, watch))
+for p in procs.values():
+    p.kill()
+    p.communicate()
+server.stop()
+checks.finish()

@@ -1,0 +1,666 @@
+/*
+ * Regression cases for the scheduler's state machine (tokenserver/sched.c,
+ * with sched_prepare.c, memory.c and histogram.c), one function per bug a
+ * review of it found. Each case drives sched_step through a hand-written
+ * sequence of events on a virtual clock, carries out the actions the steps
+ * leave, and asserts on what it measured: device time held (the entries'
+ * used_ns), the grants each process received, the state of a GPU, the time
+ * a GPU was granted to nobody while a process waited for it.
+ *
+ * The harness (world_*, and the process helpers below it) plays both the
+ * server's dispatch and the shims:
+ *   - a GPU's SET_TIMER is kept, and world_run_until fires the timers in
+ *     order of time, moving the clock to each;
+ *   - a GRANT is counted for the process it goes to;
+ *   - a REVOKE to a busy process is drained at once: it releases with
+ *     GS_RELEASE_MORE at the same instant (it always has more work); a
+ *     process that is not busy releases only when its case says so.
+ * Nothing is random and nothing reads a clock: a case replays exactly.
+ *
+ * Usage: sched_cases_test [CASE...]   runs the cases numbered (all if none)
+ * and exits 1 if any check failed.
+ */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpuslice/protocol.h"
+#include "sched.h"
+
+#define MS 1000000ull
+#define START_NS (1000 * MS)  /* the virtual clock's start */
+#define GRACE_NS (250 * MS)   /* the server's default --grace-ms */
+#define QUANTUM_NS (20 * MS)  /* every tenant's quantum here */
+#define MAX_GPUS 4
+#define MAX_TENANTS 6
+#define MAX_PROCESSES 8
+#define MAX_RELEASES 64
+
+/* ---- checks ---------------------------------------------------------------------- */
+
+/* Checks that failed, over all cases (main's exit status). Only main's
+ * thread runs. */
+static unsigned failures;
+
+/* Prints one check's outcome: what it checks and what was measured. */
+__attribute__((format(printf, 3, 4))) static void check(bool ok, const char *which, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s %s: ", ok ? "ok  " : "FAIL", which);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (!ok)
+        failures++;
+}
+
+static double ms(uint64_t ns)
+{
+    return (double)ns / 1e6;
+}
+
+/* ---- the world: GPUs, tenants, processes, and a clock ------------------------------- */
+
+/* One process (a shim's client): one slot per GPU it may name, slot k for
+ * the world's GPU k, as a client embeds GS_MAX_DEVICES slots. */
+struct process {
+    struct sched_slot slots[GS_MAX_DEVICES];
+    bool busy;                          /* always has work: drains a REVOKE at once
+                                           and asks again */
+    unsigned grants[MAX_GPUS];          /* GRANT actions it received (extensions and
+                                           joins included) */
+    uint64_t last_grant_ns[MAX_GPUS];   /* when the last of them came */
+    uint64_t waited_ns[MAX_GPUS];       /* time it spent asking for the GPU */
+    uint64_t asked_ns[MAX_GPUS];        /* when it last asked (ACQUIRE, or RELEASE
+                                           with more) */
+    unsigned grants_asked[MAX_GPUS];    /* grants it had received then */
+};
+
+struct world {
+    struct sched s;
+    uint64_t now;
+    struct device gpus[MAX_GPUS];
+    unsigned ngpus;
+    uint64_t timer_at[MAX_GPUS];        /* the TIMER each GPU asked for; 0 none */
+    uint64_t unheld_wait_ns[MAX_GPUS];  /* time no process held the GPU while one
+                                           waited for it */
+    struct sched_tenant tenants[MAX_TENANTS];
+    unsigned ntenants;
+    struct process procs[MAX_PROCESSES];
+    unsigned nprocs;
+    size_t ndeclared;                   /* slots declared, all GPUs */
+    struct sched_slot *to_release[MAX_RELEASES]; /* busy holders revoked, to drain */
+    size_t nto_release;
+};
+
+static unsigned gpu_number(const struct world *w, const struct device *d)
+{
+    return (unsigned)(d - w->gpus);
+}
+
+static struct world *world_new(void)
+{
+    struct world *w = calloc(1, sizeof *w);
+    if (!w) {
+        perror("calloc");
+        exit(2);
+    }
+    sched_init(&w->s, GRACE_NS);
+    w->now = START_NS;
+    return w;
+}
+
+/* Frees what the scheduler allocated for the world, and the world. */
+static void world_free(struct world *w)
+{
+    for (unsigned i = 0; i < w->ngpus; i++)
+        sched_device_remove(&w->s, &w->gpus[i]);
+    free(w->s.actions);
+    free(w);
+}
+
+static struct device *world_gpu(struct world *w)
+{
+    struct device *d = &w->gpus[w->ngpus];
+    d->uuid[0] = (uint8_t)(++w->ngpus);
+    sched_device_add(&w->s, d, w->now);
+    return d;
+}
+
+/* A batch tenant with the given share, no limit, gang = auto. */
+static struct sched_tenant *world_tenant(struct world *w, const char *name, double share)
+{
+    struct sched_tenant *t = &w->tenants[w->ntenants];
+    t->name = name;
+    t->index = w->ntenants++;
+    t->config.share = share;
+    t->config.limit = 1.0;
+    t->config.quantum_ns = QUANTUM_NS;
+    t->config.gang = GANG_AUTO;
+    t->config.class = CLASS_BATCH;
+    return t;
+}
+
+static struct process *world_process(struct world *w, struct sched_tenant *t, bool busy)
+{
+    struct process *p = &w->procs[w->nprocs];
+    p->busy = busy;
+    for (uint32_t k = 0; k < GS_MAX_DEVICES; k++) {
+        p->slots[k].owner = p;
+        p->slots[k].number = k;
+        p->slots[k].pid = 100 + w->nprocs;
+        p->slots[k].tenant = t;
+    }
+    w->nprocs++;
+    return p;
+}
+
+/* Whether a process holds d's current grant. */
+static bool gpu_held(const struct world *w, const struct device *d)
+{
+    if (d->state != DEV_RUNNING && d->state != DEV_REVOKING)
+        return false;
+    for (unsigned i = 0; i < w->nprocs; i++) {
+        const struct sched_slot *slot = &w->procs[i].slots[gpu_number(w, d)];
+        if (slot->device == d && slot->holds == d->grant)
+            return true;
+    }
+    return false;
+}
+
+/* Counts [now, until) in the waits of the processes and GPUs. */
+static void world_account(struct world *w, uint64_t until)
+{
+    uint64_t span = until - w->now;
+    for (unsigned g = 0; g < w->ngpus; g++) {
+        bool waited = false;
+        for (unsigned i = 0; i < w->nprocs; i++) {
+            struct sched_slot *slot = &w->procs[i].slots[g];
+            if (slot->device && slot->wants) {
+                w->procs[i].waited_ns[g] += span;
+                waited = true;
+            }
+        }
+        if (waited && !gpu_held(w, &w->gpus[g]))
+            w->unheld_wait_ns[g] += span;
+    }
+}
+
+/* Notes that p asks for GPU g now, for run_until_granted. */
+static void asks(const struct world *w, struct process *p, unsigned g)
+{
+    p->asked_ns[g] = w->now;
+    p->grants_asked[g] = p->grants[g];
+}
+
+/* Runs one event now and carries out its actions, then drains what busy
+ * holders were asked to give back (each a step of its own, at the same
+ * instant). */
+static void world_step(struct world *w, struct sched_event ev)
+{
+    sched_step(&w->s, &ev, w->now);
+    for (size_t i = 0; i < w->s.nactions; i++) {
+        const struct sched_action *a = &w->s.actions[i];
+        switch (a->type) {
+        case SCHED_GRANT: {
+            struct process *p = a->slot->owner;
+            unsigned g = gpu_number(w, a->slot->device);
+            p->grants[g]++;
+            p->last_grant_ns[g] = w->now;
+            break;
+        }
+        case SCHED_REVOKE:
+            if (!((struct process *)a->slot->owner)->busy)
+                break;
+            if (w->nto_release == MAX_RELEASES) {
+                fprintf(stderr, "sched_cases_test: more than %d revokes to drain at once\n", MAX_RELEASES);
+                exit(2);
+            }
+            w->to_release[w->nto_release++] = a->slot;
+            break;
+        case SCHED_SET_TIMER:
+            w->timer_at[gpu_number(w, a->device)] = a->at;
+            break;
+        default: /* memory, drops, late holders: none of these cases' concern */
+            break;
+        }
+    }
+    if (w->s.actions_lost) {
+        fprintf(stderr, "sched_cases_test: %llu actions found no room\n", (unsigned long long)w->s.actions_lost);
+        exit(2);
+    }
+    while (w->nto_release > 0) {
+        struct sched_slot *slot = w->to_release[--w->nto_release];
+        if (!slot->holds)
+            continue;
+        asks(w, slot->owner, gpu_number(w, slot->device));
+        world_step(w, (struct sched_event){.type = SCHED_RELEASE, .slot = slot, .grant = slot->holds,
+                                           .more = true, .sent_ns = w->now});
+    }
+}
+
+/* Moves the clock to `until`, firing every GPU timer due by then, in order. */
+static void world_run_until(struct world *w, uint64_t until)
+{
+    for (;;) {
+        unsigned next = MAX_GPUS;
+        for (unsigned g = 0; g < w->ngpus; g++)
+            if (w->timer_at[g] && w->timer_at[g] <= until && (next == MAX_GPUS || w->timer_at[g] < w->timer_at[next]))
+                next = g;
+        if (next == MAX_GPUS)
+            break;
+        if (w->timer_at[next] > w->now) {
+            world_account(w, w->timer_at[next]);
+            w->now = w->timer_at[next];
+        }
+        w->timer_at[next] = 0;
+        world_step(w, (struct sched_event){.type = SCHED_TIMER, .device = &w->gpus[next]});
+    }
+    if (until > w->now) {
+        world_account(w, until);
+        w->now = until;
+    }
+}
+
+static void world_run_for(struct world *w, uint64_t ns)
+{
+    world_run_until(w, w->now + ns);
+}
+
+/* ---- what a process does ---------------------------------------------------------- */
+
+static struct sched_slot *slot_on(struct world *w, struct process *p, struct device *d)
+{
+    return &p->slots[gpu_number(w, d)];
+}
+
+/* The process names d (DECLARE), its tenant's entry and room made first. */
+static void declare(struct world *w, struct process *p, struct device *d)
+{
+    struct sched_slot *slot = slot_on(w, p, d);
+    if (!sched_entry_get(d, slot->tenant) || !sched_slots_reserve(d) || !sched_actions_reserve(&w->s, ++w->ndeclared)) {
+        perror("sched_cases_test: out of memory");
+        exit(2);
+    }
+    world_step(w, (struct sched_event){.type = SCHED_DECLARE, .slot = slot, .device = d});
+}
+
+/* The process names d no more (its process lives on). */
+static void undeclare(struct world *w, struct process *p, struct device *d)
+{
+    world_step(w, (struct sched_event){.type = SCHED_UNDECLARE, .slot = slot_on(w, p, d), .lives_on = true});
+}
+
+static void acquire(struct world *w, struct process *p, struct device *d)
+{
+    asks(w, p, gpu_number(w, d));
+    world_step(w, (struct sched_event){.type = SCHED_ACQUIRE, .slot = slot_on(w, p, d)});
+}
+
+/* The process gives back the grant it holds on d (asking again if more). */
+static void release(struct world *w, struct process *p, struct device *d, bool more)
+{
+    struct sched_slot *slot = slot_on(w, p, d);
+    if (more)
+        asks(w, p, gpu_number(w, d));
+    world_step(w, (struct sched_event){.type = SCHED_RELEASE, .slot = slot, .grant = slot->holds, .more = more,
+                                       .sent_ns = w->now});
+}
+
+static bool holds(struct world *w, struct process *p, struct device *d)
+{
+    struct sched_slot *slot = slot_on(w, p, d);
+    return slot->holds && slot->holds == d->grant;
+}
+
+/* The process exits: its connection closes, all its slots at once. */
+static void client_gone(struct world *w, struct process *p)
+{
+    world_step(w, (struct sched_event){.type = SCHED_CLIENT_GONE, .slot = p->slots, .nslots = GS_MAX_DEVICES});
+}
+
+/* The device time the tenant held on d so far (its entry's used_ns). */
+static uint64_t held_ns(const struct device *d, const struct sched_tenant *t)
+{
+    const struct device_tenant *dt = sched_entry_find(d, t);
+    return dt ? dt->used_ns : 0;
+}
+
+/* Runs the clock in steps of 1 ms until p has been granted d since it last
+ * asked for it (at once if it has been already), for at most `limit` ns
+ * past that; returns how long after asking the grant came (limit if it
+ * never did). */
+static uint64_t run_until_granted(struct world *w, struct process *p, struct device *d, uint64_t limit)
+{
+    unsigned g = gpu_number(w, d);
+    while (p->grants[g] == p->grants_asked[g] && w->now - p->asked_ns[g] < limit)
+        world_run_for(w, MS);
+    return p->grants[g] == p->grants_asked[g] ? limit : p->last_grant_ns[g] - p->asked_ns[g];
+}
+
+/* ---- the cases ---------------------------------------------------------------------- */
+
+/* Case 1. A gang whose limit holds it back is never chosen to gather by
+ * another gang's turn. Gangs G (share 10, limit 0.5) and H (share 1), a
+ * busy rank of each on GPUs d and e: each time H's turn came, G (first by
+ * virtual time) was chosen to gather in its place, limit or not, and held
+ * 90 % of both GPUs. */
+static void case_gang_limit(void)
+{
+    const char *which = "case 1 (gang held back by its limit)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w), *e = world_gpu(w);
+    struct sched_tenant *g = world_tenant(w, "G", 10), *h = world_tenant(w, "H", 1);
+    g->config.limit = 0.5;
+    struct process *g_d = world_process(w, g, true), *g_e = world_process(w, g, true);
+    struct process *h_d = world_process(w, h, true), *h_e = world_process(w, h, true);
+    declare(w, g_d, d);
+    declare(w, g_e, e);
+    declare(w, h_d, d);
+    declare(w, h_e, e);
+    acquire(w, g_d, d);
+    acquire(w, g_e, e);
+    acquire(w, h_d, d);
+    acquire(w, h_e, e);
+    const uint64_t window = 2000 * MS;
+    world_run_for(w, window);
+    struct device *gpus[] = {d, e};
+    for (unsigned i = 0; i < 2; i++) {
+        uint64_t held_g = held_ns(gpus[i], g), held_h = held_ns(gpus[i], h);
+        check(held_g <= window * 55 / 100, which,
+              "G held GPU %u for %.0f ms of %.0f: at most its limit 0.5 (+5 points)", i, ms(held_g), ms(window));
+        check(held_g + held_h >= window * 95 / 100, which,
+              "GPU %u held %.0f ms of %.0f by the two busy gangs: not left idle for the limit", i,
+              ms(held_g + held_h), ms(window));
+    }
+    world_free(w);
+}
+
+/* Case 2. A GPU is not left idle while a tenant that is no gang waits
+ * there, when a gang starts gathering from it. Gangs U (GPUs e, f) and T
+ * (d, e), plain N on d, plain Y holding e (it does not give it back until
+ * its grace ends). U and T wait;
+ * N gives d back asking for more: T's turn on d picks U to gather (first by
+ * index), which needs no d, and d was left idle with no timer while N
+ * waited, 260 ms, until Y's grace ended. */
+static void case_gather_leaves_gpu_idle(void)
+{
+    const char *which = "case 2 (GPU idle while a plain tenant waits, a gang gathering)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w), *e = world_gpu(w), *f = world_gpu(w);
+    struct sched_tenant *u = world_tenant(w, "U", 1), *t = world_tenant(w, "T", 1);
+    struct sched_tenant *n = world_tenant(w, "N", 1), *y = world_tenant(w, "Y", 1);
+    struct process *u_e = world_process(w, u, false), *u_f = world_process(w, u, false);
+    struct process *t_d = world_process(w, t, false), *t_e = world_process(w, t, false);
+    struct process *n_d = world_process(w, n, false), *y_e = world_process(w, y, false);
+    declare(w, u_e, e);
+    declare(w, u_f, f);
+    declare(w, t_d, d);
+    declare(w, t_e, e);
+    declare(w, n_d, d);
+    declare(w, y_e, e);
+    acquire(w, y_e, e);
+    acquire(w, n_d, d);
+    world_run_for(w, 5 * MS);
+    acquire(w, u_e, e);
+    acquire(w, t_d, d);
+    world_run_for(w, 5 * MS);
+    check(holds(w, n_d, d), which, "N holds d before it gives it back (the case's premise)");
+    release(w, n_d, d, true);
+    uint64_t unheld0 = w->unheld_wait_ns[0];
+    uint64_t wait = run_until_granted(w, n_d, d, 50 * MS);
+    world_run_for(w, 50 * MS - wait);
+    check(wait <= MS, which, "N granted d %.1f ms after it asked again (at most 1 ms)", ms(wait));
+    check(w->unheld_wait_ns[0] - unheld0 <= MS, which,
+          "d granted to nobody for %.1f ms of the next 50 while someone waited there (at most 1 ms)",
+          ms(w->unheld_wait_ns[0] - unheld0));
+    world_free(w);
+}
+
+/* Case 3. When the gang picked to gather is not next on all its GPUs, the
+ * fallback considers the GPU's own best gang. Gang U (share 0.1; GPUs e, f,
+ * behind plain X and Z on f) and gang T (d, e); a rank of T asks for d:
+ * U comes first by gang order but is not next on f, and the fallback then
+ * skipped T itself (the GPU's best) instead of U (the one tried): d and e
+ * idled 440 ms and more while T and U waited. */
+static void case_gang_fallback(void)
+{
+    const char *which = "case 3 (fallback after a gang not next everywhere)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w), *e = world_gpu(w), *f = world_gpu(w);
+    struct sched_tenant *u = world_tenant(w, "U", 0.1), *t = world_tenant(w, "T", 1);
+    struct sched_tenant *x = world_tenant(w, "X", 1), *z = world_tenant(w, "Z", 1);
+    struct process *u_f = world_process(w, u, false), *u_e = world_process(w, u, false);
+    struct process *t_d = world_process(w, t, true), *t_e = world_process(w, t, true);
+    struct process *x_f = world_process(w, x, true), *z_f = world_process(w, z, true);
+    declare(w, u_f, f);
+    declare(w, x_f, f);
+    declare(w, z_f, f);
+    acquire(w, u_f, f);
+    acquire(w, x_f, f);
+    acquire(w, z_f, f);
+    world_run_for(w, 21 * MS); /* U's slice on f ends; it gives f back 1 ms late */
+    check(holds(w, u_f, f), which, "U still holds f past its slice (the case's premise)");
+    release(w, u_f, f, false);
+    declare(w, u_e, e);
+    acquire(w, u_e, e); /* U is a gang now, behind X and Z on f */
+    declare(w, t_d, d);
+    declare(w, t_e, e);
+    uint64_t unheld_d = w->unheld_wait_ns[0], unheld_e = w->unheld_wait_ns[1];
+    acquire(w, t_d, d);
+    uint64_t wait = run_until_granted(w, t_d, d, 500 * MS);
+    check(wait <= 10 * MS, which, "T granted d %.0f ms after its rank asked (at most 10 ms)", ms(wait));
+    check(e->state == DEV_RUNNING && e->holder && e->holder->tenant == t, which,
+          "T's slice runs on e as well when it is granted d (a gang's GPUs together)");
+    check(w->unheld_wait_ns[0] - unheld_d <= 10 * MS && w->unheld_wait_ns[1] - unheld_e <= 10 * MS, which,
+          "d and e granted to nobody while someone waited: %.0f and %.0f ms (at most 10 ms)",
+          ms(w->unheld_wait_ns[0] - unheld_d), ms(w->unheld_wait_ns[1] - unheld_e));
+    world_free(w);
+}
+
+/* Case 4. An entry left active while its tenant waits nowhere does not hold
+ * a GPU's floor down. G (share 0.1) runs on e, becomes a gang (a rank asks
+ * for d), then its rank on d goes: its entry on e stayed active, waiting
+ * nowhere, at a low virtual time, and the floor stopped there. A, idle while
+ * B ran alone for 1 s, came back that far behind B and got 379 of the next
+ * 400 ms. */
+static void case_stale_entry_floor(void)
+{
+    const char *which = "case 4 (stale active entry holds the floor down)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w), *e = world_gpu(w);
+    struct sched_tenant *g = world_tenant(w, "G", 0.1);
+    struct sched_tenant *a = world_tenant(w, "A", 1), *b = world_tenant(w, "B", 1);
+    struct process *g_d = world_process(w, g, false), *g_e = world_process(w, g, false);
+    struct process *a_e = world_process(w, a, true), *b_e = world_process(w, b, true);
+    declare(w, a_e, e);
+    declare(w, b_e, e);
+    declare(w, g_e, e);
+    acquire(w, a_e, e);
+    acquire(w, b_e, e);
+    world_run_for(w, 100 * MS);
+    acquire(w, g_e, e);
+    world_run_for(w, 30 * MS);
+    check(holds(w, g_e, e), which, "G holds e 30 ms after it asked (the case's premise)");
+    release(w, g_e, e, false);
+    world_run_for(w, 5 * MS);
+    declare(w, g_d, d); /* G is a gang now, and waits: A and B are ahead of it on e */
+    acquire(w, g_d, d);
+    world_run_for(w, 60 * MS);
+    undeclare(w, g_d, d); /* its rank on d goes: no gang, waiting nowhere */
+    world_run_for(w, 300 * MS);
+    check(holds(w, a_e, e), which, "A holds e when it goes idle (the case's premise)");
+    a_e->busy = false;
+    release(w, a_e, e, false);
+    world_run_for(w, 1000 * MS); /* B alone */
+    a_e->busy = true;
+    acquire(w, a_e, e);
+    uint64_t a0 = held_ns(e, a), b0 = held_ns(e, b);
+    const uint64_t window = 400 * MS;
+    world_run_for(w, window);
+    uint64_t held_a = held_ns(e, a) - a0, held_b = held_ns(e, b) - b0;
+    check(held_a <= window * 6 / 10 && held_b >= window * 4 / 10, which,
+          "A back from idle held %.0f ms and B %.0f ms of the next %.0f (each 40..60 %%)", ms(held_a), ms(held_b),
+          ms(window));
+    world_free(w);
+}
+
+/* Case 5. A gathering gang none of whose processes waits any more gives up.
+ * Gang G (processes P1, P2 on d and e), plain X busy on e. P1 asks for d, G
+ * starts gathering (d reserved), and P1 exits: G still gathered, took e from
+ * X at the end of X's slice and held both GPUs a quantum for nobody, X
+ * waiting meanwhile and G charged for it. */
+static void case_gang_gathers_for_nobody(void)
+{
+    const char *which = "case 5 (gang gathering after its only waiting process exits)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w), *e = world_gpu(w);
+    struct sched_tenant *g = world_tenant(w, "G", 1), *x = world_tenant(w, "X", 1);
+    struct process *p1 = world_process(w, g, false), *p2 = world_process(w, g, false);
+    struct process *x_e = world_process(w, x, true);
+    declare(w, p1, d);
+    declare(w, p1, e);
+    declare(w, p2, d);
+    declare(w, p2, e);
+    declare(w, x_e, e);
+    acquire(w, x_e, e);
+    world_run_for(w, 5 * MS);
+    acquire(w, p1, d);
+    check(w->s.forming_gang == g && d->state == DEV_RESERVED, which,
+          "G gathers once P1 asks for d, d reserved for it (the case's premise)");
+    client_gone(w, p1);
+    check(w->s.forming_gang != g && d->state == DEV_IDLE, which,
+          "once P1 exits, G gathers no more and d is free (d is %s)",
+          d->state == DEV_IDLE ? "idle" : d->state == DEV_RESERVED ? "reserved" : "granted");
+    uint64_t waited0 = x_e->waited_ns[1], unheld0 = w->unheld_wait_ns[1];
+    const uint64_t window = 60 * MS;
+    world_run_for(w, window);
+    check(x_e->waited_ns[1] - waited0 <= MS, which, "X waited %.0f ms for e in the next %.0f (at most 1 ms)",
+          ms(x_e->waited_ns[1] - waited0), ms(window));
+    check(w->unheld_wait_ns[1] - unheld0 <= MS, which,
+          "e granted to nobody for %.0f ms while X waited (at most 1 ms)", ms(w->unheld_wait_ns[1] - unheld0));
+    check(held_ns(d, g) == 0 && held_ns(e, g) == 0, which,
+          "G, which no process of asked for, charged %.0f ms on d and %.0f ms on e (none)", ms(held_ns(d, g)),
+          ms(held_ns(e, g)));
+    world_free(w);
+}
+
+/* Case 6. A batch slice that starts while a latency tenant waits is cut
+ * short when its holder passes the latency tenant in virtual time, not run
+ * to its quantum: preemption was looked at only when the latency tenant
+ * asked. Batch A and B busy on d; latency L runs 25 ms, then asks again
+ * while B holds d and A, next, is 5 ms of virtual time ahead of L: A's
+ * slice, which starts at the end of B's, must end 5 ms later, not 20. */
+static void case_latency_after_slice_start(void)
+{
+    const char *which = "case 6 (latency tenant waiting when a batch slice starts)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *a = world_tenant(w, "A", 1), *b = world_tenant(w, "B", 1), *l = world_tenant(w, "L", 1);
+    l->config.class = CLASS_LATENCY;
+    struct process *a_d = world_process(w, a, true), *b_d = world_process(w, b, true);
+    struct process *l_d = world_process(w, l, false);
+    declare(w, a_d, d);
+    declare(w, b_d, d);
+    declare(w, l_d, d);
+    acquire(w, a_d, d);
+    acquire(w, b_d, d);
+    world_run_for(w, 30 * MS); /* A's slice, then B's */
+    acquire(w, l_d, d);
+    check(run_until_granted(w, l_d, d, 100 * MS) == 0, which,
+          "L granted d at once when it first asks, B's slice preempted (the case's premise)");
+    world_run_for(w, 25 * MS);
+    release(w, l_d, d, false);
+    world_run_for(w, 5 * MS);
+    const struct device_tenant *entry_a = sched_entry_find(d, a), *entry_l = sched_entry_find(d, l);
+    acquire(w, l_d, d);
+    check(holds(w, b_d, d) && entry_a->vtime < entry_l->vtime, which,
+          "L asks again while B holds d and A is ahead of L by %.1f ms of virtual time (the case's premise)",
+          (entry_l->vtime - entry_a->vtime) / 1e6);
+    run_until_granted(w, a_d, d, 100 * MS);
+    uint64_t started = a_d->last_grant_ns[0], held_a0 = held_ns(d, a);
+    uint64_t due = (uint64_t)((entry_l->vtime - entry_a->vtime) * a->config.share); /* when A passes L */
+    uint64_t deadline_off = d->deadline > started + due ? d->deadline - (started + due) : started + due - d->deadline;
+    check(l_d->grants[0] == l_d->grants_asked[0] && deadline_off <= 1000 /* ns */, which,
+          "A's slice, begun with L waiting, ends in %.1f ms: when A passes L (%.1f ms), not at its quantum (%.0f ms)",
+          ms(d->deadline - started), ms(due), ms(QUANTUM_NS));
+    uint64_t wait = run_until_granted(w, l_d, d, 100 * MS);
+    check(wait <= 21 * MS, which,
+          "L granted %.0f ms after it asked (at most 21: B's slice to its end, then A's until A passes L)", ms(wait));
+    check(held_ns(d, a) - held_a0 <= due + MS, which, "A held %.1f ms of its slice before L was granted (%.1f due)",
+          ms(held_ns(d, a) - held_a0), ms(due));
+    world_free(w);
+}
+
+/* Case 6, the review's stream: batch A and B busy on d, latency L asking
+ * every 4..8 ms and holding 1 ms. Each request must be granted within a
+ * few ms (the bound --preempt-ms gives the batch holders): one waited a
+ * whole quantum, 20 ms, for a batch slice that began just before it. */
+static void case_latency_stream(void)
+{
+    const char *which = "case 6 (latency requests beside two busy batch tenants)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *a = world_tenant(w, "A", 1), *b = world_tenant(w, "B", 1), *l = world_tenant(w, "L", 1);
+    l->config.class = CLASS_LATENCY;
+    struct process *a_d = world_process(w, a, true), *b_d = world_process(w, b, true);
+    struct process *l_d = world_process(w, l, false);
+    declare(w, a_d, d);
+    declare(w, b_d, d);
+    declare(w, l_d, d);
+    acquire(w, a_d, d);
+    acquire(w, b_d, d);
+    world_run_for(w, 100 * MS);
+    const unsigned requests = 200;
+    uint64_t worst = 0;
+    unsigned over = 0;
+    for (unsigned i = 0; i < requests; i++) {
+        world_run_for(w, 4 * MS + (i * 7 % 5) * MS);
+        acquire(w, l_d, d);
+        uint64_t wait = run_until_granted(w, l_d, d, 100 * MS);
+        if (wait > worst)
+            worst = wait;
+        if (wait > 2 * MS)
+            over++;
+        world_run_for(w, MS);
+        release(w, l_d, d, false);
+    }
+    check(worst <= 2 * MS, which, "L's worst wait %.1f ms over %u requests, %u over 2 ms (none)", ms(worst),
+          requests, over);
+    world_free(w);
+}
+
+static void case_latency(void)
+{
+    case_latency_after_slice_start();
+    case_latency_stream();
+}
+
+int main(int argc, char **argv)
+{
+    static void (*const cases[])(void) = {
+        case_gang_limit, case_gather_leaves_gpu_idle, case_gang_fallback,
+        case_stale_entry_floor, case_gang_gathers_for_nobody, case_latency,
+    };
+    const int ncases = (int)(sizeof cases / sizeof cases[0]);
+    if (argc == 1) {
+        for (int i = 0; i < ncases; i++)
+            cases[i]();
+    } else {
+        for (int i = 1; i < argc; i++) {
+            int k = atoi(argv[i]);
+            if (k < 1 || k > ncases) {
+                fprintf(stderr, "usage: %s [CASE...]   (cases 1..%d)\n", argv[0], ncases);
+                return 2;
+            }
+            cases[k - 1]();
+        }
+    }
+    if (failures)
+        printf("%u checks failed\n", failures);
+    return failures ? 1 : 0;
+}
