@@ -7,7 +7,8 @@
  *
  * Before a context is created its footprint is reserved: the last one
  * measured on the device in this process, else GPUSLICE_CONTEXT_BYTES
- * (bytes, K/M/G suffixes; 300 MiB by default). If the calling thread has a
+ * (a byte count as gpuslice/rules.h writes one, "300M" or "300MiB", or
+ * 0; 300 MiB by default). If the calling thread has a
  * context of the same device current, free memory is read before and after
  * the creation, and a difference larger than the reservation is what is
  * counted (and remembered for the next context); otherwise the estimate
@@ -35,7 +36,10 @@
 #include "gs_reserve.h"
 #include "gs_settings.h"
 
+#include "gpuslice/rules.h"
+
 #include <stdlib.h>
+#include <string.h>
 
 #define DEFAULT_CONTEXT_BYTES (300ull << 20)
 #define MAX_PLAUSIBLE_FOOTPRINT (16ull << 30)
@@ -64,20 +68,22 @@ static struct primary *primary_of(CUdevice dev, bool add)
     return NULL;
 }
 
+/* GPUSLICE_CONTEXT_BYTES: a byte count as a tenant file writes one
+ * (gpuslice/rules.h), or 0: contexts are counted as holding nothing. */
 static uint64_t estimate(void)
 {
     const char *v = gs_getenv("GPUSLICE_CONTEXT_BYTES");
     if (!v || !*v)
         return DEFAULT_CONTEXT_BYTES;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-    if (end == v || (shift && end[1]) || (!shift && *end) || n > (UINT64_MAX >> shift)) {
+    uint64_t n;
+    if (strcmp(v, "0") == 0)
+        return 0;
+    if (!gs_parse_bytes(v, &n)) {
         gs_log(GS_LOG_WARN, "GPUSLICE_CONTEXT_BYTES=%s is not a byte count; using %llu", v,
                (unsigned long long)DEFAULT_CONTEXT_BYTES);
         return DEFAULT_CONTEXT_BYTES;
     }
-    return (uint64_t)n << shift;
+    return n;
 }
 
 /* Free memory on dev as the driver reports it, if a context of dev is
