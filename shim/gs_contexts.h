@@ -43,12 +43,17 @@ struct gs_ctx {
     struct gs_ctx *next;
 };
 
-/* The entry of a live context, created on first sight (gs_gate_lock held).
+/* Bumped (relaxed is enough: readers recheck under the gate lock) whenever
+ * a context or stream the shim knows dies, so that no thread's launch
+ * cache names it again. */
+extern _Atomic uint32_t gs_handles_gen;
+
+/* The entry of a live context, created on first sight (gate lock held).
  * A dead entry whose handle the driver hands out again is reused. NULL
  * only when memory runs out. */
 struct gs_ctx *gs_ctx_get_locked(CUcontext handle);
 
-/* Takes a use of c for a driver call outside gs_gate_lock; false when the
+/* Takes a use of c for a driver call outside the gate lock; false when the
  * context is closing or dead. gs_ctx_unuse_locked gives it back. */
 bool gs_ctx_use_locked(struct gs_ctx *c);
 void gs_ctx_unuse_locked(struct gs_ctx *c);
@@ -64,14 +69,29 @@ void gs_ctx_pop(void);
 CUevent gs_ctx_event_take(struct gs_ctx *c, bool timed);
 void gs_ctx_event_give(struct gs_ctx *c, CUevent event, bool timed);
 
-/* How long ago the work before `ended` (a timed event of c, complete) finished
- * on `stream`, which is idle now: an event recorded on it completes at once,
- * and the time between the two is the answer. 0 if it cannot be told. The
+/* How long ago the work before `ended` (a timed event of c, complete)
+ * finished on `stream`, which is idle now: a probe recorded on it
+ * completes at once, and the time between the two is the answer. The
+ * probe is recorded by gs_ctx_probe (NULL: it cannot be), with the
+ * capture lock held if the stream may capture, and waited for by
+ * gs_ctx_probe_age_ns with no lock held (0 if it cannot be told). The
  * caller holds a use of c and has pushed it. */
-uint64_t gs_ctx_event_age_ns(struct gs_ctx *c, CUstream stream, CUevent ended);
+CUevent gs_ctx_probe(struct gs_ctx *c, CUstream stream);
+uint64_t gs_ctx_probe_age_ns(struct gs_ctx *c, CUevent probe, CUevent ended);
 
 /* The device ordinal of c; the caller holds a use of it. */
 CUresult gs_ctx_device(struct gs_ctx *c, CUdevice *out);
+
+/* A destroy, release or reset of a context begins: the entry (NULL if the
+ * shim has none) is marked closing, and the call waits until no shim
+ * thread uses it. Takes the gate lock. */
+struct gs_ctx *gs_ctx_begin_close(CUcontext handle, bool primary, CUdevice device);
+/* After the real call (gate lock held): it died (never touched again), and
+ * in any case it is no longer closing. */
+void gs_ctx_died_locked(struct gs_ctx *c);
+void gs_ctx_end_close_locked(struct gs_ctx *c);
+/* A primary context of device was retained. Takes the gate lock. */
+void gs_ctx_retained(CUcontext handle, CUdevice device);
 
 void gs_contexts_after_fork_child(void);
 

@@ -7,7 +7,8 @@
  *
  * Before a context is created its footprint is reserved: the last one
  * measured on the device in this process, else GPUSLICE_CONTEXT_BYTES
- * (bytes, K/M/G suffixes; 300 MiB by default). If the calling thread has a
+ * (a byte count as gpuslice/rules.h writes one, "300M" or "300MiB", or
+ * 0; 300 MiB by default). If the calling thread has a
  * context of the same device current, free memory is read before and after
  * the creation, and a difference larger than the reservation is what is
  * counted (and remembered for the next context); otherwise the estimate
@@ -17,22 +18,41 @@
  * larger than the reservation that the cap cannot take makes the creation
  * fail with CUDA_ERROR_OUT_OF_MEMORY (the context is destroyed again).
  *
- * This file owns `measured` and `primaries`, guarded by birth_lock,
- * which is held across a creation (context creations in a process are
- * serialised: two first retains of a primary context count it once).
+ * This file owns `measured` and `primaries`, guarded by the births lock
+ * (gs_locks.h), which is held across a creation (context creations in a
+ * process are serialised: two first retains of a primary context count it
+ * once) but not across a reservation, which may ask the server: the
+ * reservation is made first, and what the creation turns out to need
+ * beyond it after.
  */
+#include "gs_ctxmem.h"
 #include "gs_contexts.h"
-#include "gs_hooks.h"
+#include "gs_launch.h"
+#include "gs_lease.h"
+#include "gs_locks.h"
 #include "gs_log.h"
+#include "gs_lookup.h"
 #include "gs_memory.h"
+#include "gs_reserve.h"
 #include "gs_settings.h"
 
+#include "gpuslice/rules.h"
+
 #include <stdlib.h>
+#include <string.h>
 
 #define DEFAULT_CONTEXT_BYTES (300ull << 20)
 #define MAX_PLAUSIBLE_FOOTPRINT (16ull << 30)
 
-static pthread_mutex_t birth_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Around a context's creation: what was reserved for it, and what free
+ * memory read before. */
+struct birth {
+    struct gs_dev *dev;
+    bool counted;            /* a footprint was reserved */
+    bool measurable;         /* free memory was read before */
+    uint64_t reserved, free_before;
+};
+
 static uint64_t measured[GS_MAX_DEVICES];      /* by gs_devs slot; 0: none yet */
 /* Each device's primary context, by ordinal, once retained. */
 static struct primary { bool known; CUdevice dev; CUcontext ctx; } primaries[GS_MAX_DEVICES];
@@ -48,20 +68,22 @@ static struct primary *primary_of(CUdevice dev, bool add)
     return NULL;
 }
 
+/* GPUSLICE_CONTEXT_BYTES: a byte count as a tenant file writes one
+ * (gpuslice/rules.h), or 0: contexts are counted as holding nothing. */
 static uint64_t estimate(void)
 {
     const char *v = gs_getenv("GPUSLICE_CONTEXT_BYTES");
     if (!v || !*v)
         return DEFAULT_CONTEXT_BYTES;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-    if (end == v || (shift && end[1]) || (!shift && *end) || n > (UINT64_MAX >> shift)) {
+    uint64_t n;
+    if (strcmp(v, "0") == 0)
+        return 0;
+    if (!gs_parse_bytes(v, &n)) {
         gs_log(GS_LOG_WARN, "GPUSLICE_CONTEXT_BYTES=%s is not a byte count; using %llu", v,
                (unsigned long long)DEFAULT_CONTEXT_BYTES);
         return DEFAULT_CONTEXT_BYTES;
     }
-    return (uint64_t)n << shift;
+    return n;
 }
 
 /* Free memory on dev as the driver reports it, if a context of dev is
@@ -79,46 +101,65 @@ static bool free_on(CUdevice dev, uint64_t *free_bytes)
     return true;
 }
 
-CUresult gs_ctxmem_before(CUdevice dev, bool primary, struct gs_ctx_birth *b)
+static bool primary_active(CUdevice dev)
 {
-    *b = (struct gs_ctx_birth){0};
-    pthread_mutex_lock(&birth_lock);
     unsigned flags;
     int active = 0;
-    struct gs_dev *d;
-    if (primary && GS_REAL(cuDevicePrimaryCtxGetState) &&
-        GS_REAL(cuDevicePrimaryCtxGetState)(dev, &flags, &active) == CUDA_SUCCESS && active)
+    return GS_REAL(cuDevicePrimaryCtxGetState) &&
+           GS_REAL(cuDevicePrimaryCtxGetState)(dev, &flags, &active) == CUDA_SUCCESS && active;
+}
+
+/* Before a context's creation: reserves its footprint (the last one
+ * measured on the device, else GPUSLICE_CONTEXT_BYTES) and reads free
+ * memory if it can. Returns with the births lock held, but on failure
+ * (CUDA_ERROR_OUT_OF_MEMORY: the cap leaves no room). */
+static CUresult before(CUdevice dev, bool primary, struct birth *b)
+{
+    *b = (struct birth){0};
+    gs_lock(GS_LOCK_BIRTHS);
+    if (primary && primary_active(dev))
         return CUDA_SUCCESS; /* nothing new to count */
-    b->measurable = free_on(dev, &b->free_before);
     uint64_t guess = estimate();
+    struct gs_dev *d;
     /* Nothing to count and nothing to measure: leave the device alone (the
      * gate learns of it at its first launch, as without a footprint). */
-    if ((!guess && !b->measurable) || gs_gate_device_by_ordinal(dev, &d) != CUDA_SUCCESS)
+    uint64_t free_now;
+    if ((!guess && !free_on(dev, &free_now)) || gs_lookup_ordinal(dev, &d) != CUDA_SUCCESS)
         return CUDA_SUCCESS;
-    b->dev = d;
-    b->reserved = measured[d->slot] ? measured[d->slot] : guess;
-    CUresult rc = gs_lease_take(d, b->reserved);
-    if (rc != CUDA_SUCCESS) {
-        pthread_mutex_unlock(&birth_lock);
+    uint64_t reserved = measured[d->slot] ? measured[d->slot] : guess;
+    gs_unlock(GS_LOCK_BIRTHS); /* the reservation may ask the server */
+    CUresult rc = gs_reserve(d, reserved);
+    if (rc != CUDA_SUCCESS)
         return rc;
+    gs_lock(GS_LOCK_BIRTHS);
+    if (primary && primary_active(dev)) {
+        /* another thread retained it meanwhile: counted once, there */
+        gs_lease_give(d, reserved);
+        return CUDA_SUCCESS;
     }
+    b->dev = d;
+    b->reserved = reserved;
     b->counted = true;
+    b->measurable = free_on(dev, &b->free_before);
     return CUDA_SUCCESS;
 }
 
-CUresult gs_ctxmem_after(struct gs_ctx_birth *b, CUresult rc, CUcontext ctx, bool primary, CUdevice dev)
+/* After it (rc: the creation's result; the births lock held): what the
+ * caller returns. On CUDA_ERROR_OUT_OF_MEMORY the context has been
+ * destroyed again. The lock is let go. */
+static CUresult after(struct birth *b, CUresult rc, CUcontext ctx, bool primary, CUdevice dev)
 {
     struct gs_dev *d = b->dev;
     struct primary *p = rc == CUDA_SUCCESS && primary ? primary_of(dev, true) : NULL;
     if (p)
         *p = (struct primary){true, dev, ctx};
     if (!b->counted) {
-        pthread_mutex_unlock(&birth_lock);
+        gs_unlock(GS_LOCK_BIRTHS);
         return rc;
     }
     if (rc != CUDA_SUCCESS) {
+        gs_unlock(GS_LOCK_BIRTHS);
         gs_lease_give(d, b->reserved);
-        pthread_mutex_unlock(&birth_lock);
         return rc;
     }
     uint64_t footprint = b->reserved, free_after;
@@ -131,34 +172,33 @@ CUresult gs_ctxmem_after(struct gs_ctx_birth *b, CUresult rc, CUcontext ctx, boo
         footprint = b->free_before - free_after;
         measured[d->slot] = footprint;
     }
+    gs_unlock(GS_LOCK_BIRTHS);
     if (footprint < b->reserved) {
         gs_lease_give(d, b->reserved - footprint);
-    } else if (footprint > b->reserved && gs_lease_take(d, footprint - b->reserved) != CUDA_SUCCESS) {
+    } else if (footprint > b->reserved && gs_reserve(d, footprint - b->reserved) != CUDA_SUCCESS) {
         /* The context is larger than its reservation and the cap cannot
          * take the difference: undo the creation. */
         gs_lease_give(d, b->reserved);
-        pthread_mutex_unlock(&birth_lock);
         CUresult undo = primary ? GS_REAL(cuDevicePrimaryCtxRelease_v2)(dev) : GS_REAL(cuCtxDestroy_v2)(ctx);
         if (undo != CUDA_SUCCESS)
             gs_log(GS_LOG_WARN, "cannot undo a context over the memory cap: %d", (int)undo);
-        gs_hook_context_changed();
+        gs_launch_context_changed();
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (!gs_mem_track(GS_K_CTX, (uint64_t)(uintptr_t)ctx, d, footprint, ctx))
         gs_log(GS_LOG_ERROR, "out of memory for the allocation table: a context's %llu bytes stay counted",
                (unsigned long long)footprint);
-    pthread_mutex_unlock(&birth_lock);
     return rc;
 }
 
 void gs_ctxmem_primary_died(CUdevice dev)
 {
-    pthread_mutex_lock(&birth_lock);
+    gs_lock(GS_LOCK_BIRTHS);
     struct primary *p = primary_of(dev, false);
     CUcontext ctx = p ? p->ctx : NULL;
     if (p)
         p->known = false;
-    pthread_mutex_unlock(&birth_lock);
+    gs_unlock(GS_LOCK_BIRTHS);
     if (ctx)
         gs_mem_context_died(ctx);
 }
@@ -169,15 +209,15 @@ void gs_ctxmem_primary_died(CUdevice dev)
     GS_EXPORT CUresult name params                                           \
     {                                                                        \
         GS_PROLOGUE(name);                                                   \
-        struct gs_ctx_birth birth;                                           \
+        struct birth birth;                                                  \
         if (!pctx)                                                           \
             return GS_REAL(name) call;                                       \
-        CUresult rc_ = gs_ctxmem_before(dev_arg, false, &birth);             \
+        CUresult rc_ = before(dev_arg, false, &birth);                       \
         if (rc_ != CUDA_SUCCESS)                                             \
             return rc_;                                                      \
         rc_ = GS_REAL(name) call;                                            \
-        rc_ = gs_ctxmem_after(&birth, rc_, rc_ == CUDA_SUCCESS ? *pctx : NULL, false, dev_arg); \
-        gs_hook_context_changed();                                           \
+        rc_ = after(&birth, rc_, rc_ == CUDA_SUCCESS ? *pctx : NULL, false, dev_arg); \
+        gs_launch_context_changed();                                         \
         return rc_;                                                          \
     }
 
@@ -189,10 +229,24 @@ CTX_CREATE(cuCtxCreate_v3,
 CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
            (pctx, params, flags, dev), dev)
 
+GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    GS_PROLOGUE(cuDevicePrimaryCtxRetain);
+    struct birth birth;
+    CUresult rc = pctx ? before(dev, true, &birth) : CUDA_SUCCESS;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = GS_REAL(cuDevicePrimaryCtxRetain)(pctx, dev);
+    if (pctx)
+        rc = after(&birth, rc, rc == CUDA_SUCCESS ? *pctx : NULL, true, dev);
+    if (rc == CUDA_SUCCESS && pctx && *pctx)
+        gs_ctx_retained(*pctx, dev);
+    return rc;
+}
+
 void gs_ctxmem_after_fork_child(void)
 {
     /* The child has no contexts; what was measured still holds. */
-    pthread_mutex_init(&birth_lock, NULL);
     for (int i = 0; i < GS_MAX_DEVICES; i++)
         primaries[i].known = false;
 }

@@ -13,6 +13,7 @@
  * glibc's dlsym is found with dlvsym(RTLD_NEXT, "dlsym", version).
  */
 #include "gs_driver.h"
+#include "gs_symbols.h"
 #include "gs_log.h"
 #include "gs_nvml.h"
 
@@ -24,13 +25,13 @@ void *gs_dlsym_hook(void *handle, const char *name)
 {
     void *result = gs_call_real_dlsym(handle, name);
     /* NVML names: the same rule, for libnvidia-ml.so.1 (gs_nvml.c). */
-    if (result && handle != RTLD_NEXT && name && name[0] == 'n' && gs_nvml_is_wrapped_name(name))
-        return gs_nvml_lookup(name, result);
+    if (result && handle != RTLD_NEXT && name && name[0] == 'n' && gs_symbols_nvml_wrapped(name))
+        return gs_symbols_nvml_lookup(name, result);
     /* Only names the shim wraps can load the driver: a process that looks
      * up curl_easy_init must not find libcuda opened behind its back.
      * Matched by name, not address (fail closed): whatever the lookup
      * found for a wrapped name, the application gets the wrapper. */
-    if (!result || handle == RTLD_NEXT || !gs_driver_is_wrapped_name(name))
+    if (!result || handle == RTLD_NEXT || !gs_symbols_driver_wrapped(name))
         return result;
     /* Even when the shim cannot load the driver itself: the wrapper then
      * answers CUDA_ERROR_NOT_INITIALIZED rather than let work run ungated. */
@@ -38,7 +39,7 @@ void *gs_dlsym_hook(void *handle, const char *name)
     if (gs_driver_init() == CUDA_SUCCESS && gs_ptr_to_entry(result) != gs_real_fn[index])
         gs_driver_note_unknown_pointer(index, "dlsym", name);
     GS_DEBUG("dlsym(%s): wrapped", name);
-    return gs_entry_to_ptr(gs_driver_wrapper(index));
+    return gs_entry_to_ptr(gs_symbols_driver_wrapper(index));
 }
 
 #if !defined(__x86_64__) && !defined(__aarch64__)

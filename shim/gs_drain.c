@@ -2,8 +2,8 @@
  * The drainers: one thread per device that learns when the work the gate
  * admitted has finished, to measure the device time per launch while a
  * slice is held and to know when the queue is empty after admission
- * closes. A round that finds nothing more fits in the slice begins the
- * drain itself (gs_gate_nothing_fits_locked).
+ * closes. When a round is due, and what it tells, is the slice machine's
+ * business (gs_slice.c).
  *
  * How it knows: every stream the gate admitted work to in this slice is
  * listed (gs_dev.streams). A round records one of the shim's own events
@@ -24,15 +24,16 @@
  *   - Contexts are used under gs_ctx_use_locked (see gs_contexts.h).
  *
  * State: the stream lists and flush marks live in gs_devs and the thread
- * marks in thread_marks, all guarded by gs_gate_lock; drainer_cv wakes the
- * drainers.
+ * marks in thread_marks, all guarded by the gate lock; the drainers' condition
+ * variable is gs_dispatch.c's.
  */
+#include "gs_drain.h"
 #include "gs_capture.h"
 #include "gs_contexts.h"
-#include "gs_gate.h"
+#include "gs_dispatch.h"
 #include "gs_glibc_compat.h"
-#include "gs_graph.h"
-#include "gs_hooks.h"
+#include "gs_graphcost.h"
+#include "gs_locks.h"
 #include "gs_log.h"
 
 #include <stdlib.h>
@@ -45,12 +46,12 @@ struct gs_thread_mark {
     struct gs_dev *dev;
     CUevent event;              /* recorded after each launch into the stream */
     _Atomic int recorded;       /* set by the owner, taken by the drainer */
-    bool orphan;                /* its thread exited; guarded by gs_gate_lock */
-    bool dead;                  /* its context died; guarded by gs_gate_lock */
+    bool orphan;                /* its thread exited; guarded by the gate lock */
+    bool dead;                  /* its context died; guarded by the gate lock */
     struct gs_thread_mark *next;
 };
 
-/* Every live thread mark; guarded by gs_gate_lock. */
+/* Every live thread mark; guarded by the gate lock. */
 static struct gs_thread_mark *thread_marks;
 /* The calling thread's marks, one per context it used; owned by it. */
 #define THREAD_MARKS 4
@@ -58,44 +59,13 @@ static __thread struct gs_thread_mark *my_marks[THREAD_MARKS];
 static pthread_key_t exit_key;
 static bool exit_key_made;   /* written once, under exit_key_once */
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
-/* Wakes drainers; used with gs_gate_lock; waits time out on
- * CLOCK_MONOTONIC (set up by init_drainer_cv). */
-static pthread_cond_t drainer_cv;
-static pthread_once_t drainer_cv_once = PTHREAD_ONCE_INIT;
-
-static void init_drainer_cv(void)
-{
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&drainer_cv, &attr);
-    pthread_condattr_destroy(&attr);
-}
-
-void gs_drain_wake_unlocked(void)
-{
-    /* Broadcasting without the lock loses nothing: a drainer tests its
-     * condition under the lock, and the change it waits for was made
-     * under it before this call. */
-    pthread_once(&drainer_cv_once, init_drainer_cv);
-    pthread_cond_broadcast(&drainer_cv);
-}
-
-void gs_drain_wake_locked(void)
-{
-    if (gs_defer_wakeups)
-        gs_wakes_owed |= GS_WAKE_DRAINERS;
-    else
-        gs_drain_wake_unlocked();
-}
-
 /* ---- per-thread default streams --------------------------------------------- */
 
 /* A thread's marks outlive it until the drainer has waited for them. */
 static void thread_exited(void *unused)
 {
     (void)unused;
-    pthread_mutex_lock(&gs_gate_lock);
+    gs_lock(GS_LOCK_GATE);
     for (int i = 0; i < THREAD_MARKS; i++) {
         struct gs_thread_mark *m = my_marks[i];
         if (m && m->dead)
@@ -104,7 +74,7 @@ static void thread_exited(void *unused)
             m->orphan = true;
         my_marks[i] = NULL;
     }
-    pthread_mutex_unlock(&gs_gate_lock);
+    gs_unlock(GS_LOCK_GATE);
 }
 
 static void make_exit_key(void)
@@ -117,18 +87,18 @@ static void make_exit_key(void)
 struct gs_thread_mark *gs_drain_thread_mark(struct gs_ctx *ctx, struct gs_dev *d)
 {
     int free_index = -1;
-    pthread_mutex_lock(&gs_gate_lock);
+    gs_lock(GS_LOCK_GATE);
     for (int i = 0; i < THREAD_MARKS; i++) {
         struct gs_thread_mark *m = my_marks[i];
         if (m && !m->dead && m->ctx == ctx) {
-            pthread_mutex_unlock(&gs_gate_lock);
+            gs_unlock(GS_LOCK_GATE);
             return m;
         }
         if (!m || m->dead)
             free_index = i;
     }
     bool usable = free_index >= 0 && gs_ctx_use_locked(ctx);
-    pthread_mutex_unlock(&gs_gate_lock);
+    gs_unlock(GS_LOCK_GATE);
     if (!usable)
         return NULL;
     /* The per-thread default stream is the current context's, so ctx is
@@ -136,7 +106,7 @@ struct gs_thread_mark *gs_drain_thread_mark(struct gs_ctx *ctx, struct gs_dev *d
     CUevent event = gs_ctx_event_take(ctx, false);
     struct gs_thread_mark *m = event ? calloc(1, sizeof *m) : NULL;
     pthread_once(&exit_key_once, make_exit_key);
-    pthread_mutex_lock(&gs_gate_lock);
+    gs_lock(GS_LOCK_GATE);
     if (m) {
         m->ctx = ctx;
         m->dev = d;
@@ -151,7 +121,7 @@ struct gs_thread_mark *gs_drain_thread_mark(struct gs_ctx *ctx, struct gs_dev *d
             pthread_setspecific(exit_key, m);
     }
     gs_ctx_unuse_locked(ctx);
-    pthread_mutex_unlock(&gs_gate_lock);
+    gs_unlock(GS_LOCK_GATE);
     if (!m && event)
         gs_ctx_event_give(ctx, event, false);
     return m;
@@ -182,12 +152,13 @@ static bool tracked_locked(const struct gs_dev *d, CUstream stream, const struct
 }
 
 /* Records a flush mark on one stream of ctx (pushed) if work was admitted
- * to it and it can still be recorded into. */
-static void flush_one(struct gs_dev *d, struct gs_ctx *ctx, CUstream stream)
+ * to it and it can still be recorded into; a mark that finds no room is
+ * handed back in *unkept. */
+static void flush_one(struct gs_dev *d, struct gs_ctx *ctx, CUstream stream, struct gs_unkept_marks *unkept)
 {
-    pthread_mutex_lock(&gs_gate_lock);
+    gs_lock(GS_LOCK_GATE);
     bool wanted = tracked_locked(d, stream, ctx);
-    pthread_mutex_unlock(&gs_gate_lock);
+    gs_unlock(GS_LOCK_GATE);
     if (!wanted || gs_capture_unrecordable(stream))
         return;
     CUevent event = gs_ctx_event_take(ctx, false);
@@ -197,37 +168,61 @@ static void flush_one(struct gs_dev *d, struct gs_ctx *ctx, CUstream stream)
         gs_ctx_event_give(ctx, event, false);
         return;
     }
-    pthread_mutex_lock(&gs_gate_lock);
-    bool kept = d->nflushes < GS_MAX_FLUSH_MARKS && !ctx->dead;
+    gs_lock(GS_LOCK_GATE);
+    bool kept = d->nflushes < GS_MAX_FLUSH_MARKS;
     if (kept)
         d->flushes[d->nflushes++] = (struct gs_flush_mark){event, ctx};
-    pthread_mutex_unlock(&gs_gate_lock);
-    if (!kept) {
-        /* No room left: wait for it here, on the application's thread. */
-        GS_REAL(cuEventSynchronize)(event);
-        gs_ctx_event_give(ctx, event, false);
-    }
+    gs_unlock(GS_LOCK_GATE);
+    if (!kept)
+        unkept->events[unkept->n++] = event; /* the flush's use of ctx lasts until the wait */
 }
 
-void gs_drain_flush(const struct gs_launch_target *t, bool with_legacy)
+void gs_drain_flush(const struct gs_launch_target *t, bool with_legacy, struct gs_unkept_marks *unkept)
 {
-    pthread_mutex_lock(&gs_gate_lock);
+    unkept->n = 0;
+    unkept->ctx = t->ctx;
+    gs_lock(GS_LOCK_GATE);
     bool any = t->dev->nstreams > 0 && gs_ctx_use_locked(t->ctx);
-    pthread_mutex_unlock(&gs_gate_lock);
+    gs_unlock(GS_LOCK_GATE);
     if (!any)
         return;
     CUstreamCaptureMode mode = gs_capture_relax_thread();
     if (gs_ctx_push(t->ctx)) {
         if (t->kind == GS_STREAM_CREATED)
-            flush_one(t->dev, t->ctx, t->stream);
+            flush_one(t->dev, t->ctx, t->stream, unkept);
         if (with_legacy || t->kind == GS_STREAM_LEGACY)
-            flush_one(t->dev, t->ctx, CU_STREAM_LEGACY);
+            flush_one(t->dev, t->ctx, CU_STREAM_LEGACY, unkept);
         gs_ctx_pop();
     }
     gs_capture_restore_thread(mode);
-    pthread_mutex_lock(&gs_gate_lock);
+    if (unkept->n > 0)
+        return; /* its use of the context is given back by gs_drain_wait_unkept */
+    gs_lock(GS_LOCK_GATE);
     gs_ctx_unuse_locked(t->ctx);
-    pthread_mutex_unlock(&gs_gate_lock);
+    gs_unlock(GS_LOCK_GATE);
+}
+
+void gs_drain_wait_unkept(struct gs_unkept_marks *unkept)
+{
+    /* No room was left for them: waited for here, on the application's
+     * thread, with no lock held, before its capture begins. */
+    if (unkept->n == 0)
+        return;
+    gs_locks_check_none("a flush mark");
+    CUstreamCaptureMode mode = gs_capture_relax_thread();
+    bool pushed = gs_ctx_push(unkept->ctx);
+    for (int i = 0; i < unkept->n; i++) {
+        if (pushed)
+            GS_REAL(cuEventSynchronize)(unkept->events[i]);
+        gs_ctx_event_give(unkept->ctx, unkept->events[i], false);
+    }
+    if (pushed)
+        gs_ctx_pop();
+    gs_capture_restore_thread(mode);
+    gs_lock(GS_LOCK_GATE);
+    gs_ctx_unuse_locked(unkept->ctx);
+    gs_unlock(GS_LOCK_GATE);
+    unkept->n = 0;
 }
 
 /* ---- forgetting ---------------------------------------------------------------- */
@@ -264,7 +259,7 @@ void gs_drain_forget_ctx_locked(struct gs_ctx *ctx)
             p = &m->next;
         }
     }
-    gs_graph_forget_ctx_locked(ctx);
+    gs_graphcost_forget_ctx_locked(ctx);
 }
 
 /* ---- the drainer thread ------------------------------------------------------- */
@@ -324,10 +319,10 @@ static uint64_t run_round(struct gs_dev *d, struct round_item *items, int n, boo
         struct round_item *it = &items[i];
         if (!it->has_stream || !gs_ctx_push(it->ctx))
             continue;
-        pthread_mutex_lock(&gs_capture_lock);
-        pthread_mutex_lock(&gs_gate_lock);
+        gs_lock(GS_LOCK_CAPTURE);
+        gs_lock(GS_LOCK_GATE);
         bool listed = tracked_locked(d, it->stream, it->ctx);
-        pthread_mutex_unlock(&gs_gate_lock);
+        gs_unlock(GS_LOCK_GATE);
         /* A stream that captures now had its admitted work flushed before
          * it began; one that was destroyed, before it went. */
         if (listed && !gs_capture_unrecordable(it->stream)) {
@@ -342,22 +337,25 @@ static uint64_t run_round(struct gs_dev *d, struct round_item *items, int n, boo
         } else {
             timed = false;
         }
-        pthread_mutex_unlock(&gs_capture_lock);
+        gs_unlock(GS_LOCK_CAPTURE);
         gs_ctx_pop();
     }
     for (int i = 0; i < n; i++) {
         struct round_item *it = &items[i];
         if (!it->event || !gs_ctx_push(it->ctx))
             continue;
+        gs_locks_check_none("a drainer round");
         CUresult rc = GS_REAL(cuEventSynchronize)(it->event);
         if (rc != CUDA_SUCCESS)
             GS_DEBUG("drainer: cuEventSynchronize returned %d", (int)rc);
         bool stream_timed = timed && it->has_stream && it->owned;
         if (stream_timed && rc == CUDA_SUCCESS) {
-            pthread_mutex_lock(&gs_capture_lock);
-            if (!gs_capture_unrecordable(it->stream))
-                tail = gs_ctx_event_age_ns(it->ctx, it->stream, it->event);
-            pthread_mutex_unlock(&gs_capture_lock);
+            /* recorded only while the stream is not capturing; waited for
+             * with no lock held */
+            gs_lock(GS_LOCK_CAPTURE);
+            CUevent probe = gs_capture_unrecordable(it->stream) ? NULL : gs_ctx_probe(it->ctx, it->stream);
+            gs_unlock(GS_LOCK_CAPTURE);
+            tail = gs_ctx_probe_age_ns(it->ctx, probe, it->event);
         }
         if (it->retire)
             GS_REAL(cuEventDestroy_v2)(it->event);
@@ -368,57 +366,20 @@ static uint64_t run_round(struct gs_dev *d, struct round_item *items, int n, boo
     return tail;
 }
 
-#define MEASURE_INTERVAL_NS 1000000ull
-#define ESTIMATE_WINDOW 64 /* kernels: older rounds weigh half as much beyond it */
-
-/* Adds a round to the estimate of device time per kernel launch. It is a
- * ratio of sums over recent rounds, so that each round counts as much as
- * it lasted: short rounds that happen to catch a burst of completions do
- * not drag the estimate down (an underestimate overruns the slice). */
-static void estimate_locked(struct gs_dev *d, double kernels, double ns)
-{
-    d->measured_ns += ns;
-    d->measured_kernels += kernels;
-    d->kernel_ns = d->measured_ns / d->measured_kernels;
-    if (d->measured_kernels > ESTIMATE_WINDOW) {
-        d->measured_ns /= 2;
-        d->measured_kernels /= 2;
-    }
-}
-
-bool gs_drain_round_fresh_locked(const struct gs_dev *d, uint64_t now)
-{
-    return d->round_by_sync && d->waiters == 0 && now < d->last_sync_end_ns + MEASURE_INTERVAL_NS;
-}
-
-void gs_drain_note_finished_locked(struct gs_dev *d, uint64_t finished, uint64_t now)
-{
-    /* Graph launches are the drainer's to settle (gs_graph_measure), and
-     * a drain is its to end. */
-    if (d->state != GS_DEV_HOLD || d->drain_requested || finished <= d->completed ||
-        atomic_load(&d->graphs_submitted) != d->graphs_completed)
-        return;
-    uint64_t since = d->last_sync_end_ns > d->slice_start_ns ? d->last_sync_end_ns : d->slice_start_ns;
-    if (now > since)
-        estimate_locked(d, (double)(finished - d->completed), (double)(now - since));
-    d->completed = finished;
-    d->last_sync_end_ns = now;
-    d->rounds++;
-    d->round_by_sync = true;
-    gs_gate_note_round_locked(d);
-    gs_gate_update_budget_locked(d, now);
-}
-
-/* Waits on drainer_cv (gs_gate_lock held) until a wake-up or `until` on
- * CLOCK_MONOTONIC (drainer_cv is created for that clock). */
+/* Waits on the drainers' condition variable (the gate lock held) until a
+ * wake-up or `until` on CLOCK_MONOTONIC (it is created for that clock). */
 static void timed_wait_locked(uint64_t until)
 {
     struct timespec ts = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
-    pthread_cond_timedwait(&drainer_cv, &gs_gate_lock, &ts);
+    pthread_cond_timedwait(gs_drainer_cv(), gs_lock_mutex(GS_LOCK_GATE), &ts);
 }
 
-/* Waits until every launch already admitted has been handed to the
- * driver, then until all of it has finished. */
+/* The drainer's loop: asks the slice machine whether a round is due (it
+ * says when), runs it, and tells the machine what finished. A round first
+ * waits until every launch already admitted has been handed to the driver
+ * (for a drain), then reads how many have been: each launch counted was
+ * listed before it was made, so once the round's events complete, all of
+ * them have finished. */
 static void *drainer_main(void *arg)
 {
     struct gs_dev *d = arg;
@@ -426,99 +387,49 @@ static void *drainer_main(void *arg)
     struct round_item *items = items_by_dev[d->slot];
     prctl(PR_SET_NAME, "gpuslice-drain", 0, 0, 0);
     gs_capture_relax_thread();
-    pthread_mutex_lock(&gs_gate_lock);
+    gs_lock(GS_LOCK_GATE);
     for (;;) {
-        while (!d->drain_requested && !(d->state == GS_DEV_HOLD && atomic_load(&d->submitted) > d->completed))
-            pthread_cond_wait(&drainer_cv, &gs_gate_lock);
-        /* While the slice runs, a round only refreshes the estimates: one
-         * every MEASURE_INTERVAL_NS is plenty, and cheap. A drain request
-         * cuts the pause short. After a round made by an application's
-         * synchronization (gs_drain_note_finished_locked), sleep until
-         * woken (a launcher short of budget, the gate thread): a
-         * program that synchronizes often makes the rounds itself, and
-         * this thread's wake-ups would take CPU from it and from the
-         * driver's threads. */
-        uint64_t now = gs_now_ns();
-        if (!d->drain_requested && d->last_sync_end_ns + MEASURE_INTERVAL_NS > now &&
-            d->last_sync_end_ns > d->slice_start_ns) {
-            if (gs_drain_round_fresh_locked(d, now))
-                pthread_cond_wait(&drainer_cv, &gs_gate_lock);
+        struct gs_slice_event ready = {.type = GS_SLICE_DRAINER_READY};
+        struct gs_slice_actions out;
+        gs_dispatch_locked(d, &ready, gs_now_ns(), &out);
+        if (!out.round_begins) {
+            if (out.round_wait_until)
+                timed_wait_locked(out.round_wait_until);
             else
-                timed_wait_locked(d->last_sync_end_ns + MEASURE_INTERVAL_NS);
+                pthread_cond_wait(gs_drainer_cv(), gs_lock_mutex(GS_LOCK_GATE));
             continue;
         }
-        bool draining = d->drain_requested;
-        uint64_t since = d->last_sync_end_ns > d->slice_start_ns ? d->last_sync_end_ns : d->slice_start_ns;
-        uint64_t rounds = d->rounds;
-        pthread_mutex_unlock(&gs_gate_lock);
+        bool draining = out.round_draining;
+        gs_unlock(GS_LOCK_GATE);
 
         /* Launches admitted just before admission closed may still be on
          * their way into the driver. */
-        while (draining && atomic_load(&d->submitted) < atomic_load(&d->admitted)) {
+        while (draining && atomic_load(&d->slice.submitted) < atomic_load(&d->slice.admitted)) {
             struct timespec pause = {0, 20000};
             nanosleep(&pause, NULL);
         }
-        pthread_mutex_lock(&gs_gate_lock);
+        gs_lock(GS_LOCK_GATE);
         /* Read before listing the streams: each launch counted here was
          * listed before it was made. */
-        uint64_t target = atomic_load(&d->submitted);
-        uint64_t graphs = atomic_load(&d->graphs_submitted), graph_ns = atomic_load(&d->graph_ns_submitted);
+        struct gs_slice_event done = {.type = GS_SLICE_ROUND_DONE};
+        done.target = atomic_load(&d->slice.submitted);
+        done.graphs = atomic_load(&d->slice.graphs_submitted);
+        done.graph_ns_done = atomic_load(&d->slice.graph_ns_submitted);
         int n = collect_locked(d, items);
-        pthread_mutex_unlock(&gs_gate_lock);
+        gs_unlock(GS_LOCK_GATE);
 
         /* A drain of one stream times its round, to report the idle tail. */
         bool timed = draining && n == 1 && items[0].has_stream;
-        uint64_t tail = run_round(d, items, n, timed);
-        gs_graph_measure(d);
+        done.tail_ns = run_round(d, items, n, timed);
+        gs_graphcost_measure(d);
         uint64_t end = gs_now_ns();
 
-        pthread_mutex_lock(&gs_gate_lock);
+        gs_lock(GS_LOCK_GATE);
         for (int i = 0; i < n; i++) {
             gs_ctx_unuse_locked(items[i].ctx);
             free(items[i].retire);
         }
-        uint64_t finished = target > d->completed ? target - d->completed : 0;
-        uint64_t graphs_finished = graphs - d->graphs_completed;
-        double graph_time = (double)(graph_ns - d->graph_ns_completed);
-        /* A synchronization's round in the meantime took some of these
-         * completions and part of the time: leave the estimate alone. */
-        if (d->rounds == rounds && finished > graphs_finished && end > since && (double)(end - since) > graph_time)
-            estimate_locked(d, (double)(finished - graphs_finished), (double)(end - since) - graph_time);
-        d->completed = target > d->completed ? target : d->completed;
-        d->graphs_completed = graphs;
-        d->graph_ns_completed = graph_ns;
-        d->last_sync_end_ns = end;
-        d->rounds++;
-        d->round_by_sync = false;
-        gs_gate_note_round_locked(d);
-        if (draining && atomic_load(&d->submitted) == target) {
-            if (tail && d->state == GS_DEV_DRAIN && atomic_load(&d->idle_since) == 0)
-                atomic_fetch_add(&d->idle_ns, tail);
-            d->drain_requested = false;
-            gs_client_wake_launchers_locked(); /* a waiting launcher asks again */
-            /* All done: the next slice lists its streams afresh. */
-            d->nstreams = 0;
-            atomic_fetch_add(&d->stream_set_gen, 1);
-        }
-        if (d->state == GS_DEV_HOLD && gs_gate_nothing_fits_locked(d, end)) {
-            /* The slice is over: drain now, in this thread's next round,
-             * rather than wake the gate thread only to be asked to; the
-             * gate thread hears when the drain ends. */
-            d->drain_for_idle = false;
-            gs_gate_begin_drain_locked(d);
-        } else if (d->state == GS_DEV_HOLD) {
-            gs_gate_update_budget_locked(d, end);
-        }
-        /* The gate thread acts on a finished drain, and on an empty queue
-         * (idle release); otherwise it sleeps on. Woken with the lock
-         * free, so that it does not wake once for the event and again for
-         * the lock. (wake_fd was set before this thread first took the
-         * lock.) */
-        if (!d->drain_requested && (draining || gs_gate_queue_empty_locked(d))) {
-            pthread_mutex_unlock(&gs_gate_lock);
-            gs_client_wake();
-            pthread_mutex_lock(&gs_gate_lock);
-        }
+        gs_dispatch_locked(d, &done, end, &out);
     }
     return NULL;
 }
@@ -527,14 +438,16 @@ void gs_drain_start_locked(struct gs_dev *d)
 {
     if (d->drainer_started)
         return;
-    pthread_once(&drainer_cv_once, init_drainer_cv);
-    /* Whether a failed start was logged; guarded by gs_gate_lock. Tried
-     * again by every launch that waits and by every drain: a drain without
-     * a drainer ends at once (gs_gate_begin_drain_locked). */
+    /* Whether a failed start was logged; guarded by the gate lock. Tried
+     * again by every launch that waits and by the gate thread while a
+     * slice is held: a drain without a drainer ends at once (gs_slice.c). */
     static bool warned;
     int err = pthread_create(&d->drainer, NULL, drainer_main, d);
     if (err == 0) {
         d->drainer_started = true;
+        struct gs_slice_event started = {.type = GS_SLICE_DRAINER_STARTED};
+        struct gs_slice_actions out;
+        gs_dispatch_locked(d, &started, gs_now_ns(), &out);
         if (warned)
             gs_log(GS_LOG_WARN, "the drainer thread started after all: slices are drained again");
         warned = false;
@@ -551,5 +464,4 @@ void gs_drain_after_fork_child(void)
      * exist here. */
     thread_marks = NULL;
     memset(my_marks, 0, sizeof my_marks);
-    init_drainer_cv();
 }

@@ -2,15 +2,16 @@
  * The real CUDA driver behind libgpuslice.so (see gs_driver.h): finding
  * glibc's own dlsym, opening libcuda.so.1 (or GPUSLICE_REAL_LIBCUDA, which
  * a set-uid or set-gid program never reads: gs_settings.c) on first use,
- * resolving every wrapped symbol in it, and mapping real functions to
- * their wrappers.
+ * and resolving every listed symbol in it. (Which of them the shim wraps,
+ * and with what, is gs_symbols.c's.)
  *
- * Nothing here runs when the library loads except finding dlsym: a process
- * that never calls CUDA never opens the driver.
+ * Nothing here runs when the library loads except finding dlsym and
+ * reading the log level: a process that never calls CUDA never opens the
+ * driver.
  */
 #include "gs_driver.h"
 #include "gs_glibc_compat.h"
-#include "gs_hooks.h"
+#include "gs_locks.h"
 #include "gs_log.h"
 #include "gs_settings.h"
 
@@ -29,20 +30,13 @@ _Atomic int gs_driver_state;
  * passes every lookup straight to glibc. */
 __attribute__((visibility("hidden"))) void *gs_real_dlsym_ptr;
 
-/* Serialises driver loading; in_driver_init marks the loading thread so
- * that calls back from the real driver's constructor are not re-entered. */
-static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Driver loading is serialised by the driver_init lock (gs_locks.h);
+ * in_driver_init marks the loading thread (its own) so that calls back
+ * from the real driver's constructor are not re-entered. */
 static __thread bool in_driver_init;
 
 #define GS_ENTRY(name, params, wrapped) #name,
 static const char *const entry_names[GS_ENTRY_COUNT] = {
-#include "gs_entries.h"
-};
-
-#define GS_WRAPPER_1(name) (gs_entry)name,
-#define GS_WRAPPER_0(name) NULL, /* not wrapped */
-#define GS_ENTRY(name, params, wrapped) GS_WRAPPER_##wrapped(name)
-static const gs_entry wrappers[GS_ENTRY_COUNT] = {
 #include "gs_entries.h"
 };
 
@@ -113,7 +107,7 @@ static void load_driver(void)
     }
     for (int i = 0; i < GS_ENTRY_COUNT; i++)
         gs_real_fn[i] = gs_ptr_to_entry(gs_call_real_dlsym(handle, entry_names[i]));
-    if (gs_real_fn[GS_IDX_cuInit] == wrappers[GS_IDX_cuInit]) {
+    if (gs_is_own(gs_entry_to_ptr(gs_real_fn[GS_IDX_cuInit]))) {
         gs_log(GS_LOG_ERROR, "%s resolves to libgpuslice itself; point GPUSLICE_REAL_LIBCUDA at NVIDIA's libcuda.so.1", path);
         memset(gs_real_fn, 0, sizeof gs_real_fn);
         atomic_store_explicit(&gs_driver_state, GS_DRIVER_FAILED, memory_order_release);
@@ -132,14 +126,19 @@ CUresult gs_driver_init_slow(void)
 {
     int state = atomic_load_explicit(&gs_driver_state, memory_order_acquire);
     if (state == GS_DRIVER_UNLOADED && !in_driver_init) {
-        pthread_mutex_lock(&init_lock);
+        gs_lock(GS_LOCK_DRIVER_INIT);
         if (atomic_load_explicit(&gs_driver_state, memory_order_acquire) == GS_DRIVER_UNLOADED) {
             in_driver_init = true;
             load_driver();
             in_driver_init = false;
         }
-        pthread_mutex_unlock(&init_lock);
+        gs_unlock(GS_LOCK_DRIVER_INIT);
         state = atomic_load_explicit(&gs_driver_state, memory_order_acquire);
+        /* Registered after the driver's own fork handlers, so that ours
+         * take the shim's locks before the driver takes its own (after
+         * the lock: a fork meanwhile takes it too). */
+        if (state == GS_DRIVER_READY)
+            gs_locks_fork_after_driver();
     }
     return state == GS_DRIVER_READY ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
@@ -159,15 +158,11 @@ const char *gs_driver_entry_name(int index)
     return entry_names[index];
 }
 
-gs_entry gs_driver_wrapper(int index)
+bool gs_is_own(const void *fn)
 {
-    return wrappers[index];
-}
-
-bool gs_driver_is_wrapped_name(const char *name)
-{
-    int i = gs_driver_entry_index(name);
-    return i >= 0 && wrappers[i];
+    Dl_info found, own;
+    return fn && dladdr(fn, &found) && dladdr(gs_entry_to_ptr((gs_entry)gs_call_real_dlsym), &own) &&
+           found.dli_fbase == own.dli_fbase;
 }
 
 /* Entries already reported by gs_driver_note_unknown_pointer; bits set
@@ -183,27 +178,8 @@ void gs_driver_note_unknown_pointer(int index, const char *path, const char *ask
            path, asked, entry_names[index], entry_names[index]);
 }
 
-static void atfork_prepare(void)
-{
-    pthread_mutex_lock(&init_lock);
-    gs_hooks_before_fork();
-}
-
-static void atfork_parent(void)
-{
-    gs_hooks_after_fork_parent();
-    pthread_mutex_unlock(&init_lock);
-}
-
-static void atfork_child(void)
-{
-    gs_hooks_after_fork_child();
-    pthread_mutex_unlock(&init_lock);
-}
-
 __attribute__((constructor)) static void gpuslice_load(void)
 {
-    gs_log_init();
+    gs_log_init(gs_getenv("GPUSLICE_LOG"));
     resolve_real_dlsym();
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }

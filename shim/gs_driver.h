@@ -1,7 +1,6 @@
 /*
- * The real CUDA driver behind libgpuslice.so: loading it, the table of its
- * functions the shim wraps, and the map from a real function to its
- * wrapper (used by the dlsym and cuGetProcAddress paths).
+ * The real CUDA driver behind libgpuslice.so: loading it, and the table of
+ * its functions the shim wraps or calls. The prologue every wrapper shares.
  */
 #ifndef GPUSLICE_DRIVER_H
 #define GPUSLICE_DRIVER_H
@@ -11,6 +10,8 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+
+#include "gs_log.h"
 
 #define GS_EXPORT __attribute__((visibility("default")))
 
@@ -52,13 +53,12 @@ static inline CUresult gs_driver_init(void)
 
 /* The index of the exact symbol `name` among the entries, or -1. */
 int gs_driver_entry_index(const char *name);
-/* An entry's exact symbol name, and the shim's wrapper of it (NULL for an
- * entry the shim only calls). */
+/* An entry's exact symbol name. */
 const char *gs_driver_entry_name(int index);
-gs_entry gs_driver_wrapper(int index);
 
-/* Whether `name` is one of the exact symbols the shim wraps. */
-bool gs_driver_is_wrapped_name(const char *name);
+/* Whether fn lies in libgpuslice.so itself (a lookup that found the shim's
+ * own export rather than the real library's). */
+bool gs_is_own(const void *fn);
 
 /* Logs, once per entry, that a lookup of a wrapped name returned a pointer
  * that is not the driver's exported function: it is wrapped all the same. */
@@ -71,5 +71,15 @@ void *gs_call_real_dlsym(void *handle, const char *name);
  * cast but POSIX guarantees to have the same representation. */
 void *gs_entry_to_ptr(gs_entry fn);
 gs_entry gs_ptr_to_entry(void *ptr);
+
+/* The prologue every wrapper shares. A symbol the real driver lacks is
+ * "not found", as the driver itself would answer through cuGetProcAddress. */
+#define GS_PROLOGUE(name)                                               \
+    CUresult gs_rc = gs_driver_init();                                  \
+    if (__builtin_expect(gs_rc != CUDA_SUCCESS, 0))                     \
+        return gs_rc;                                                   \
+    if (__builtin_expect(!gs_real_fn[GS_IDX_##name], 0))                \
+        return CUDA_ERROR_NOT_FOUND;                                    \
+    GS_DEBUG("intercepted %s", #name)
 
 #endif

@@ -12,7 +12,7 @@
  *       wrapped by hand: graph launches (gs_graph.c), stream capture and
  *       stream lifetimes (gs_capture.c), context lifetimes (gs_contexts.c,
  *       and creation, with its device memory, gs_ctxmem.c), synchronization
- *       (gs_idle.c)
+ *       (gs_sync.c)
  *   GS_MEMORY(name, (parameters), (arguments))
  *       device memory: allocation, free and the queries that report it
  *       (gs_memory.c; pools: gs_mempools.c)
@@ -21,7 +21,7 @@
  *   GS_INTERNAL(name, (parameters), (arguments))
  *       not wrapped: the real function, for the shim's own use
  * cuGetProcAddress and cuGetProcAddress_v2 are wrapped by hand
- * (gs_procaddress.c) but listed so their real pointers map to them.
+ * (gs_symbols.c) but listed so their real pointers map to them.
  *
  * An includer defines the category macros it cares about; the others
  * default to GS_ENTRY(name, (parameters), wrapped), wrapped being 1 for
@@ -104,7 +104,7 @@ GS_CUSTOM(cuStreamWaitEvent, (CUstream stream, CUevent event, unsigned int flags
 GS_CUSTOM(cuStreamWaitEvent_ptsz, (CUstream stream, CUevent event, unsigned int flags), (stream, event, flags))
 GS_CUSTOM(cuStreamDestroy, (CUstream stream), (stream))
 GS_CUSTOM(cuStreamDestroy_v2, (CUstream stream), (stream))
-/* Synchronization: whether the GPU is left idle after it (gs_idle.c). */
+/* Synchronization: whether the GPU is left idle after it (gs_sync.c). */
 GS_CUSTOM(cuCtxSynchronize, (void), ())
 GS_CUSTOM(cuStreamSynchronize, (CUstream stream), (stream))
 GS_CUSTOM(cuStreamSynchronize_ptsz, (CUstream stream), (stream))

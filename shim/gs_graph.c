@@ -1,128 +1,43 @@
 /*
- * Graph launches: cuGraphLaunch and cuGraphLaunch_ptsz, and the table of
- * what each executable graph costs on the device.
+ * Graph launches: the wrappers of cuGraphLaunch (and _ptsz) and
+ * cuGraphExecDestroy.
  *
- * A decode step's graph can run for tens of milliseconds, so admitting it
- * as "one launch" near the end of a slice overruns by the whole graph.
- * Instead each CUgraphExec has a measured device time: its first launches
- * (and every MEASURE_EVERY-th after) are bracketed by two of the shim's
- * timed events, and the drainer reads their elapsed time. A graph is
- * admitted only if its estimate fits in what is left of the slice after
- * the work already queued, and any graph at the start of a slice, on an
- * empty queue (a graph longer than a slice must still run; its overrun is
- * charged to its tenant). A graph not measured yet waits for such a start. While a
- * graph waits, the gate thread gives the slice back as soon as the graph
- * cannot fit, so that it starts the next slice.
+ * A graph is admitted against its own measured device time
+ * (gs_graphcost.c), not as one launch: only if its estimate fits in what
+ * is left of the slice after the work already queued, and any graph at
+ * the start of a slice, on an empty queue (a graph longer than a slice
+ * must still run; its overrun is charged to its tenant). A graph not
+ * measured yet waits for such a start; while a graph waits that cannot
+ * fit, its slice is given back as soon as its queue is empty, so that the
+ * graph starts the next one (gs_slice.c). Its allocation nodes' memory is
+ * counted around its first launch (gs_graphmem.c).
  *
- * The table and the pending measurements are guarded by gs_gate_lock.
+ * Owns nothing.
  */
-#include "gs_graph.h"
-#include "gs_memory.h"
 #include "gs_capture.h"
 #include "gs_contexts.h"
-#include "gs_gate.h"
-#include "gs_hooks.h"
-#include "gs_log.h"
-
-#include <stdlib.h>
-#include <string.h>
-
-#define MEASURE_FIRST 3
-#define MEASURE_EVERY 32
-#define MAX_MEASUREMENTS 64
-
-struct graph_cost {
-    CUgraphExec exec;
-    uint64_t est_ns;     /* 0 = not measured yet */
-    uint64_t launches;
-};
-
-struct measurement {
-    struct gs_dev *dev;
-    struct gs_ctx *ctx;
-    CUgraphExec exec;
-    CUevent start, end;
-};
-
-/* Guarded by gs_gate_lock. */
-static struct graph_cost *costs;
-static size_t ncosts, costs_cap;
-static struct measurement measurements[MAX_MEASUREMENTS];
-static int nmeasurements;
-
-static struct graph_cost *cost_of_locked(CUgraphExec exec, bool create)
-{
-    for (size_t i = 0; i < ncosts; i++)
-        if (costs[i].exec == exec)
-            return &costs[i];
-    if (!create)
-        return NULL;
-    if (ncosts == costs_cap) {
-        size_t cap = costs_cap ? costs_cap * 2 : 64;
-        struct graph_cost *grown = realloc(costs, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        costs = grown;
-        costs_cap = cap;
-    }
-    costs[ncosts] = (struct graph_cost){.exec = exec};
-    return &costs[ncosts++];
-}
-
-struct fit_args {
-    uint64_t est_ns;
-};
-
-/* Whether a graph of est_ns fits in what is left of d's slice. */
-static bool graph_fits(struct gs_dev *d, void *arg)
-{
-    const struct fit_args *a = arg;
-    if (d->state != GS_DEV_HOLD)
-        return true; /* open without a slice: the server is down, policy open */
-    uint64_t now = gs_now_ns();
-    bool empty = gs_gate_queue_empty_locked(d);
-    bool fresh = now < d->deadline_ns && now - d->slice_start_ns < d->deadline_ns - now;
-    if (empty && fresh)
-        return true;
-    if (a->est_ns == 0) {
-        /* Not measured yet: only at the start of a slice. Ask the gate
-         * thread to end this one as soon as its queue is empty (a tenant
-         * alone has its slice extended, and would never see a start). */
-        uint64_t whole = d->deadline_ns > d->slice_start_ns ? d->deadline_ns - d->slice_start_ns : 1;
-        if (whole > d->waiting_graph_ns)
-            d->waiting_graph_ns = whole;
-        return false;
-    }
-    bool fits = now + (uint64_t)gs_gate_queued_ns_locked(d) + a->est_ns <= d->deadline_ns;
-    if (!fits && a->est_ns > d->waiting_graph_ns)
-        d->waiting_graph_ns = a->est_ns; /* the gate thread releases early for it */
-    return fits;
-}
+#include "gs_graphcost.h"
+#include "gs_graphmem.h"
+#include "gs_launch.h"
+#include "gs_locks.h"
+#include "gs_lookup.h"
 
 static CUresult graph_launch(CUgraphExec exec, CUstream stream, int ptsz, CUresult (*real)(CUgraphExec, CUstream))
 {
     /* Into a capturing stream, a graph becomes a node of the new graph. */
     struct gs_launch_target t;
-    if (gs_capture_stream_is_capturing(stream, ptsz) || gs_gate_resolve_stream(stream, ptsz, &t) != CUDA_SUCCESS)
+    if (gs_capture_stream_is_capturing(stream, ptsz) || gs_lookup_stream(stream, ptsz, &t) != CUDA_SUCCESS)
         return real(exec, stream);
     struct gs_admit admit = {.dev = t.dev};
     if (t.kind == GS_STREAM_PER_THREAD && !(admit.mark = gs_drain_thread_mark(t.ctx, t.dev)))
         t.kind = GS_STREAM_LEGACY, t.stream = CU_STREAM_LEGACY;
 
-    pthread_mutex_lock(&gs_gate_lock);
-    struct graph_cost *cost = cost_of_locked(exec, true);
-    struct fit_args fit = {cost ? cost->est_ns : 0};
-    gs_gate_wait_admission_locked(t.dev, graph_fits, &fit);
-    /* Admitted: its request to end the slice early is void (others still
-     * waiting ask again when they are woken). */
-    if (fit.est_ns == 0 || fit.est_ns >= t.dev->waiting_graph_ns)
-        t.dev->waiting_graph_ns = 0;
-    gs_gate_track_stream_locked(&t);
-    cost = cost_of_locked(exec, true);
-    uint64_t n = cost ? cost->launches++ : 1;
-    bool measure = cost && (n < MEASURE_FIRST || n % MEASURE_EVERY == 0) && nmeasurements < MAX_MEASUREMENTS &&
-                   gs_ctx_use_locked(t.ctx);
-    pthread_mutex_unlock(&gs_gate_lock);
+    gs_lock(GS_LOCK_GATE);
+    uint64_t est_ns = gs_graphcost_estimate_locked(exec);
+    gs_launch_wait_admission_locked(t.dev, true, est_ns);
+    gs_launch_track_stream_locked(&t);
+    bool measure = gs_graphcost_launching_locked(exec, t.ctx);
+    gs_unlock(GS_LOCK_GATE);
 
     /* Timed events must live in the stream's context; it is current
      * unless the application launches with none (or another) current. */
@@ -145,35 +60,20 @@ static CUresult graph_launch(CUgraphExec exec, CUstream stream, int ptsz, CUresu
     if (measure && !recorded) {
         gs_ctx_event_give(t.ctx, start, true);
         gs_ctx_event_give(t.ctx, end, true);
+        start = end = NULL;
     }
     if (pushed)
         gs_ctx_pop();
 
-    atomic_fetch_add(&t.dev->graphs_submitted, 1);
-    atomic_fetch_add(&t.dev->graph_ns_submitted, fit.est_ns);
-    pthread_mutex_lock(&gs_gate_lock);
-    bool kept = recorded && nmeasurements < MAX_MEASUREMENTS && !t.ctx->dead;
-    if (kept)
-        measurements[nmeasurements++] = (struct measurement){t.dev, t.ctx, exec, start, end};
-    /* Not kept (the table filled meanwhile): the events go back to the
-     * pool; measuring (a use of the context) kept it alive till here. */
-    bool give_back = recorded && !kept;
-    pthread_mutex_unlock(&gs_gate_lock);
-    if (give_back) {
-        gs_ctx_event_give(t.ctx, start, true);
-        gs_ctx_event_give(t.ctx, end, true);
-    }
-    if (measure) {
-        pthread_mutex_lock(&gs_gate_lock);
-        gs_ctx_unuse_locked(t.ctx);
-        pthread_mutex_unlock(&gs_gate_lock);
-    }
-    gs_hook_launch_exit(&admit, rc);
+    atomic_fetch_add(&t.dev->slice.graphs_submitted, 1);
+    atomic_fetch_add(&t.dev->slice.graph_ns_submitted, est_ns);
+    if (measure)
+        gs_graphcost_measured(t.dev, t.ctx, exec, start, end);
+    gs_launch_exit(&admit, rc);
     return rc;
 }
 
-/* A graph launch with its allocation nodes' memory counted around it
- * (gs_graphmem.c). */
+/* A graph launch with its allocation nodes' memory counted around it. */
 static CUresult graph_launch_counted(CUgraphExec exec, CUstream stream, int ptsz,
                                      CUresult (*real)(CUgraphExec, CUstream))
 {
@@ -203,79 +103,9 @@ GS_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
     GS_PROLOGUE(cuGraphExecDestroy);
     CUresult rc = GS_REAL(cuGraphExecDestroy)(exec);
     if (rc == CUDA_SUCCESS) {
-        pthread_mutex_lock(&gs_gate_lock);
-        struct graph_cost *cost = cost_of_locked(exec, false);
-        if (cost)
-            *cost = costs[--ncosts];
-        for (int i = 0; i < nmeasurements; i++)
-            if (measurements[i].exec == exec)
-                measurements[i].exec = NULL; /* its events still go back to the pool */
-        pthread_mutex_unlock(&gs_gate_lock);
+        gs_lock(GS_LOCK_GATE);
+        gs_graphcost_forget_exec_locked(exec);
+        gs_unlock(GS_LOCK_GATE);
     }
     return rc;
-}
-
-void gs_graph_measure(struct gs_dev *d)
-{
-    for (;;) {
-        struct measurement m = {0};
-        pthread_mutex_lock(&gs_gate_lock);
-        for (int i = 0; i < nmeasurements; i++)
-            if (measurements[i].dev == d && gs_ctx_use_locked(measurements[i].ctx)) {
-                m = measurements[i];
-                measurements[i] = measurements[--nmeasurements];
-                break;
-            }
-        pthread_mutex_unlock(&gs_gate_lock);
-        if (!m.ctx)
-            return;
-        float ms = 0;
-        bool done = false, pushed = gs_ctx_push(m.ctx);
-        if (pushed) {
-            CUresult q = GS_REAL(cuEventQuery)(m.end);
-            done = q != CUDA_ERROR_NOT_READY;
-            if (q == CUDA_SUCCESS && GS_REAL(cuEventElapsedTime)(&ms, m.start, m.end) != CUDA_SUCCESS)
-                ms = 0;
-            if (done) {
-                gs_ctx_event_give(m.ctx, m.start, true);
-                gs_ctx_event_give(m.ctx, m.end, true);
-            }
-            gs_ctx_pop();
-        }
-        pthread_mutex_lock(&gs_gate_lock);
-        bool again = !done && pushed && nmeasurements < MAX_MEASUREMENTS;
-        if (again)
-            measurements[nmeasurements++] = m; /* not finished: later */
-        else if (!done) {
-            /* Dropped unfinished: its events go back to the pool (recorded
-             * again, they are simply reused). */
-            pthread_mutex_unlock(&gs_gate_lock);
-            gs_ctx_event_give(m.ctx, m.start, true);
-            gs_ctx_event_give(m.ctx, m.end, true);
-            pthread_mutex_lock(&gs_gate_lock);
-        }
-        struct graph_cost *cost = m.exec && ms > 0 ? cost_of_locked(m.exec, false) : NULL;
-        if (cost) {
-            uint64_t ns = (uint64_t)((double)ms * 1e6);
-            cost->est_ns = cost->est_ns ? (cost->est_ns + ns) / 2 : ns;
-        }
-        gs_ctx_unuse_locked(m.ctx);
-        pthread_mutex_unlock(&gs_gate_lock);
-        if (!done)
-            return;
-    }
-}
-
-void gs_graph_forget_ctx_locked(struct gs_ctx *ctx)
-{
-    for (int i = 0; i < nmeasurements; i++)
-        if (measurements[i].ctx == ctx)
-            measurements[i--] = measurements[--nmeasurements];
-}
-
-void gs_graph_after_fork_child(void)
-{
-    /* Executable graphs belong to the parent's contexts. */
-    ncosts = 0;
-    nmeasurements = 0;
 }

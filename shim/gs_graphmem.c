@@ -14,19 +14,26 @@
  * RESERVED_MEM_CURRENT), and again after cuDeviceGraphMemTrim.
  * Allocation nodes added with cuGraphAddMemAllocNode are not seen.
  *
- * This file owns `graphs`, `execs` and `counted` (all guarded by
- * graphs_lock, which is held across a first launch: graph launches that
- * allocate are serialised in a process).
+ * A first launch reserves before the launch and settles after it, without
+ * the graphs lock in between (the reservation may ask the server, the
+ * launch may wait for admission); an executable graph whose first launch
+ * is under way reserves nothing for another launch meanwhile (what that
+ * one adds, the settling finds in the device's graph memory).
+ *
+ * This file owns `graphs`, `execs` and `counted`, all guarded by the
+ * graphs lock (gs_locks.h).
  */
-#include "gs_hooks.h"
+#include "gs_graphmem.h"
+#include "gs_lease.h"
+#include "gs_locks.h"
 #include "gs_log.h"
-#include "gs_memory.h"
+#include "gs_lookup.h"
+#include "gs_reserve.h"
 
 #include <stdlib.h>
 
-struct sized { uint64_t key, bytes; bool launched; };
+struct sized { uint64_t key, bytes; bool launched, launching; };
 
-static pthread_mutex_t graphs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sized *graphs, *execs;  /* by CUgraph, by CUgraphExec */
 static size_t ngraphs, nexecs, graphs_cap, execs_cap;
 static uint64_t counted[GS_MAX_DEVICES]; /* graph memory counted per device slot */
@@ -52,7 +59,7 @@ static struct sized *find_or_add_locked(struct sized **v, size_t *n, size_t *cap
         *v = grown;
         *cap = grown_cap;
     }
-    (*v)[*n] = (struct sized){key, 0, false};
+    (*v)[*n] = (struct sized){key, 0, false, false};
     return &(*v)[(*n)++];
 }
 
@@ -76,11 +83,11 @@ void gs_graphmem_capture_began(CUstream stream, int ptsz)
     CUgraph graph = capturing_graph(stream, ptsz);
     if (!graph)
         return;
-    pthread_mutex_lock(&graphs_lock);
+    gs_lock(GS_LOCK_GRAPHS);
     struct sized *g = find_locked(graphs, ngraphs, (uint64_t)(uintptr_t)graph);
     if (g)
         g->bytes = 0;
-    pthread_mutex_unlock(&graphs_lock);
+    gs_unlock(GS_LOCK_GRAPHS);
 }
 
 bool gs_graphmem_captured(CUstream stream, int ptsz, uint64_t bytes)
@@ -88,11 +95,11 @@ bool gs_graphmem_captured(CUstream stream, int ptsz, uint64_t bytes)
     CUgraph graph = capturing_graph(stream, ptsz);
     if (!graph)
         return false;
-    pthread_mutex_lock(&graphs_lock);
+    gs_lock(GS_LOCK_GRAPHS);
     struct sized *g = find_or_add_locked(&graphs, &ngraphs, &graphs_cap, (uint64_t)(uintptr_t)graph);
     if (g)
         g->bytes += bytes;
-    pthread_mutex_unlock(&graphs_lock);
+    gs_unlock(GS_LOCK_GRAPHS);
     if (!g)
         gs_log(GS_LOG_ERROR, "out of memory for the graph table: a graph's %llu bytes go uncounted",
                (unsigned long long)bytes);
@@ -104,14 +111,14 @@ static void instantiated(CUresult rc, CUgraphExec *exec, CUgraph graph)
 {
     if (rc != CUDA_SUCCESS || !exec)
         return;
-    pthread_mutex_lock(&graphs_lock);
+    gs_lock(GS_LOCK_GRAPHS);
     struct sized *g = find_locked(graphs, ngraphs, (uint64_t)(uintptr_t)graph);
     struct sized *e = find_or_add_locked(&execs, &nexecs, &execs_cap, (uint64_t)(uintptr_t)*exec);
     if (e) { /* a handle the driver hands out again is a new graph */
         e->bytes = g ? g->bytes : 0;
-        e->launched = false;
+        e->launched = e->launching = false;
     }
-    pthread_mutex_unlock(&graphs_lock);
+    gs_unlock(GS_LOCK_GRAPHS);
 }
 
 GS_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, unsigned long long flags)
@@ -168,21 +175,28 @@ static uint64_t reserved_on(const struct gs_dev *d, uint64_t fallback)
 CUresult gs_graphmem_before_launch(CUgraphExec exec, CUstream stream, int ptsz, struct gs_graph_launch *l)
 {
     *l = (struct gs_graph_launch){0};
-    struct gs_launch_target t;
-    pthread_mutex_lock(&graphs_lock);
+    gs_lock(GS_LOCK_GRAPHS);
     struct sized *e = find_locked(execs, nexecs, (uint64_t)(uintptr_t)exec);
-    if (!e || e->launched || e->bytes == 0 || gs_gate_resolve_stream(stream, ptsz, &t) != CUDA_SUCCESS) {
-        pthread_mutex_unlock(&graphs_lock);
+    bool first = e && !e->launched && !e->launching && e->bytes > 0;
+    uint64_t bytes = first ? e->bytes : 0;
+    if (first)
+        e->launching = true;
+    gs_unlock(GS_LOCK_GRAPHS);
+    if (!first)
+        return CUDA_SUCCESS;
+    struct gs_launch_target t;
+    bool known = gs_lookup_stream(stream, ptsz, &t) == CUDA_SUCCESS; /* else the driver answers the launch */
+    CUresult rc = known ? gs_reserve(t.dev, bytes) : CUDA_SUCCESS;
+    if (known && rc == CUDA_SUCCESS) {
+        l->dev = t.dev;
+        l->reserved = bytes;
         return CUDA_SUCCESS;
     }
-    CUresult rc = gs_lease_take(t.dev, e->bytes);
-    if (rc != CUDA_SUCCESS) {
-        pthread_mutex_unlock(&graphs_lock);
-        return rc;
-    }
-    l->dev = t.dev;
-    l->reserved = e->bytes;
-    return CUDA_SUCCESS; /* graphs_lock stays held until after the launch */
+    gs_lock(GS_LOCK_GRAPHS);
+    if ((e = find_locked(execs, nexecs, (uint64_t)(uintptr_t)exec)))
+        e->launching = false;
+    gs_unlock(GS_LOCK_GRAPHS);
+    return rc;
 }
 
 void gs_graphmem_after_launch(CUgraphExec exec, const struct gs_graph_launch *l, CUresult rc)
@@ -190,9 +204,12 @@ void gs_graphmem_after_launch(CUgraphExec exec, const struct gs_graph_launch *l,
     if (!l->dev)
         return;
     struct gs_dev *d = l->dev;
+    gs_lock(GS_LOCK_GRAPHS);
     struct sized *e = find_locked(execs, nexecs, (uint64_t)(uintptr_t)exec);
-    if (e && rc == CUDA_SUCCESS)
-        e->launched = true;
+    if (e) {
+        e->launching = false;
+        e->launched |= rc == CUDA_SUCCESS;
+    }
     uint64_t now = reserved_on(d, counted[d->slot] + (rc == CUDA_SUCCESS ? l->reserved : 0));
     uint64_t growth = now > counted[d->slot] ? now - counted[d->slot] : 0;
     uint64_t shrink = now < counted[d->slot] ? counted[d->slot] - now : 0;
@@ -201,7 +218,7 @@ void gs_graphmem_after_launch(CUgraphExec exec, const struct gs_graph_launch *l,
     else
         gs_lease_take_anyway(d, growth - l->reserved);
     counted[d->slot] = now;
-    pthread_mutex_unlock(&graphs_lock);
+    gs_unlock(GS_LOCK_GRAPHS);
 }
 
 GS_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
@@ -209,23 +226,22 @@ GS_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
     GS_PROLOGUE(cuDeviceGraphMemTrim);
     CUresult rc = GS_REAL(cuDeviceGraphMemTrim)(device);
     struct gs_dev *d;
-    if (rc != CUDA_SUCCESS || gs_gate_device_by_ordinal(device, &d) != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS || gs_lookup_ordinal(device, &d) != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&graphs_lock);
+    gs_lock(GS_LOCK_GRAPHS);
     uint64_t now = reserved_on(d, counted[d->slot]);
     if (now < counted[d->slot])
         gs_lease_give(d, counted[d->slot] - now);
     else if (now > counted[d->slot])
         gs_lease_take_anyway(d, now - counted[d->slot]);
     counted[d->slot] = now;
-    pthread_mutex_unlock(&graphs_lock);
+    gs_unlock(GS_LOCK_GRAPHS);
     return rc;
 }
 
 void gs_graphmem_after_fork_child(void)
 {
     /* The child has none of the parent's graphs. */
-    pthread_mutex_init(&graphs_lock, NULL);
     ngraphs = nexecs = 0;
     for (int i = 0; i < GS_MAX_DEVICES; i++)
         counted[i] = 0;

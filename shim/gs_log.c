@@ -4,7 +4,6 @@
  * never interleave.
  */
 #include "gs_log.h"
-#include "gs_settings.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,9 +16,8 @@ int gs_log_threshold = GS_LOG_WARN;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
-void gs_log_init(void)
+void gs_log_init(const char *value)
 {
-    const char *value = gs_getenv("GPUSLICE_LOG");
     if (!value || !*value)
         return;
     for (int i = GS_LOG_ERROR; i <= GS_LOG_DEBUG; i++)

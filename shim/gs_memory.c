@@ -15,22 +15,23 @@
  *   socket close. After a reconnection the process declares what it holds.
  *
  * This file owns the table of counted allocations (alloc_table) and of VMM
- * mappings (mappings), both guarded by table_lock.
+ * mappings (mappings), both guarded by the table lock (gs_locks.h), which
+ * is never held while another is taken.
  */
-#include "gs_hooks.h"
-#include "gs_log.h"
 #include "gs_memory.h"
+#include "gs_graphmem.h"
+#include "gs_lease.h"
+#include "gs_locks.h"
+#include "gs_log.h"
+#include "gs_lookup.h"
+#include "gs_mempools.h"
+#include "gs_pools.h"
+#include "gs_reserve.h"
+#include "gs_rpc.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define K_PTR GS_K_PTR
-#define K_VMM GS_K_VMM
-#define K_ARRAY GS_K_ARRAY
-#define K_MIPMAP GS_K_MIPMAP
-#define K_CTX GS_K_CTX
-typedef enum gs_alloc_kind alloc_kind_t;
 
 struct counted {
     uint64_t key;      /* device pointer, VMM handle, array handle or context */
@@ -42,11 +43,10 @@ struct counted {
     CUcontext ctx;     /* the context it dies with; NULL: none */
 };
 
-/* Open-addressing table of live counted allocations; guarded by table_lock. */
-static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Open-addressing table of live counted allocations; guarded by the table lock. */
 static struct counted *alloc_table;
 static size_t table_cap, table_used;
-/* VMM mappings: the handle behind [base, base+size); guarded by table_lock. */
+/* VMM mappings: the handle behind [base, base+size); guarded by the table lock. */
 static struct mapping { uint64_t base, size, handle; } *mappings;
 static size_t nmappings, mappings_cap;
 
@@ -77,8 +77,8 @@ static bool table_grow_locked(void)
     return true;
 }
 
-/* The live entry of (kind, key), or NULL; table_lock held. */
-static struct counted *find_locked(alloc_kind_t kind, uint64_t key)
+/* The live entry of (kind, key), or NULL; the table lock held. */
+static struct counted *find_locked(enum gs_alloc_kind kind, uint64_t key)
 {
     if (!table_cap)
         return NULL;
@@ -89,9 +89,9 @@ static struct counted *find_locked(alloc_kind_t kind, uint64_t key)
     return NULL;
 }
 
-bool gs_mem_track(alloc_kind_t kind, uint64_t key, const struct gs_dev *d, uint64_t bytes, CUcontext ctx)
+bool gs_mem_track(enum gs_alloc_kind kind, uint64_t key, const struct gs_dev *d, uint64_t bytes, CUcontext ctx)
 {
-    pthread_mutex_lock(&table_lock);
+    gs_lock(GS_LOCK_TABLE);
     bool ok = (table_used + 1) * 2 <= table_cap || table_grow_locked();
     if (ok) {
         size_t j = hash(key, (uint8_t)kind) & (table_cap - 1);
@@ -100,51 +100,41 @@ bool gs_mem_track(alloc_kind_t kind, uint64_t key, const struct gs_dev *d, uint6
         alloc_table[j] = (struct counted){key, (uint8_t)kind, (uint8_t)d->slot, false, 0, bytes, ctx};
         table_used++;
     }
-    pthread_mutex_unlock(&table_lock);
+    gs_unlock(GS_LOCK_TABLE);
     return ok;
 }
 
-static bool track(alloc_kind_t kind, uint64_t key, const struct gs_dev *d, uint64_t bytes, CUcontext ctx)
-{
-    return gs_mem_track(kind, key, d, bytes, ctx);
-}
-
-static void give_back(struct gs_dev *d, uint64_t bytes)
-{
-    gs_lease_give(d, bytes);
-}
-
-/* Gives back what back[] collected for each device (table_lock not held). */
+/* Gives back what back[] collected for each device (the table lock not held). */
 static void give_back_all(const uint64_t back[GS_MAX_DEVICES])
 {
     for (int i = 0; i < GS_MAX_DEVICES; i++)
         if (back[i])
-            give_back(&gs_devs[i], back[i]);
+            gs_lease_give(&gs_devs[i], back[i]);
 }
 
-/* Removes entry e from the table (table_lock held). */
+/* Removes entry e from the table (the table lock held). */
 static void forget_locked(struct counted *e)
 {
     e->kind = 0xff;
     table_used--;
 }
 
-static bool untrack(alloc_kind_t kind, uint64_t key, struct counted *out)
+static bool untrack(enum gs_alloc_kind kind, uint64_t key, struct counted *out)
 {
-    pthread_mutex_lock(&table_lock);
+    gs_lock(GS_LOCK_TABLE);
     struct counted *e = find_locked(kind, key);
     if (e) {
         *out = *e;
         forget_locked(e);
     }
-    pthread_mutex_unlock(&table_lock);
+    gs_unlock(GS_LOCK_TABLE);
     return e != NULL;
 }
 
 void gs_mem_context_died(CUcontext ctx)
 {
     uint64_t back[GS_MAX_DEVICES] = {0};
-    pthread_mutex_lock(&table_lock);
+    gs_lock(GS_LOCK_TABLE);
     for (size_t i = 0; i < table_cap; i++) {
         struct counted *e = &alloc_table[i];
         if (e->kind == 0 || e->kind == 0xff || e->ctx != ctx || !ctx)
@@ -152,28 +142,18 @@ void gs_mem_context_died(CUcontext ctx)
         back[e->slot] += e->bytes;
         forget_locked(e);
     }
-    pthread_mutex_unlock(&table_lock);
+    gs_unlock(GS_LOCK_TABLE);
     give_back_all(back);
 }
 
 /* ---- reservations ------------------------------------------------------- */
-
-static CUresult reserve(struct gs_dev *d, uint64_t bytes)
-{
-    return gs_lease_take(d, bytes);
-}
 
 /* The tenant's cap and count on d; false when there is no cap (or no
  * server, under the open policy). */
 static bool query_cap(struct gs_dev *d, uint64_t *cap, uint64_t *used)
 {
     struct gs_msg_mem_result result;
-    pthread_mutex_lock(&gs_gate_lock);
-    int rc = gs_client_mem_query_locked(d, &result);
-    if (rc == 0)
-        d->mem_cap = result.cap;
-    pthread_mutex_unlock(&gs_gate_lock);
-    if (rc != 0 || result.cap == 0)
+    if (gs_rpc_mem_query(d, &result) != 0 || result.cap == 0)
         return false;
     *cap = result.cap;
     *used = result.used;
@@ -193,15 +173,15 @@ static CUcontext current_ctx(void)
  * context `ctx`); or give the reservation back if the driver fails. */
 #define COUNTED_ALLOC(dev, bytes, kind, call, key_expr, ctx)                \
     do {                                                                    \
-        CUresult r_ = reserve(dev, bytes);                                  \
+        CUresult r_ = gs_reserve(dev, bytes);                                  \
         if (r_ != CUDA_SUCCESS)                                             \
             return r_;                                                      \
         r_ = (call);                                                        \
         if (r_ != CUDA_SUCCESS) {                                           \
-            give_back(dev, bytes);                                          \
+            gs_lease_give(dev, bytes);                                          \
             return r_;                                                      \
         }                                                                   \
-        if (!track(kind, (uint64_t)(key_expr), dev, bytes, ctx))            \
+        if (!gs_mem_track(kind, (uint64_t)(key_expr), dev, bytes, ctx))            \
             gs_log(GS_LOG_ERROR, "out of memory for the allocation table: " \
                    "%llu bytes will stay counted until exit",               \
                    (unsigned long long)(bytes));                            \
@@ -211,7 +191,7 @@ static CUcontext current_ctx(void)
 /* Frees: forget the entry first (so that a new allocation at the same
  * address is not confused with it), free, then give the bytes back; put
  * the entry back if the driver refuses. */
-static CUresult counted_free(alloc_kind_t kind, uint64_t key, CUresult (*do_free)(uint64_t))
+static CUresult counted_free(enum gs_alloc_kind kind, uint64_t key, CUresult (*do_free)(uint64_t))
 {
     struct counted e;
     bool known = untrack(kind, key, &e);
@@ -219,9 +199,9 @@ static CUresult counted_free(alloc_kind_t kind, uint64_t key, CUresult (*do_free
     if (!known)
         return rc;
     if (rc == CUDA_SUCCESS)
-        give_back(&gs_devs[e.slot], e.bytes);
+        gs_lease_give(&gs_devs[e.slot], e.bytes);
     else
-        track(kind, key, &gs_devs[e.slot], e.bytes, e.ctx);
+        gs_mem_track(kind, key, &gs_devs[e.slot], e.bytes, e.ctx);
     return rc;
 }
 
@@ -229,7 +209,7 @@ static CUresult counted_free(alloc_kind_t kind, uint64_t key, CUresult (*do_free
  * driver answers the call itself (no context, nothing to count). */
 #define CURRENT_DEV_OR_PASS(d, call)                                        \
     struct gs_dev *d;                                                       \
-    if (gs_gate_current_device(&d) != CUDA_SUCCESS)                         \
+    if (gs_lookup_current(&d) != CUDA_SUCCESS)                         \
         return (call)
 
 
@@ -241,7 +221,7 @@ GS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     if (!dptr || bytes == 0)
         return GS_REAL(cuMemAlloc_v2)(dptr, bytes);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMemAlloc_v2)(dptr, bytes));
-    COUNTED_ALLOC(d, bytes, K_PTR, GS_REAL(cuMemAlloc_v2)(dptr, bytes), *dptr, current_ctx());
+    COUNTED_ALLOC(d, bytes, GS_K_PTR, GS_REAL(cuMemAlloc_v2)(dptr, bytes), *dptr, current_ctx());
 }
 
 GS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytes)
@@ -250,7 +230,7 @@ GS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytes)
     if (!dptr || bytes == 0)
         return GS_REAL(cuMemAlloc)(dptr, bytes);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMemAlloc)(dptr, bytes));
-    COUNTED_ALLOC(d, bytes, K_PTR, GS_REAL(cuMemAlloc)(dptr, bytes), *dptr, current_ctx());
+    COUNTED_ALLOC(d, bytes, GS_K_PTR, GS_REAL(cuMemAlloc)(dptr, bytes), *dptr, current_ctx());
 }
 
 GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
@@ -259,7 +239,7 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned i
     if (!dptr || bytes == 0)
         return GS_REAL(cuMemAllocManaged)(dptr, bytes, flags);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMemAllocManaged)(dptr, bytes, flags));
-    COUNTED_ALLOC(d, bytes, K_PTR, GS_REAL(cuMemAllocManaged)(dptr, bytes, flags), *dptr, current_ctx());
+    COUNTED_ALLOC(d, bytes, GS_K_PTR, GS_REAL(cuMemAllocManaged)(dptr, bytes, flags), *dptr, current_ctx());
 }
 
 /* Stream-ordered allocations come from a pool of the stream's device,
@@ -288,11 +268,16 @@ static CUresult async_alloc(struct async_args *a, int ptsz)
 {
     struct gs_launch_target t;
     if (!a->dptr || a->bytes == 0 || (a->variant >= 2 && !a->pool) ||
-        gs_gate_resolve_stream(a->stream, ptsz, &t) != CUDA_SUCCESS)
+        gs_lookup_stream(a->stream, ptsz, &t) != CUDA_SUCCESS)
         return real_async(a);
     if (gs_graphmem_captured(a->stream, ptsz, a->bytes))
         return real_async(a); /* an allocation node: taken at the graph's first launch */
-    return gs_pool_alloc(t.dev, a->pool, a->bytes, a->dptr, real_async, a);
+    bool by_size;
+    CUresult rc = gs_pool_alloc(t.dev, a->pool, a->bytes, real_async, a, &by_size);
+    if (by_size && !gs_mem_track(GS_K_PTR, *a->dptr, t.dev, a->bytes, NULL))
+        gs_log(GS_LOG_ERROR, "out of memory for the allocation table: %llu bytes stay counted",
+               (unsigned long long)a->bytes);
+    return rc;
 }
 
 GS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s)
@@ -332,23 +317,23 @@ static CUresult pitched_alloc(struct gs_dev *d, uint64_t width, uint64_t height,
                               CUresult (*release)(uint64_t ptr))
 {
     uint64_t estimate = ((width + 511) & ~511ull) * height;
-    CUresult rc = reserve(d, estimate);
+    CUresult rc = gs_reserve(d, estimate);
     if (rc != CUDA_SUCCESS)
         return rc;
     uint64_t ptr, pitch;
     if ((rc = real(args, &ptr, &pitch)) != CUDA_SUCCESS) {
-        give_back(d, estimate);
+        gs_lease_give(d, estimate);
         return rc;
     }
     uint64_t actual = pitch * height;
-    if (actual > estimate && reserve(d, actual - estimate) != CUDA_SUCCESS) {
+    if (actual > estimate && gs_reserve(d, actual - estimate) != CUDA_SUCCESS) {
         release(ptr);
-        give_back(d, estimate);
+        gs_lease_give(d, estimate);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (actual < estimate)
-        give_back(d, estimate - actual);
-    track(K_PTR, ptr, d, actual, current_ctx());
+        gs_lease_give(d, estimate - actual);
+    gs_mem_track(GS_K_PTR, ptr, d, actual, current_ctx());
     return CUDA_SUCCESS;
 }
 
@@ -418,7 +403,7 @@ static CUresult real_free_async(uint64_t key)
 GS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     GS_PROLOGUE(cuMemFree_v2);
-    CUresult rc = counted_free(K_PTR, dptr, real_free_v2);
+    CUresult rc = counted_free(GS_K_PTR, dptr, real_free_v2);
     gs_pools_touched(); /* it may be stream-ordered memory */
     return rc;
 }
@@ -426,7 +411,7 @@ GS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 GS_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
     GS_PROLOGUE(cuMemFree);
-    return counted_free(K_PTR, dptr, real_free_v1);
+    return counted_free(GS_K_PTR, dptr, real_free_v1);
 }
 
 GS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
@@ -434,7 +419,7 @@ GS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
     GS_PROLOGUE(cuMemFreeAsync);
     free_stream = stream;
     free_ptsz = false;
-    CUresult rc = counted_free(K_PTR, dptr, real_free_async);
+    CUresult rc = counted_free(GS_K_PTR, dptr, real_free_async);
     gs_pools_touched();
     return rc;
 }
@@ -444,7 +429,7 @@ GS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
     GS_PROLOGUE(cuMemFreeAsync_ptsz);
     free_stream = stream;
     free_ptsz = true;
-    CUresult rc = counted_free(K_PTR, dptr, real_free_async);
+    CUresult rc = counted_free(GS_K_PTR, dptr, real_free_async);
     gs_pools_touched();
     return rc;
 }
@@ -457,9 +442,9 @@ GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     GS_PROLOGUE(cuMemCreate);
     struct gs_dev *d;
     if (!handle || !prop || size == 0 || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-        gs_gate_device_by_ordinal(prop->location.id, &d) != CUDA_SUCCESS)
+        gs_lookup_ordinal(prop->location.id, &d) != CUDA_SUCCESS)
         return GS_REAL(cuMemCreate)(handle, size, prop, flags); /* host memory, or invalid */
-    COUNTED_ALLOC(d, size, K_VMM, GS_REAL(cuMemCreate)(handle, size, prop, flags), *handle, NULL);
+    COUNTED_ALLOC(d, size, GS_K_VMM, GS_REAL(cuMemCreate)(handle, size, prop, flags), *handle, NULL);
 }
 
 /* "cuMemRelease": memory still mapped is freed when its last mapping goes,
@@ -471,26 +456,26 @@ GS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
      * value is not confused with it; undo if the driver refuses. */
     struct counted freed = {0};
     bool marked = false;
-    pthread_mutex_lock(&table_lock);
-    struct counted *e = find_locked(K_VMM, handle);
+    gs_lock(GS_LOCK_TABLE);
+    struct counted *e = find_locked(GS_K_VMM, handle);
     if (e && e->maps == 0) {
         freed = *e;
         forget_locked(e);
     } else if (e && !e->released) {
         e->released = marked = true;
     }
-    pthread_mutex_unlock(&table_lock);
+    gs_unlock(GS_LOCK_TABLE);
     CUresult rc = GS_REAL(cuMemRelease)(handle);
     if (rc == CUDA_SUCCESS) {
         if (freed.kind)
-            give_back(&gs_devs[freed.slot], freed.bytes);
+            gs_lease_give(&gs_devs[freed.slot], freed.bytes);
     } else if (freed.kind) {
-        track(K_VMM, handle, &gs_devs[freed.slot], freed.bytes, NULL);
+        gs_mem_track(GS_K_VMM, handle, &gs_devs[freed.slot], freed.bytes, NULL);
     } else if (marked) {
-        pthread_mutex_lock(&table_lock);
-        if ((e = find_locked(K_VMM, handle)))
+        gs_lock(GS_LOCK_TABLE);
+        if ((e = find_locked(GS_K_VMM, handle)))
             e->released = false;
-        pthread_mutex_unlock(&table_lock);
+        gs_unlock(GS_LOCK_TABLE);
     }
     return rc;
 }
@@ -502,8 +487,8 @@ GS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGe
     CUresult rc = GS_REAL(cuMemMap)(ptr, size, offset, handle, flags);
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&table_lock);
-    struct counted *e = find_locked(K_VMM, handle);
+    gs_lock(GS_LOCK_TABLE);
+    struct counted *e = find_locked(GS_K_VMM, handle);
     if (e && nmappings == mappings_cap) {
         size_t cap = mappings_cap ? mappings_cap * 2 : 64;
         struct mapping *grown = realloc(mappings, cap * sizeof *grown);
@@ -519,7 +504,7 @@ GS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGe
         gs_log(GS_LOG_ERROR, "out of memory for the mapping table: a handle's memory stays counted until exit");
         e->maps = UINT32_MAX;
     }
-    pthread_mutex_unlock(&table_lock);
+    gs_unlock(GS_LOCK_TABLE);
     return rc;
 }
 
@@ -530,21 +515,21 @@ GS_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     if (rc != CUDA_SUCCESS)
         return rc;
     uint64_t back[GS_MAX_DEVICES] = {0};
-    pthread_mutex_lock(&table_lock);
+    gs_lock(GS_LOCK_TABLE);
     for (size_t i = 0; i < nmappings;) {
         struct mapping *m = &mappings[i];
         if (m->base < (uint64_t)ptr || m->base - (uint64_t)ptr >= size) {
             i++;
             continue;
         }
-        struct counted *e = find_locked(K_VMM, m->handle);
+        struct counted *e = find_locked(GS_K_VMM, m->handle);
         *m = mappings[--nmappings];
         if (e && e->maps != UINT32_MAX && --e->maps == 0 && e->released) {
             back[e->slot] += e->bytes;
             forget_locked(e);
         }
     }
-    pthread_mutex_unlock(&table_lock);
+    gs_unlock(GS_LOCK_TABLE);
     give_back_all(back);
     return rc;
 }
@@ -593,7 +578,7 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t depth, uint64_t ele
         if (!handle || bytes == 0)                                                     \
             return GS_REAL(name)(handle, desc);                                        \
         CURRENT_DEV_OR_PASS(d, GS_REAL(name)(handle, desc));                           \
-        COUNTED_ALLOC(d, bytes, K_ARRAY, GS_REAL(name)(handle, desc), (uintptr_t)*handle, current_ctx()); \
+        COUNTED_ALLOC(d, bytes, GS_K_ARRAY, GS_REAL(name)(handle, desc), (uintptr_t)*handle, current_ctx()); \
     }
 
 ARRAY_CREATE(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR, 0)
@@ -606,7 +591,7 @@ static CUresult real_array_destroy(uint64_t key) { return GS_REAL(cuArrayDestroy
 GS_EXPORT CUresult cuArrayDestroy(CUarray handle)
 {
     GS_PROLOGUE(cuArrayDestroy);
-    return counted_free(K_ARRAY, (uintptr_t)handle, real_array_destroy);
+    return counted_free(GS_K_ARRAY, (uintptr_t)handle, real_array_destroy);
 }
 
 GS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *handle, const CUDA_ARRAY3D_DESCRIPTOR *desc,
@@ -632,7 +617,7 @@ GS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *handle, const CUDA_A
     if (!handle || total == 0)
         return GS_REAL(cuMipmappedArrayCreate)(handle, desc, levels);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMipmappedArrayCreate)(handle, desc, levels));
-    COUNTED_ALLOC(d, total, K_MIPMAP, GS_REAL(cuMipmappedArrayCreate)(handle, desc, levels), (uintptr_t)*handle,
+    COUNTED_ALLOC(d, total, GS_K_MIPMAP, GS_REAL(cuMipmappedArrayCreate)(handle, desc, levels), (uintptr_t)*handle,
                   current_ctx());
 }
 
@@ -644,7 +629,7 @@ static CUresult real_mipmap_destroy(uint64_t key)
 GS_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray handle)
 {
     GS_PROLOGUE(cuMipmappedArrayDestroy);
-    return counted_free(K_MIPMAP, (uintptr_t)handle, real_mipmap_destroy);
+    return counted_free(GS_K_MIPMAP, (uintptr_t)handle, real_mipmap_destroy);
 }
 
 /* ---- what the application is told ---------------------------------------- */
@@ -667,7 +652,7 @@ static bool capped_info(uint64_t *free_bytes, uint64_t *total_bytes)
 {
     struct gs_dev *d;
     uint64_t cap, used;
-    if (gs_gate_current_device(&d) != CUDA_SUCCESS)
+    if (gs_lookup_current(&d) != CUDA_SUCCESS)
         return false;
     gs_pools_settle(true);
     if (!query_cap(d, &cap, &used))
@@ -682,7 +667,7 @@ static void capped_total(CUdevice dev, uint64_t *total)
 {
     struct gs_dev *d;
     uint64_t cap, used;
-    if (gs_gate_device_by_ordinal(dev, &d) == CUDA_SUCCESS && query_cap(d, &cap, &used) && cap < *total)
+    if (gs_lookup_ordinal(dev, &d) == CUDA_SUCCESS && query_cap(d, &cap, &used) && cap < *total)
         *total = cap;
 }
 
@@ -736,16 +721,10 @@ GS_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 
 void gs_memory_after_fork_child(void)
 {
-    /* The child holds none of the parent's device memory. */
-    pthread_mutex_init(&table_lock, NULL);
-    free(alloc_table);
+    /* The child holds none of the parent's device memory. The tables leak:
+     * another thread of the parent may have been growing them. */
     alloc_table = NULL;
     table_cap = table_used = 0;
-    free(mappings);
     mappings = NULL;
     nmappings = mappings_cap = 0;
-    gs_lease_after_fork_child();
-    gs_pools_after_fork_child();
-    gs_ctxmem_after_fork_child();
-    gs_graphmem_after_fork_child();
 }

@@ -134,10 +134,8 @@ extern gs_entry gs_nvml_real[GS_NVML_COUNT];
  * NVML_ERROR_LIBRARY_NOT_FOUND. */
 nvmlReturn_t gs_nvml_init(void *hint);
 
-/* dlsym of an NVML name that found `found`: the shim's wrapper if the
- * name is one it wraps (whatever was found), else `found`. */
-void *gs_nvml_lookup(const char *name, void *found);
-bool gs_nvml_is_wrapped_name(const char *name);
+/* The index of an NVML entry's exact name (GS_NVML_IDX_*), or -1. */
+int gs_nvml_index(const char *name);
 
 /* ---- gs_nvml_usage.c ------------------------------------------------------- */
 
@@ -155,8 +153,6 @@ bool gs_nvml_usage(nvmlDevice_t dev, struct gs_nvml_usage *out, nvmlReturn_t *rc
 /* Whether pid is one of the tenant's processes on any GPU the process can
  * see (asking the server about each). */
 bool gs_nvml_pid_is_tenants(unsigned int pid);
-/* The gate thread got a USAGE answer (gs_gate_lock held). */
-void gs_nvml_usage_arrived_locked(const struct gs_msg_usage *u);
 void gs_nvml_after_fork_child(void);
 
 #endif

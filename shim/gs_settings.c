@@ -64,7 +64,7 @@ static bool present(const char *path)
  * the last reason the policy file gave for waiting (a message logged once
  * per change), the policy file beside the socket on the host (empty if
  * none), and the policy in force with where it came from; all guarded by
- * gs_gate_lock, under which every caller runs. */
+ * the gate lock, under which every caller runs. */
 static bool in_tenant;
 static char last_complaint[160];
 static char host_policy_path[128];

@@ -20,20 +20,20 @@ const char *gs_getenv(const char *name);
  * container, from its directory at GS_CONTAINER_RUN_DIR, whatever the
  * environment says; elsewhere, from GPUSLICE_SOCKET and
  * GPUSLICE_ON_SERVER_DOWN. Reads files: called once, when the gate thread
- * first starts (gs_gate_lock held). */
+ * first starts (the gate lock held). */
 void gs_settings_connection(char *socket_path, size_t size, bool *open_policy);
 
 /* The policy now, given the one in force: inside a tenant the policy file
  * is read again (the server may have changed it since); elsewhere the
  * environment has not changed, but the policy file beside the socket may
  * say the node's gpuslice was uninstalled. Reads a file: called after a
- * connection failed, not on any fast path (gs_gate_lock held). */
+ * connection failed, not on any fast path (the gate lock held). */
 bool gs_settings_policy_again(bool open_policy);
 
 /* The policy in force, as a word ("wait", "open" or "uninstalled": the
  * last two run GPU work while no server answers, ungated), and where it
  * came from ("the default", "GPUSLICE_ON_SERVER_DOWN", or the policy
- * file's path); static strings, for messages (gs_gate_lock held). */
+ * file's path); static strings, for messages (the gate lock held). */
 void gs_settings_policy(const char **word, const char **source);
 
 #endif

@@ -4,10 +4,11 @@
  * the call at debug level, runs the hook points and calls the real function.
  *
  * Hot path: once the driver is loaded, a wrapper costs an acquire load, a
- * predictable branch on the log level and the hooks; no lock, no syscall.
+ * predictable branch on the log level and the launch gate's fast path
+ * (gs_launch.h); no lock, no syscall.
  */
 #include "gs_driver.h"
-#include "gs_hooks.h"
+#include "gs_launch.h"
 #include "gs_log.h"
 
 #define GS_LAUNCH(name, params, args, stream, ptsz)                     \
@@ -15,10 +16,10 @@
     {                                                                   \
         GS_PROLOGUE(name);                                              \
         struct gs_admit gs_admit;                                       \
-        if ((gs_rc = gs_hook_launch_enter(stream, ptsz, &gs_admit)) != CUDA_SUCCESS) \
+        if ((gs_rc = gs_launch_enter(stream, ptsz, &gs_admit)) != CUDA_SUCCESS) \
             return gs_rc;                                               \
         gs_rc = GS_REAL(name) args;                                     \
-        gs_hook_launch_exit(&gs_admit, gs_rc);                          \
+        gs_launch_exit(&gs_admit, gs_rc);                          \
         return gs_rc;                                                   \
     }
 
@@ -28,13 +29,13 @@
     {                                                                   \
         GS_PROLOGUE(name);                                              \
         gs_rc = GS_REAL(name) args;                                     \
-        gs_hook_context_changed();                                      \
+        gs_launch_context_changed();                                      \
         return gs_rc;                                                   \
     }
 
-#define GS_CUSTOM(name, params, args) /* gs_graph.c, gs_capture.c, gs_contexts.c */
+#define GS_CUSTOM(name, params, args) /* gs_graph.c, gs_streams.c, gs_lifetimes.c, gs_sync.c, ... */
 #define GS_MEMORY(name, params, args) /* gs_memory.c */
-#define GS_LOOKUP(name, params, args) /* gs_procaddress.c */
+#define GS_LOOKUP(name, params, args) /* gs_symbols.c */
 #define GS_INTERNAL(name, params, args) /* not wrapped */
 
 #include "gs_entries.h"

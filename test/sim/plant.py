@@ -1,7 +1,8 @@
 """The simulation can fail: each of the bugs below is planted, one at a time,
-in a copy of the scheduler's sources (tokenserver/sched.c, memory.c), the
-simulation is built from that copy, and it must break an invariant within
-the first 1000 seeds. Prints the first seed that caught each bug.
+in a copy of the scheduler's sources (tokenserver/sched.c, memory.c) and of
+the shim's slice machine (shim/gs_slice.c), the simulation is built from
+that copy, and it must break an invariant within the first 1000 seeds.
+Prints the first seed that caught each bug.
 
     plant.py SOURCE_ROOT CC [BUG ...]
 
@@ -37,14 +38,28 @@ BUGS = {
         "tokenserver/sched.c", "    if (dt && dt->refs > 0 && --dt->refs == 0) {\n        slot->tenant->devices--;",
         "    if (dt && dt->refs > 0 && dt->refs == 0) {\n        slot->tenant->devices--;",
         "a rank that exits still counts as one of its gang's GPUs"),
+    # the shim's slice machine
+    "shim-admit-after-revoke": (
+        "shim/gs_slice.c", "    if (s->state != GS_SLICE_HOLD || ev->grant != s->grant)\n        return;\n    s->deadline_ns = now;",
+        "    if (s->state != GS_SLICE_HOLD || ev->grant == s->grant)\n        return;\n    s->deadline_ns = now;",
+        "the shim ignores a REVOKE of the slice it holds and goes on admitting launches"),
+    "shim-idle-forgotten": (
+        "shim/gs_slice.c", "    if (since && now > since)\n        atomic_fetch_add(&s->idle_ns, now - since);\n}",
+        "    (void)since;\n}",
+        "the idle spell a launch ends is not added to what RELEASE reports"),
+    "shim-release-undrained": (
+        "shim/gs_slice.c", "    if (!s->drainer) {\n        /* Nobody can wait for the work",
+        "    if (1) {\n        /* Nobody can wait for the work",
+        "a drain ends at once: RELEASE goes out before the admitted work has finished"),
 }
 
 SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/memory.c", "tokenserver/histogram.c"]
+SHIM = ["shim/gs_slice.c"]
 
 
 def build(root, cc, workdir, bug):
     """Copies the sources, plants bug, builds sim; its path or None."""
-    for rel in SCHEDULER + ["tokenserver/sched.h", "tokenserver/histogram.h"]:
+    for rel in SCHEDULER + SHIM + ["tokenserver/sched.h", "tokenserver/histogram.h", "shim/gs_slice.h"]:
         os.makedirs(os.path.dirname(os.path.join(workdir, rel)), exist_ok=True)
         shutil.copy(os.path.join(root, rel), os.path.join(workdir, rel))
     path, old, new, _ = BUGS[bug]
@@ -56,10 +71,11 @@ def build(root, cc, workdir, bug):
     open(target, "w").write(text.replace(old, new))
     sim_dir = os.path.join(root, "test", "sim")
     sources = [os.path.join(sim_dir, f) for f in sorted(os.listdir(sim_dir)) if f.endswith(".c")]
-    sources += [os.path.join(workdir, rel) for rel in SCHEDULER]
+    sources += [os.path.join(workdir, rel) for rel in SCHEDULER + SHIM]
     exe = os.path.join(workdir, "sim")
     argv = [cc, "-std=c11", "-O2", "-D_GNU_SOURCE", "-w", "-I", os.path.join(root, "include"),
-            "-I", os.path.join(workdir, "tokenserver"), "-I", sim_dir, "-o", exe] + sources + ["-lm"]
+            "-I", os.path.join(workdir, "tokenserver"), "-I", os.path.join(workdir, "shim"), "-I", sim_dir,
+            "-o", exe] + sources + ["-lm"]
     built = subprocess.run(argv, capture_output=True, text=True)
     if built.returncode != 0:
         print("FAILED: bug %s: the planted copy does not build:\n%s" % (bug, built.stderr[-2000:]))

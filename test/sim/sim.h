@@ -9,8 +9,10 @@
  *   sim_scenario.c what a seed makes: GPUs, tenants, processes, faults
  *   sim_server.c   the server's side: the scheduler's steps and actions,
  *                  what clients.c and devices.c do in the real server
- *   sim_shim.c     a process's side of the protocol: a model of the shim
- *                  (slices, drains, idle spells, leases of device memory)
+ *   sim_shim.c     a process's side of the protocol: the shim's real slice
+ *                  machine (shim/gs_slice.c, unchanged) driven as its
+ *                  threads drive it, and a model of its leases of device
+ *                  memory
  *   sim_app.c      what processes run (patterns of kernels and host work)
  *                  and the simulated GPUs
  *   sim_hostile.c  tenants that speak the protocol to abuse it
@@ -24,6 +26,7 @@
 #include <stdint.h>
 
 #include "gpuslice/protocol.h"
+#include "gs_slice.h"
 #include "sched.h"
 
 #define SIM_MAX_GPUS 4
@@ -131,27 +134,34 @@ struct tenant_plan {
     uint64_t cap_lowered_at;
 };
 
-/* A process's side of one GPU: the shim's state for it. */
-enum shim_state { SH_NONE, SH_WANT, SH_HOLD, SH_DRAIN };
-
+/* A process's side of one GPU: the shim's slice machine for it, what its
+ * threads do around the machine, and what the checks know. */
 struct shim_dev {
     int gpu, slot;
-    enum shim_state st;
+    struct gs_slice slice;   /* the real slice machine (shim/gs_slice.c) */
+    bool waiting;            /* the application's launch waits for admission */
+    bool drainer_poked;      /* START_ROUND: the drainer asks once the step is done */
+    bool round;              /* a drainer round runs */
+    uint64_t round_target, round_began;
+    uint64_t drainer_at;     /* when the drainer asks again (0: when woken) */
+    uint64_t done;           /* its launches on the GPU that finished */
+    uint64_t last_done;      /* when the last one finished */
+    uint64_t seen_done;      /* when the drainer could see it (later if the process was stopped) */
+    /* what the checks know of the slice, from the server's messages */
+    uint64_t held_grant;     /* the grant the process holds; 0: none */
+    uint64_t held_deadline;
+    bool revoked;            /* a REVOKE of held_grant arrived ... */
+    uint64_t revoked_at;     /* ... then */
+    uint64_t drain_began;    /* the machine entered DRAIN then */
+    bool busy;               /* something of it is on the GPU ... */
+    uint64_t empty_since;    /* ... or nothing has been since then */
+    uint64_t slice_sent;     /* the grant of the slice held was sent then */
+    uint64_t true_idle;      /* time in the slice with nothing of it on the GPU */
+    uint64_t known_idle;     /* spells the shim was shown and that ended */
+    uint64_t known_since;    /* a spell the shim was shown, still open (0: none) */
+    /* the hostile tenants' own bookkeeping (sim_hostile.c) */
     uint64_t grant, last_released, deadline;
-    bool catch_up, drain_for_idle;
-    bool launched;           /* a launch was admitted in this slice */
-    uint64_t slice_start;
-    int queued;              /* items admitted and not finished */
-    uint64_t queued_est;     /* their estimated device time */
-    uint64_t est;            /* the estimate of one item's device time, as
-                                the drainer measures it: from when it could
-                                start (queued, or the last one finished) to
-                                its end, siblings' turns included */
-    uint64_t last_done;
-    uint64_t quiet_since, last_sync_end;
-    uint64_t idle_acc, idle_from;  /* idle spells in the slice */
-    int waiters;             /* launches waiting for admission */
-    /* device memory */
+    /* device memory (a model of shim/gs_lease.c) */
     uint64_t held, headroom; /* what the process holds, and its lease's rest */
     bool lease_wait;         /* an allocation waits for a lease */
     bool lease_out;          /* its MEM_LEASE is unanswered */
@@ -175,6 +185,7 @@ struct sim_proc {
     int ngpus;
     struct shim_dev dev[SIM_RANKS];
     uint64_t shim_gen, shim_at;
+    uint64_t gate_due, gate_at; /* the gate thread's next look: planned, and with its lateness */
     /* the application */
     uint64_t app_gen;
     uint64_t item_len;       /* its items' device time */
@@ -343,10 +354,12 @@ void shim_timer(struct world *w, struct sim_proc *p);
 void shim_disconnected(struct world *w, struct sim_proc *p);
 /* The process is gone (killed): its holds and waits end. */
 void shim_gone(struct world *w, struct sim_proc *p);
-/* The application wants to launch an item on its GPU number i: true if
- * admitted (the caller queues it), false if it must wait (the shim calls
- * app_admitted later). */
-bool shim_launch(struct world *w, struct sim_proc *p, int i);
+/* The application wants to launch an item on its GPU number i: admitted
+ * through a slice (the caller queues it), admitted ungated (the caller
+ * queues it excused: no slice the server knows of), or it must wait (the
+ * shim calls app_admitted when it may ask again). */
+enum shim_admit { SHIM_WAIT, SHIM_GATED, SHIM_UNGATED };
+enum shim_admit shim_launch(struct world *w, struct sim_proc *p, int i);
 /* One of its items finished; it was submitted at `submitted`. */
 void shim_item_done(struct world *w, struct sim_proc *p, int i, uint64_t submitted);
 void shim_synced(struct world *w, struct sim_proc *p, int i);

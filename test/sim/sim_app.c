@@ -187,12 +187,12 @@ static uint64_t item_len(struct world *w, const struct sim_proc *p)
 /* Launches one item on its GPU number i if the shim admits it. */
 static bool launch(struct world *w, struct sim_proc *p, int i)
 {
-    bool gated = p->conn >= 0;
-    if (!shim_launch(w, p, i))
+    enum shim_admit admit = shim_launch(w, p, i);
+    if (admit == SHIM_WAIT)
         return false;
     int64_t coll = p->app == APP_RANK ? p->next_collective++ : -1;
     p->in_flight[i]++;
-    gpu_submit(w, p->dev[i].gpu, p, item_len(w, p), coll, !gated);
+    gpu_submit(w, p->dev[i].gpu, p, item_len(w, p), coll, admit == SHIM_UNGATED);
     return true;
 }
 
@@ -246,8 +246,11 @@ void app_step(struct world *w, struct sim_proc *p)
                 ;
         break;
     case APP_BURSTS:
-        if (w->now >= p->burst_until && w->now < p->idle_until)
+        if (w->now >= p->burst_until && w->now < p->idle_until) {
+            if (p->dev[0].waiting)
+                launch(w, p, 0); /* a launch blocked in the shim goes on waiting */
             break; /* idle: nothing launched */
+        }
         if (w->now >= p->idle_until) {
             p->burst_until = w->now + rng_range(&w->rng, 20 * MS, 400 * MS);
             p->idle_until = p->burst_until + rng_range(&w->rng, 5 * MS, 600 * MS);

@@ -1,29 +1,44 @@
 /*
- * A process's side of the protocol in the simulation: a model of the shim
- * (shim/gs_client.c, gs_gate.c, gs_drain.c, gs_idle.c, gs_lease.c) as the
- * server sees it, per GPU:
- *   - NONE -> WANT on the first launch that finds no slice (ACQUIRE);
- *   - WANT -> HOLD on GRANT; launches are admitted while the estimated
- *     device time queued fits before the deadline (any one at the start of
- *     a slice); a launch that does not fit closes admission;
- *   - HOLD -> DRAIN at the deadline, on REVOKE, when nothing fits, or after
- *     2 ms without a launch or running work (an idle release);
- *   - DRAIN -> RELEASE once its queued work has finished, asking for more
- *     unless it drained for idleness; the idle spells of the slice (its
- *     work finished after a synchronize, until the next launch) go in it.
- * A GRANT with the id of the slice it holds extends it; one it gave back
- * is ignored unless it is a JOIN. Device memory is counted in leases of
- * headroom, as gs_lease.c does. Reconnection after a lost server: backoff
- * from 50 ms to 1 s, then HELLO, DEVICE, MEM_DECLARE, ACQUIRE.
+ * A process's side of the protocol in the simulation: the shim's real
+ * slice machine (shim/gs_slice.c, compiled in unchanged), driven the way
+ * the shim's threads drive it:
+ *   - the application's launches take the machine's fast path
+ *     (gs_slice_admit_fast) or, when it refuses, deliver LAUNCH and wait
+ *     for WAKE_LAUNCHERS, asking again;
+ *   - the gate thread delivers the server's messages and, after each and
+ *     at the time the machines asked for (ARM_TIMER), TIMER to every GPU;
+ *     its wake-ups come a little late, as a busy machine's do;
+ *   - a drainer per GPU asks DRAINER_READY when woken (START_ROUND) or at
+ *     the time it was told, and a round it begins ends when the work
+ *     handed to the driver before it has finished on the simulated GPU
+ *     (ROUND_DONE);
+ *   - a synchronization that finds every launch finished delivers SYNCED.
+ * Device memory is counted in leases of headroom by a model of
+ * shim/gs_lease.c (not the slice machine's business). Reconnection after a
+ * lost server: backoff from 50 ms to 1 s, then HELLO, DEVICE, MEM_DECLARE.
+ *
+ * What it checks about the shim (besides sim_check.c's invariants):
+ *   - a launch is admitted only within a slice: a grant the process holds,
+ *     not revoked, before its deadline (or after it while the gate thread
+ *     is late to look; then the launch is an overrun, excused), or ungated
+ *     while no server answers under the `open` policy;
+ *   - a RELEASE comes only once every launch admitted has finished, and as
+ *     soon as it has: a drain waits for nothing the shim did not admit;
+ *   - after a REVOKE, the process releases at the end of the first drain
+ *     round that begins after it;
+ *   - the idle time a RELEASE reports is no more than the time the
+ *     process had nothing on the GPU in the slice, and no less than the
+ *     spells the shim was shown (from a grant found with nothing queued, or
+ *     from the end of work a synchronization found finished, to the next
+ *     launch or the release).
  */
 #include "sim.h"
 
 #include <string.h>
 
-#define IDLE_RELEASE_NS (2 * MS)
-#define FIRST_SLICE_ALLOWANCE 4     /* launches before the first measurement */
 #define LEASE_RETRY_NS (500 * US)
 #define LEASE_IDLE_NS (40 * MS)     /* headroom goes back after this without allocations */
+#define IDLE_SLACK_NS 1000          /* rounding in the idle checks */
 
 bool shim_policy_open(struct world *w, const struct sim_proc *p)
 {
@@ -55,13 +70,6 @@ static void send(struct world *w, struct sim_proc *p, const struct gs_msg *m)
         send_to_server(w, p->conn, m);
 }
 
-static void send_slot(struct world *w, struct sim_proc *p, enum gs_msg_type type, const struct shim_dev *d)
-{
-    struct gs_msg m = {.type = type};
-    m.u.acquire.slot = (uint32_t)d->slot;
-    send(w, p, &m);
-}
-
 static void send_mem(struct world *w, struct sim_proc *p, enum gs_msg_type type, const struct shim_dev *d,
                      uint64_t bytes)
 {
@@ -71,7 +79,17 @@ static void send_mem(struct world *w, struct sim_proc *p, enum gs_msg_type type,
     send(w, p, &m);
 }
 
-/* ---- held time, for the figures ------------------------------------------------- */
+static uint64_t submitted(const struct shim_dev *d)
+{
+    return atomic_load(&d->slice.submitted);
+}
+
+static bool holding(enum gs_slice_state st)
+{
+    return st == GS_SLICE_HOLD || st == GS_SLICE_DRAIN;
+}
+
+/* ---- held time and waits, for the figures ----------------------------------- */
 
 /* A tenant waits for a GPU while one of its processes there wants a slice
  * and none holds one; recomputed after every change of either count. */
@@ -131,129 +149,315 @@ static void want_end(struct world *w, struct sim_proc *p, int i)
     }
 }
 
-/* ---- slices ------------------------------------------------------------------ */
-
-static void release(struct world *w, struct sim_proc *p, int i)
+/* The figures follow the machine's state. */
+static void state_changed(struct world *w, struct sim_proc *p, int i, enum gs_slice_state before)
 {
-    struct shim_dev *d = &p->dev[i];
-    bool more = d->waiters > 0 || !d->drain_for_idle;
-    uint64_t idle = d->idle_acc + (d->idle_from ? w->now - d->idle_from : 0);
-    struct gs_msg m = {.type = GS_MSG_RELEASE};
-    m.u.release.slot = (uint32_t)d->slot;
-    m.u.release.grant = d->grant;
-    m.u.release.idle_ns = idle;
-    m.u.release.flags = more ? GS_RELEASE_MORE : 0;
-    trace(w, "proc %d gpu %d: RELEASE grant %llu idle %.3f ms%s", p->id, d->gpu, (unsigned long long)d->grant,
-          (double)idle / 1e6, more ? " more" : "");
-    send(w, p, &m);
-    d->last_released = d->grant;
-    d->idle_acc = 0;
-    d->idle_from = 0;
-    hold_end(w, p, i);
-    d->st = more ? SH_WANT : SH_NONE;
-    if (more)
+    enum gs_slice_state after = p->dev[i].slice.state;
+    if (after == before)
+        return;
+    if (before == GS_SLICE_WANT)
+        want_end(w, p, i);
+    if (holding(before) && !holding(after))
+        hold_end(w, p, i);
+    if (!holding(before) && holding(after))
+        hold_begin(w, p, i);
+    if (after == GS_SLICE_WANT)
         want_begin(w, p, i);
 }
 
-static void begin_drain(struct world *w, struct sim_proc *p, int i, bool for_idle)
+/* ---- delivering events ---------------------------------------------------- */
+
+static void plan_gate(struct world *w, struct sim_proc *p);
+
+/* RELEASE: what the checks know of a slice given back. */
+static void released(struct world *w, struct sim_proc *p, int i, const struct gs_slice_action *a)
 {
     struct shim_dev *d = &p->dev[i];
-    d->st = SH_DRAIN;
-    d->drain_for_idle = for_idle;
-    if (d->queued == 0)
-        release(w, p, i);
+    uint64_t left = submitted(d) - d->done;
+    if (left > 0)
+        fail(w, "proc %d released GPU %d (grant %llu) with %llu of its launches still on it", p->id, d->gpu,
+             (unsigned long long)a->grant, (unsigned long long)left);
+    uint64_t due = d->drain_began > d->seen_done ? d->drain_began : d->seen_done;
+    if (w->now > due)
+        fail(w, "proc %d's drain on GPU %d released %.3f ms after the work it admitted had finished: it waited "
+             "for something else", p->id, d->gpu, (double)(w->now - due) / 1e6);
+    uint64_t from = d->empty_since > d->slice_sent ? d->empty_since : d->slice_sent;
+    uint64_t truly = d->true_idle + (!d->busy && w->now > from ? w->now - from : 0);
+    uint64_t known = d->known_idle + (d->known_since ? w->now - d->known_since : 0);
+    if (a->idle_ns > truly + IDLE_SLACK_NS)
+        fail(w, "proc %d's RELEASE on GPU %d claims %.3f ms idle; it had nothing on the GPU for %.3f ms of the slice",
+             p->id, d->gpu, (double)a->idle_ns / 1e6, (double)truly / 1e6);
+    if (a->idle_ns + IDLE_SLACK_NS < known)
+        fail(w, "proc %d's RELEASE on GPU %d reports %.3f ms idle; the shim saw spells of %.3f ms", p->id, d->gpu,
+             (double)a->idle_ns / 1e6, (double)known / 1e6);
+    trace(w, "proc %d gpu %d: RELEASE grant %llu idle %.3f ms%s (launches %llu in the slice, %.3f ms each, %.3f ms left)",
+          p->id, d->gpu, (unsigned long long)a->grant, (double)a->idle_ns / 1e6, a->more ? " more" : "",
+          (unsigned long long)(atomic_load(&d->slice.admitted) - d->slice.admitted_at_grant), d->slice.kernel_ns / 1e6,
+          ((double)d->slice.deadline_ns - (double)w->now) / 1e6);
+    struct gs_msg m = {.type = GS_MSG_RELEASE};
+    m.u.release.slot = (uint32_t)d->slot;
+    m.u.release.grant = a->grant;
+    m.u.release.idle_ns = a->idle_ns;
+    m.u.release.flags = a->more ? GS_RELEASE_MORE : 0;
+    send(w, p, &m);
+    d->held_grant = 0;
+    d->revoked = false;
+    d->known_since = 0;
 }
 
-/* Whether one more item fits in the slice held (gs_gate_update_budget_locked). */
-static bool fits(const struct world *w, const struct shim_dev *d)
-{
-    if (w->now >= d->deadline)
-        return false;
-    if (d->est == 0) /* not measured yet: a fixed allowance */
-        return d->queued < FIRST_SLICE_ALLOWANCE;
-    if (w->now + d->queued_est + d->est <= d->deadline)
-        return true;
-    /* one launch at the start of a slice, whatever its length */
-    return d->queued == 0 && w->now - d->slice_start < d->deadline - w->now;
-}
-
-static void admit(struct world *w, struct shim_dev *d)
-{
-    d->launched = true;
-    d->queued++;
-    d->queued_est += d->est;
-    d->quiet_since = w->now;
-    if (d->idle_from) {
-        d->idle_acc += w->now - d->idle_from;
-        d->idle_from = 0;
-    }
-}
-
-bool shim_launch(struct world *w, struct sim_proc *p, int i)
+/* One step of GPU number i's machine, and its actions carried out as the
+ * shim's threads carry them out. */
+static struct gs_slice_actions deliver(struct world *w, struct sim_proc *p, int i, const struct gs_slice_event *ev)
 {
     struct shim_dev *d = &p->dev[i];
-    if (p->conn < 0 && shim_policy_open(w, p)) {
-        d->queued++;
-        d->waiters = 0;
-        return true; /* ungated while the server is gone: the caller excuses it */
-    }
-    switch (d->st) {
-    case SH_HOLD:
-        if (fits(w, d)) {
-            admit(w, d);
-            d->waiters = 0;
-            if (d->catch_up) { /* one launch, then drain */
-                d->catch_up = false;
-                begin_drain(w, p, i, false);
-            }
-            return true;
+    enum gs_slice_state before = d->slice.state;
+    struct gs_slice_actions out;
+    gs_slice_step(&d->slice, ev, w->now, &out);
+    if (before != GS_SLICE_DRAIN)
+        d->drain_began = w->now; /* a RELEASE in this step ends a drain begun in it */
+    state_changed(w, p, i, before);
+    for (int k = 0; k < out.n && !w->failed; k++) {
+        const struct gs_slice_action *a = &out.a[k];
+        switch (a->type) {
+        case GS_SLICE_SEND_ACQUIRE: {
+            struct gs_msg m = {.type = GS_MSG_ACQUIRE};
+            m.u.acquire.slot = (uint32_t)d->slot;
+            send(w, p, &m);
+            break;
         }
-        d->waiters = 1;
-        begin_drain(w, p, i, false); /* nothing more fits */
-        return false;
-    case SH_NONE:
-        d->waiters = 1;
-        if (connected(p)) {
-            send_slot(w, p, GS_MSG_ACQUIRE, d);
-            d->st = SH_WANT;
-            want_begin(w, p, i);
+        case GS_SLICE_SEND_RELEASE:
+            released(w, p, i, a);
+            break;
+        case GS_SLICE_START_ROUND:
+            d->drainer_poked = true; /* it asks once this step's thread lets go */
+            break;
+        case GS_SLICE_WAKE_LAUNCHERS:
+            if (d->waiting)
+                app_admitted(w, p, i);
+            break;
+        case GS_SLICE_ARM_TIMER:
+            if (a->wake)
+                plan_gate(w, p);
+            break;
+        case GS_SLICE_FORGET_STREAMS:
+            break;
         }
-        return false;
-    default:
-        d->waiters = 1;
-        return false;
     }
+    return out;
 }
 
-void shim_item_done(struct world *w, struct sim_proc *p, int i, uint64_t submitted)
+/* ---- the gate thread's timer ------------------------------------------------- */
+
+static uint64_t lateness(struct world *w)
 {
-    struct shim_dev *d = &p->dev[i];
-    uint64_t from = submitted > d->last_done ? submitted : d->last_done;
-    uint64_t took = w->now - from;
-    d->last_done = w->now;
-    if (d->queued > 0)
-        d->queued--;
-    d->queued_est = d->queued_est > d->est ? d->queued_est - d->est : 0;
-    d->est = d->est ? (7 * d->est + took) / 8 : took;
-    if (d->queued == 0)
-        d->queued_est = 0;
-    if (d->st == SH_HOLD)
-        d->quiet_since = w->now; /* work seen running counts as activity */
-    if (d->st == SH_DRAIN && d->queued == 0)
-        release(w, p, i);
+    /* a thread woken at its deadline runs a little later, now and then
+     * milliseconds later */
+    return rng_chance(&w->rng, 0.05) ? rng_range(&w->rng, 100 * US, 2 * MS) : rng_range(&w->rng, 0, 80 * US);
+}
+
+/* The gate thread plans its next look: the earliest time a machine asked. */
+static void plan_gate(struct world *w, struct sim_proc *p)
+{
+    uint64_t due = 0;
+    for (int i = 0; i < p->ngpus; i++) {
+        uint64_t at = p->dev[i].slice.timer_at;
+        if (at && (!due || at < due))
+            due = at;
+    }
+    if (due == p->gate_due)
+        return;
+    p->gate_due = due;
+    p->gate_at = due ? (due > w->now ? due : w->now) + lateness(w) : 0;
     shim_schedule(w, p);
 }
 
+/* The gate thread runs: every machine hears that time passed, and it
+ * plans again. */
+static void gate_looks(struct world *w, struct sim_proc *p)
+{
+    p->gate_due = p->gate_at = 0;
+    struct gs_slice_event tick = {.type = GS_SLICE_TIMER};
+    for (int i = 0; i < p->ngpus; i++)
+        deliver(w, p, i, &tick);
+    plan_gate(w, p);
+}
+
+/* ---- the drainers -------------------------------------------------------------- */
+
+static void drainer_asks(struct world *w, struct sim_proc *p, int i);
+
+/* The round of GPU number i ended: its work up to the round's target has
+ * finished. */
+static void round_ends(struct world *w, struct sim_proc *p, int i)
+{
+    struct shim_dev *d = &p->dev[i];
+    d->round = false;
+    struct gs_slice_event done = {.type = GS_SLICE_ROUND_DONE, .target = d->round_target};
+    deliver(w, p, i, &done);
+    if (d->revoked && d->held_grant && d->round_began >= d->revoked_at && connected(p))
+        fail(w, "proc %d got REVOKE of grant %llu on GPU %d at %.6f s; a drain round that began after it ended "
+             "without the release", p->id, (unsigned long long)d->held_grant, d->gpu, (double)d->revoked_at / 1e9);
+}
+
+/* The drainer of GPU number i asks whether a round is due, and runs it. */
+static void drainer_asks(struct world *w, struct sim_proc *p, int i)
+{
+    struct shim_dev *d = &p->dev[i];
+    for (int guard = 0; guard < 8 && !d->round && !w->failed; guard++) {
+        struct gs_slice_event ready = {.type = GS_SLICE_DRAINER_READY};
+        struct gs_slice_actions out = deliver(w, p, i, &ready);
+        if (!out.round_begins) {
+            d->drainer_at = out.round_wait_until;
+            return;
+        }
+        d->round = true;
+        d->round_began = w->now;
+        d->round_target = submitted(d);
+        if (d->done < d->round_target)
+            return; /* it ends when the GPU finishes the target (shim_item_done) */
+        round_ends(w, p, i);
+    }
+    if (!d->round)
+        d->drainer_at = w->now + 1; /* asked again at once: look again a moment later */
+}
+
+/* Drainers woken by the steps just taken ask now (their thread takes the
+ * lock once the waking thread has let go of it). */
+static void run_drainers(struct world *w, struct sim_proc *p)
+{
+    for (int pass = 0; pass < 4; pass++) {
+        bool any = false;
+        for (int i = 0; i < p->ngpus && !w->failed; i++) {
+            struct shim_dev *d = &p->dev[i];
+            if (!d->drainer_poked)
+                continue;
+            d->drainer_poked = false;
+            if (!d->round) {
+                d->drainer_at = 0;
+                drainer_asks(w, p, i);
+                any = true;
+            }
+        }
+        if (!any)
+            return;
+    }
+}
+
+/* ---- the application's side --------------------------------------------------- */
+
+/* A launch admitted on GPU number i: whether it was within a slice. */
+static enum shim_admit launched(struct world *w, struct sim_proc *p, int i)
+{
+    struct shim_dev *d = &p->dev[i];
+    const struct gs_slice *s = &d->slice;
+    if (!d->busy) {
+        uint64_t from = d->empty_since > d->slice_sent ? d->empty_since : d->slice_sent;
+        if (w->now > from)
+            d->true_idle += w->now - from;
+        d->busy = true;
+    }
+    if (d->known_since) {
+        d->known_idle += w->now - d->known_since;
+        d->known_since = 0;
+    }
+    if (!s->connected) {
+        if (!s->policy_open)
+            fail(w, "proc %d: a launch on GPU %d admitted with no server under the wait policy", p->id, d->gpu);
+        return SHIM_UNGATED;
+    }
+    if (!d->held_grant) {
+        fail(w, "proc %d: a launch on GPU %d admitted outside any slice (the shim is in %s)", p->id, d->gpu,
+             gs_slice_state_name(s->state));
+        return SHIM_GATED;
+    }
+    if (d->revoked) {
+        fail(w, "proc %d: a launch on GPU %d admitted %.3f ms after the REVOKE of its slice", p->id, d->gpu,
+             (double)(w->now - d->revoked_at) / 1e6);
+        return SHIM_GATED;
+    }
+    if (w->now > d->held_deadline) {
+        /* No clock on the fast path: until the gate thread looks, a launch
+         * within the budget goes through. An overrun, not the slice's. */
+        if (p->gate_due && p->gate_due <= d->held_deadline)
+            return SHIM_UNGATED;
+        fail(w, "proc %d: a launch on GPU %d admitted %.3f ms past its slice's deadline, the gate thread not due "
+             "to look until %.3f ms past it", p->id, d->gpu, (double)(w->now - d->held_deadline) / 1e6,
+             p->gate_due ? ((double)p->gate_due - (double)d->held_deadline) / 1e6 : -1.0);
+    }
+    return SHIM_GATED;
+}
+
+enum shim_admit shim_launch(struct world *w, struct sim_proc *p, int i)
+{
+    struct shim_dev *d = &p->dev[i];
+    struct gs_slice *s = &d->slice;
+    bool admitted;
+    if (!d->waiting && gs_slice_admit_fast(s)) {
+        if (atomic_load(&s->idle_since) != 0)
+            gs_slice_end_idle(s, w->now);
+        admitted = true;
+    } else {
+        struct gs_slice_event ev = {.type = GS_SLICE_LAUNCH, .retry = d->waiting};
+        admitted = deliver(w, p, i, &ev).admitted;
+    }
+    enum shim_admit kind = SHIM_WAIT;
+    if (admitted) {
+        d->waiting = false;
+        atomic_fetch_add(&s->submitted, 1); /* handed to the driver */
+        kind = launched(w, p, i);
+    } else {
+        d->waiting = true;
+    }
+    run_drainers(w, p);
+    shim_schedule(w, p);
+    return kind;
+}
+
+void shim_item_done(struct world *w, struct sim_proc *p, int i, uint64_t submitted_at)
+{
+    (void)submitted_at;
+    struct shim_dev *d = &p->dev[i];
+    d->done++;
+    d->last_done = w->now;
+    if (d->done == submitted(d)) {
+        d->busy = false;
+        d->empty_since = w->now;
+    }
+    if (p->stopped) {
+        /* its drainer sees it when the process runs again (shim_timer) */
+        p->shim_at = 0;
+        post(w, w->now, EV_SHIM, p->id, ++p->shim_gen);
+        return;
+    }
+    d->seen_done = w->now;
+    if (d->round && d->done >= d->round_target) {
+        round_ends(w, p, i);
+        drainer_asks(w, p, i);
+    }
+    run_drainers(w, p);
+    shim_schedule(w, p);
+}
+
+/* The application synchronized and found its work finished (cuCtxSynchronize
+ * or cuStreamSynchronize returning): what gs_idle.c tells the machine. */
 void shim_synced(struct world *w, struct sim_proc *p, int i)
 {
     struct shim_dev *d = &p->dev[i];
-    d->last_sync_end = w->now;
-    if (d->queued == 0 && d->st == SH_HOLD && !d->idle_from)
-        d->idle_from = w->now;
+    struct gs_slice *s = &d->slice;
+    uint64_t admitted = atomic_load(&s->admitted);
+    if (!atomic_load(&s->open) || atomic_load(&s->idle_since) != 0 || submitted(d) != admitted ||
+        s->state != GS_SLICE_HOLD)
+        return; /* not a spell gs_idle.c can be sure of */
+    if (!d->known_since)
+        d->known_since = w->now;
+    struct gs_slice_event ev = {.type = GS_SLICE_SYNCED, .finished = admitted, .idle_from = w->now,
+                                .as_round = admitted > s->admitted_at_grant};
+    deliver(w, p, i, &ev);
+    run_drainers(w, p);
     shim_schedule(w, p);
 }
 
-/* ---- memory ------------------------------------------------------------------ */
+/* ---- memory (a model of gs_lease.c) ------------------------------------------ */
 
 static void send_lease(struct world *w, struct sim_proc *p, int i)
 {
@@ -348,59 +552,60 @@ static void granted(struct world *w, struct sim_proc *p, const struct gs_msg *m,
     if (i < 0)
         return;
     struct shim_dev *d = &p->dev[i];
-    bool join = (m->u.grant.flags & GS_GRANT_JOIN) && d->st == SH_WANT;
-    if (m->u.grant.grant == d->last_released && !join)
-        return; /* an extension of a slice already given back */
-    bool extension = m->u.grant.grant == d->grant && (d->st == SH_HOLD || d->st == SH_DRAIN);
-    if (!extension && d->st != SH_WANT)
-        return;
-    if (!extension) {
-        want_end(w, p, i);
-        hold_begin(w, p, i);
-        d->launched = false;
-        d->slice_start = w->now;
-        d->quiet_since = w->now;
-        d->idle_acc = 0;
-        /* nothing of it has run since the grant was sent */
-        d->idle_from = d->queued == 0 && d->waiters == 0 ? sent : 0;
+    struct gs_slice *s = &d->slice;
+    bool held_before = holding(s->state) && s->grant == m->u.grant.grant;
+    struct gs_slice_event ev = {.type = GS_SLICE_GRANT, .grant = m->u.grant.grant,
+                                .deadline_ns = m->u.grant.deadline_ns, .flags = m->u.grant.flags, .sent_ns = sent};
+    deliver(w, p, i, &ev);
+    if (s->state != GS_SLICE_HOLD || s->grant != m->u.grant.grant)
+        return; /* not taken: given back already, or not asked for */
+    if (!held_before) {
+        d->held_grant = s->grant;
+        d->revoked = false;
+        d->slice_sent = sent;
+        d->true_idle = d->known_idle = 0;
+        /* a spell from the grant's sending, if the shim knows nothing of
+         * this process is on the GPU */
+        bool known_empty = d->done == submitted(d) && s->completed >= submitted(d) &&
+                           atomic_load(&s->admitted) == submitted(d);
+        d->known_since = known_empty ? sent : 0;
     }
-    d->grant = m->u.grant.grant;
-    d->deadline = m->u.grant.deadline_ns;
-    d->catch_up = !extension && (m->u.grant.flags & GS_GRANT_CATCHUP);
-    d->st = SH_HOLD;
-    trace(w, "proc %d gpu %d: %s grant %llu until +%.3f ms", p->id, d->gpu, extension ? "extended" : "holds",
-          (unsigned long long)d->grant, (double)(d->deadline - w->now) / 1e6);
-    if (d->waiters)
-        app_admitted(w, p, i);
-    shim_schedule(w, p);
+    d->held_deadline = s->deadline_ns;
+    trace(w, "proc %d gpu %d: %s grant %llu until +%.3f ms", p->id, d->gpu, held_before ? "extended" : "holds",
+          (unsigned long long)s->grant, ((double)s->deadline_ns - (double)w->now) / 1e6);
 }
 
 void shim_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m, uint64_t sent)
 {
     switch (m->type) {
-    case GS_MSG_WELCOME:
+    case GS_MSG_WELCOME: {
         p->welcomed = true;
         p->backoff = 50 * MS;
+        struct gs_slice_event ev = {.type = GS_SLICE_WELCOME};
         for (int i = 0; i < p->ngpus; i++) {
             struct shim_dev *d = &p->dev[i];
+            deliver(w, p, i, &ev);
             if (d->lease_wait && !d->lease_out)
                 send_lease(w, p, i);
-            if (d->waiters && d->st == SH_NONE) {
-                send_slot(w, p, GS_MSG_ACQUIRE, d);
-                d->st = SH_WANT;
-                want_begin(w, p, i);
-            }
         }
         break;
+    }
     case GS_MSG_GRANT:
         granted(w, p, m, sent);
         break;
     case GS_MSG_REVOKE: {
         int i = dev_of_slot(p, m->u.grant.slot);
-        if (i >= 0 && p->dev[i].st == SH_HOLD && m->u.grant.grant == p->dev[i].grant) {
-            p->dev[i].deadline = w->now;
-            begin_drain(w, p, i, false);
+        if (i < 0)
+            break;
+        struct shim_dev *d = &p->dev[i];
+        if (d->held_grant && d->held_grant == m->u.grant.grant && !d->revoked) {
+            d->revoked = true;
+            d->revoked_at = w->now;
+            trace(w, "proc %d gpu %d: REVOKE of grant %llu (in %s)", p->id, d->gpu, (unsigned long long)d->held_grant,
+                  gs_slice_state_name(d->slice.state));
         }
+        struct gs_slice_event ev = {.type = GS_SLICE_REVOKE, .grant = m->u.grant.grant};
+        deliver(w, p, i, &ev);
         break;
     }
     case GS_MSG_MEM_LEASED:
@@ -421,10 +626,27 @@ void shim_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m, u
     default:
         break;
     }
+    /* the gate thread read it, and looks at every GPU before it sleeps */
+    if (p->conn >= 0)
+        gate_looks(w, p);
+    run_drainers(w, p);
     shim_schedule(w, p);
 }
 
 /* ---- the connection ------------------------------------------------------------ */
+
+static void lost(struct world *w, struct sim_proc *p)
+{
+    struct gs_slice_event ev = {.type = GS_SLICE_DISCONNECTED, .policy_open = shim_policy_open(w, p)};
+    for (int i = 0; i < p->ngpus; i++) {
+        struct shim_dev *d = &p->dev[i];
+        d->held_grant = 0;
+        d->revoked = false;
+        d->known_since = 0;
+        d->lease_out = false; /* lost with the connection: asked again */
+        deliver(w, p, i, &ev);
+    }
+}
 
 static void connect_now(struct world *w, struct sim_proc *p)
 {
@@ -433,9 +655,13 @@ static void connect_now(struct world *w, struct sim_proc *p)
     if (p->conn < 0) {
         p->next_try = w->now + p->backoff;
         p->backoff = p->backoff * 2 > 1000 * MS ? 1000 * MS : p->backoff * 2;
+        lost(w, p);
         return;
     }
     p->conn_gen++;
+    struct gs_slice_event ev = {.type = GS_SLICE_CONNECTING};
+    for (int i = 0; i < p->ngpus; i++)
+        deliver(w, p, i, &ev);
     trace(w, "proc %d: connected (conn %d), counting %llu (held %llu)", p->id, p->conn,
           (unsigned long long)shim_count(p, 0), (unsigned long long)p->dev[0].held);
     struct gs_msg hello = {.type = GS_MSG_HELLO};
@@ -456,7 +682,16 @@ void shim_start(struct world *w, struct sim_proc *p)
 {
     p->conn = -1;
     p->backoff = 50 * MS;
+    struct gs_slice_event added = {.type = GS_SLICE_ADDED, .connected = false, .connecting = true,
+                                   .policy_open = shim_policy_open(w, p)};
+    struct gs_slice_event drainer = {.type = GS_SLICE_DRAINER_STARTED};
+    for (int i = 0; i < p->ngpus; i++) {
+        p->dev[i].empty_since = w->now;
+        deliver(w, p, i, &added);
+        deliver(w, p, i, &drainer);
+    }
     connect_now(w, p);
+    gate_looks(w, p);
     shim_schedule(w, p);
 }
 
@@ -468,34 +703,20 @@ void shim_disconnected(struct world *w, struct sim_proc *p)
     p->welcomed = false;
     /* what it has on the GPUs is no slice's the next server knows */
     gpu_excuse(w, p->id);
-    for (int i = 0; i < p->ngpus; i++) {
-        struct shim_dev *d = &p->dev[i];
-        if (d->st == SH_HOLD || d->st == SH_DRAIN)
-            hold_end(w, p, i);
-        if (d->st == SH_WANT)
-            want_end(w, p, i);
-        d->st = SH_NONE;
-        d->grant = d->last_released = 0;
-        d->catch_up = false;
-        d->idle_acc = d->idle_from = 0;
-        d->lease_out = false; /* lost with the connection: asked again */
-    }
+    lost(w, p);
     p->next_try = w->now + p->backoff;
-    if (shim_policy_open(w, p)) /* launches go ahead, ungated */
-        for (int i = 0; i < p->ngpus; i++)
-            if (p->dev[i].waiters)
-                app_admitted(w, p, i);
+    gate_looks(w, p);
+    run_drainers(w, p);
 }
 
 void shim_gone(struct world *w, struct sim_proc *p)
 {
     for (int i = 0; i < p->ngpus; i++) {
-        struct shim_dev *d = &p->dev[i];
-        if (d->st == SH_HOLD || d->st == SH_DRAIN)
+        enum gs_slice_state st = p->dev[i].slice.state;
+        if (holding(st))
             hold_end(w, p, i);
-        if (d->st == SH_WANT)
+        if (st == GS_SLICE_WANT)
             want_end(w, p, i);
-        d->st = SH_NONE;
     }
 }
 
@@ -504,15 +725,12 @@ void shim_schedule(struct world *w, struct sim_proc *p)
     uint64_t at = UINT64_MAX;
     if (p->conn < 0)
         at = p->next_try;
+    if (p->gate_at && p->gate_at < at)
+        at = p->gate_at;
     for (int i = 0; i < p->ngpus; i++) {
         const struct shim_dev *d = &p->dev[i];
-        if (d->st == SH_HOLD) {
-            if (d->deadline < at)
-                at = d->deadline;
-            uint64_t active = d->quiet_since > d->last_sync_end ? d->quiet_since : d->last_sync_end;
-            if (d->queued == 0 && d->waiters == 0 && active + IDLE_RELEASE_NS < at)
-                at = active + IDLE_RELEASE_NS;
-        }
+        if (!d->round && d->drainer_at && d->drainer_at < at)
+            at = d->drainer_at;
         if (d->lease_wait && !d->lease_out && connected(p) && d->lease_retry_at < at)
             at = d->lease_retry_at;
         if (!d->lease_wait && d->headroom && connected(p) && d->last_mem + LEASE_IDLE_NS < at)
@@ -529,16 +747,24 @@ void shim_schedule(struct world *w, struct sim_proc *p)
 void shim_timer(struct world *w, struct sim_proc *p)
 {
     p->shim_at = 0;
-    if (p->conn < 0 && w->now >= p->next_try)
+    if (p->conn < 0 && w->now >= p->next_try) {
         connect_now(w, p);
+        gate_looks(w, p);
+    }
+    if (p->gate_at && w->now >= p->gate_at)
+        gate_looks(w, p);
     for (int i = 0; i < p->ngpus; i++) {
         struct shim_dev *d = &p->dev[i];
-        if (d->st == SH_HOLD) {
-            uint64_t active = d->quiet_since > d->last_sync_end ? d->quiet_since : d->last_sync_end;
-            if (w->now >= d->deadline)
-                begin_drain(w, p, i, false);
-            else if (d->queued == 0 && d->waiters == 0 && w->now >= active + IDLE_RELEASE_NS)
-                begin_drain(w, p, i, true);
+        if (d->seen_done < d->last_done) { /* finished while the process was stopped */
+            d->seen_done = w->now;
+            if (d->round && d->done >= d->round_target) {
+                round_ends(w, p, i);
+                drainer_asks(w, p, i);
+            }
+        }
+        if (!d->round && d->drainer_at && w->now >= d->drainer_at) {
+            d->drainer_at = 0;
+            drainer_asks(w, p, i);
         }
         if (d->lease_wait && !d->lease_out && connected(p) && w->now >= d->lease_retry_at)
             send_lease(w, p, i);
@@ -547,5 +773,6 @@ void shim_timer(struct world *w, struct sim_proc *p)
             d->headroom = 0;
         }
     }
+    run_drainers(w, p);
     shim_schedule(w, p);
 }

@@ -201,8 +201,9 @@ static void handle(struct world *w, struct event *e)
         if (c->queued_to > 0)
             c->queued_to--;
         if (p->alive && p->conn == e->a) {
-            if (p->stopped) { /* it reads when it runs again */
-                post_msg(w, w->now + 100 * US, EV_TO_PROC, e->a, &e->msg, e->sent);
+            if (p->stopped) { /* it reads when it runs again, in the order sent: every message
+                                  waits on the same 100 us grid, ties in the order they came */
+                post_msg(w, (w->now / (100 * US) + 1) * (100 * US), EV_TO_PROC, e->a, &e->msg, e->sent);
                 c->queued_to++;
             } else if (p->app == APP_HOSTILE) {
                 hostile_receive(w, p, &e->msg);

@@ -1,21 +1,85 @@
 /*
- * cuGetProcAddress and cuGetProcAddress_v2: how CUDA 11.3+ runtimes fetch
- * every driver entry point.
+ * Symbol lookups: which driver and NVML names the shim wraps and the
+ * wrapper of each (the tables refer to every wrapper of every file, so
+ * they stand above all of them), and the wrappers of cuGetProcAddress and
+ * cuGetProcAddress_v2, how CUDA 11.3+ runtimes fetch every driver entry
+ * point. (The dlsym override, gs_dlsym.c, uses the tables too.)
  *
- * The real driver picks the variant for the caller's CUDA version and
- * stream flags, and its status and errors are returned unchanged. The
- * pointer it returns is then replaced by the shim's wrapper of the same
- * variant, and this fails closed: when the pointer is the driver's
- * exported function, the variant is the one it is; when it is anything
- * else (a tool's trampoline, an internal alias), the variant is chosen by
- * name, version and flags from the table below, as the driver would, and
- * wrapped all the same. A wrapped name never reaches the application
- * unwrapped.
+ * cuGetProcAddress: the real driver picks the variant for the caller's
+ * CUDA version and stream flags, and its status and errors are returned
+ * unchanged. The pointer it returns is then replaced by the shim's wrapper
+ * of the same variant, and this fails closed: when the pointer is the
+ * driver's exported function, the variant is the one it is; when it is
+ * anything else (a tool's trampoline, an internal alias), the variant is
+ * chosen by name, version and flags from the table below, as the driver
+ * would, and wrapped all the same. A wrapped name never reaches the
+ * application unwrapped.
+ *
+ * Owns nothing mutable but the NVML lookups' log-once bits (atomic).
  */
-#include "gs_driver.h"
+#include "gs_symbols.h"
 #include "gs_log.h"
+#include "gs_nvml.h"
 
 #include <string.h>
+
+#define GS_WRAPPER_1(name) (gs_entry)name,
+#define GS_WRAPPER_0(name) NULL, /* not wrapped */
+#define GS_ENTRY(name, params, wrapped) GS_WRAPPER_##wrapped(name)
+static const gs_entry driver_wrappers[GS_ENTRY_COUNT] = {
+#include "gs_entries.h"
+};
+
+gs_entry gs_symbols_driver_wrapper(int index)
+{
+    return driver_wrappers[index];
+}
+
+bool gs_symbols_driver_wrapped(const char *name)
+{
+    int i = gs_driver_entry_index(name);
+    return i >= 0 && driver_wrappers[i];
+}
+
+/* The NVML wrappers, declared and listed (NULL for an internal entry). */
+#define GS_NVML(name, params) GS_EXPORT nvmlReturn_t name params;
+#define GS_NVML_INTERNAL(name, params)
+#include "gs_nvml_entries.h"
+#define GS_NVML(name, params) (gs_entry)name,
+#define GS_NVML_INTERNAL(name, params) NULL,
+static const gs_entry nvml_wrappers[GS_NVML_COUNT] = {
+#include "gs_nvml_entries.h"
+};
+
+bool gs_symbols_nvml_wrapped(const char *name)
+{
+    int i = gs_nvml_index(name);
+    return i >= 0 && nvml_wrappers[i];
+}
+
+/* Entries already reported by the lookup as found elsewhere; bits set with
+ * atomic OR, from any thread. */
+static _Atomic uint64_t unknown_reported[(GS_NVML_COUNT + 63) / 64];
+
+void *gs_symbols_nvml_lookup(const char *name, void *found)
+{
+    int i = gs_nvml_index(name);
+    if (!found || i < 0 || !nvml_wrappers[i])
+        return found;
+    gs_entry fn = gs_ptr_to_entry(found);
+    if (fn == nvml_wrappers[i])
+        return found; /* the shim's own export (RTLD_DEFAULT finds it first) */
+    if (gs_nvml_init(found) == NVML_SUCCESS && fn != gs_nvml_real[i]) {
+        uint64_t bit = 1ull << (i % 64);
+        if (!(atomic_fetch_or(&unknown_reported[i / 64], bit) & bit))
+            gs_log(GS_LOG_INFO, "dlsym(%s) returned a pointer that is not NVML's %s: wrapped all the same", name,
+                   name);
+    }
+    GS_DEBUG("dlsym(%s): wrapped", name);
+    return gs_entry_to_ptr(nvml_wrappers[i]);
+}
+
+/* ---- cuGetProcAddress ---- */
 
 /* The CUDA version each versioned variant appeared in (cudaTypedefs.h
  * names them PFN_<base>_v<version>); a variant not listed here is the
@@ -81,7 +145,7 @@ static int choose_variant(const char *symbol, int version, cuuint64_t flags)
     int best = -1, best_since = -1, fallback = -1, fallback_since = -1;
     for (int i = 0; i < GS_ENTRY_COUNT; i++) {
         bool ptsz;
-        if (!gs_driver_wrapper(i) || !is_variant_of(gs_driver_entry_name(i), symbol, &ptsz))
+        if (!gs_symbols_driver_wrapper(i) || !is_variant_of(gs_driver_entry_name(i), symbol, &ptsz))
             continue;
         int since = since_version(gs_driver_entry_name(i));
         if (since > version)
@@ -93,7 +157,7 @@ static int choose_variant(const char *symbol, int version, cuuint64_t flags)
     }
     if (best < 0)
         best = fallback; /* no per-thread variant: the plain one serves both */
-    if (best < 0 && exact >= 0 && gs_driver_wrapper(exact))
+    if (best < 0 && exact >= 0 && gs_symbols_driver_wrapper(exact))
         best = exact;
     return best;
 }
@@ -107,17 +171,17 @@ static CUresult finish_lookup(const char *path, const char *symbol, int version,
     /* The driver's own exported function: its choice of variant stands. */
     for (int i = 0; i < GS_ENTRY_COUNT; i++) {
         bool ptsz;
-        if (gs_real_fn[i] == real && gs_driver_wrapper(i) &&
+        if (gs_real_fn[i] == real && gs_symbols_driver_wrapper(i) &&
             (is_variant_of(gs_driver_entry_name(i), symbol, &ptsz) || strcmp(gs_driver_entry_name(i), symbol) == 0)) {
             GS_DEBUG("%s(%s): wrapped %s", path, symbol, gs_driver_entry_name(i));
-            *pfn = gs_entry_to_ptr(gs_driver_wrapper(i));
+            *pfn = gs_entry_to_ptr(gs_symbols_driver_wrapper(i));
             return rc;
         }
     }
     int chosen = choose_variant(symbol, version, flags);
     if (chosen >= 0) {
         gs_driver_note_unknown_pointer(chosen, path, symbol);
-        *pfn = gs_entry_to_ptr(gs_driver_wrapper(chosen));
+        *pfn = gs_entry_to_ptr(gs_symbols_driver_wrapper(chosen));
     }
     return rc;
 }

@@ -1,4 +1,8 @@
 /*
+ * Synchronizations: the wrappers of cuCtxSynchronize, cuStreamSynchronize
+ * (and _ptsz) and cuEventSynchronize, and what they tell the slice machine
+ * (GS_SLICE_SYNCED): an idle spell begins, and a drainer round is done.
+ *
  * Idle spells: the parts of a held slice in which the process had nothing
  * on the GPU, so that the server charges the device time it used rather
  * than its own pauses.
@@ -24,7 +28,7 @@
  *     the two is how long ago the work ended (the driver noticing, the
  *     thread waking). Otherwise, from when the synchronization returned.
  *   - The next launch admitted on the device, from any thread, ends the
- *     spell (gs_idle_end, called from the launch path only when
+ *     spell (gs_slice_end_idle, called from the launch path only when
  *     idle_since is set) and adds it to idle_ns.
  *   - A new slice starts idle: from the grant's sending (the server
  *     charges from then; gpuslice/transport.h) to its first launch.
@@ -35,59 +39,35 @@
  * another context than the caller's current one, nothing is counted, and
  * the slice is charged whole, as before.
  *
- * The race with a launch on another thread: the launcher adds to admitted
- * and then reads idle_since; this code sets idle_since and then reads
- * admitted, all sequentially consistent. So either the launcher sees the
- * spell and ends it, or this code sees the launch and takes the spell
- * back; never a spell that outlives a launch.
+ * The race with a launch on another thread is the slice machine's to
+ * settle (gs_slice.c): never a spell that outlives a launch.
  *
- * State: idle_since and idle_ns in struct gs_dev (atomics); the stream
- * list it checks is gs_dev.streams, under gs_gate_lock.
+ * Owns nothing: the spells are the slice machine's; the stream list it
+ * checks is gs_dev.streams, under the gate lock. The capture lock
+ * (gs_locks.h) keeps the streams alive while they are queried (a stream's
+ * destruction takes it) and captures from beginning; no lock is held
+ * while a mark or probe is waited for.
  */
+#include "gs_capture.h"
 #include "gs_contexts.h"
-#include "gs_gate.h"
-#include "gs_hooks.h"
+#include "gs_dispatch.h"
+#include "gs_drain.h"
+#include "gs_launch.h"
+#include "gs_locks.h"
 
 #include <string.h>
 
 #define IDLE_STREAMS_MAX 8 /* more admitted streams than this: not checked */
-
-void gs_idle_end(struct gs_dev *d)
-{
-    uint64_t since = atomic_exchange(&d->idle_since, 0);
-    if (since == 0)
-        return;
-    uint64_t now = gs_now_ns();
-    if (now > since)
-        atomic_fetch_add(&d->idle_ns, now - since);
-}
-
-void gs_idle_slice_begin_locked(struct gs_dev *d, uint64_t now)
-{
-    atomic_store(&d->idle_ns, 0);
-    /* Nothing is queued between slices unless the process ran unthrottled
-     * (server down, open policy); then do not claim a spell. */
-    atomic_store(&d->idle_since, gs_gate_queue_empty_locked(d) ? now : 0);
-}
-
-uint64_t gs_idle_take_locked(struct gs_dev *d, uint64_t now)
-{
-    uint64_t idle = atomic_exchange(&d->idle_ns, 0);
-    uint64_t since = atomic_exchange(&d->idle_since, 0);
-    if (since && now > since)
-        idle += now - since;
-    return idle;
-}
 
 /* The device a synchronization on `stream` concerns: the gate the calling
  * thread last launched into that stream through, or its latest one. */
 static struct gs_dev *sync_device(bool any_stream, CUstream stream, int ptsz)
 {
     for (int i = 0; i < GS_LAUNCH_CACHE; i++)
-        if (gs_tls_launches[i].dev && (any_stream || (gs_tls_launches[i].stream == stream &&
-                                                      gs_tls_launches[i].ptsz == ptsz)))
-            return gs_tls_launches[i].dev;
-    return any_stream ? gs_tls_dev : NULL;
+        if (gs_launch_cache[i].dev && (any_stream || (gs_launch_cache[i].stream == stream &&
+                                                      gs_launch_cache[i].ptsz == ptsz)))
+            return gs_launch_cache[i].dev;
+    return any_stream ? gs_lookup_current_known() : NULL;
 }
 
 /* A timed event recorded on the only stream with admitted work as a
@@ -104,7 +84,8 @@ struct sync_mark {
 /* Whether d may turn idle (held, admission open, no capture anywhere). */
 static bool may_turn_idle(const struct gs_dev *d)
 {
-    return d && atomic_load_explicit(&d->open, memory_order_relaxed) && atomic_load(&d->idle_since) == 0 &&
+    return d && atomic_load_explicit(&d->slice.open, memory_order_relaxed) &&
+           atomic_load(&d->slice.idle_since) == 0 &&
            atomic_load_explicit(&gs_captures_active, memory_order_relaxed) == 0;
 }
 
@@ -114,16 +95,16 @@ static void before_sync(struct gs_dev *d, struct sync_mark *m)
     CUcontext current = NULL;
     if (!may_turn_idle(d) || GS_REAL(cuCtxGetCurrent)(&current) != CUDA_SUCCESS || !current)
         return;
-    pthread_mutex_lock(&gs_capture_lock);
-    pthread_mutex_lock(&gs_gate_lock);
-    bool single = d->state == GS_DEV_HOLD && d->nstreams == 1 && d->nflushes == 0 &&
+    gs_lock(GS_LOCK_CAPTURE);
+    gs_lock(GS_LOCK_GATE);
+    bool single = d->slice.state == GS_SLICE_HOLD && d->nstreams == 1 && d->nflushes == 0 &&
                   !gs_drain_has_thread_marks_locked(d) && d->streams[0].ctx->handle == current &&
                   gs_ctx_use_locked(d->streams[0].ctx);
     if (single) {
         m->ctx = d->streams[0].ctx;
         m->stream = d->streams[0].stream;
     }
-    pthread_mutex_unlock(&gs_gate_lock);
+    gs_unlock(GS_LOCK_GATE);
     if (single) {
         m->event = gs_ctx_event_take(m->ctx, true);
         m->host_ns = gs_now_ns();
@@ -132,21 +113,12 @@ static void before_sync(struct gs_dev *d, struct sync_mark *m)
             m->event = NULL;
         }
         if (!m->event) {
-            pthread_mutex_lock(&gs_gate_lock);
+            gs_lock(GS_LOCK_GATE);
             gs_ctx_unuse_locked(m->ctx);
-            pthread_mutex_unlock(&gs_gate_lock);
+            gs_unlock(GS_LOCK_GATE);
         }
     }
-    pthread_mutex_unlock(&gs_capture_lock);
-}
-
-/* How long ago the work before the mark ended (0 if unknown), never
- * earlier than the mark was recorded. */
-static uint64_t mark_age(const struct sync_mark *m, uint64_t now)
-{
-    uint64_t age = gs_ctx_event_age_ns(m->ctx, m->stream, m->event);
-    uint64_t bound = now > m->host_ns ? now - m->host_ns : 0;
-    return age < bound ? age : bound;
+    gs_unlock(GS_LOCK_CAPTURE);
 }
 
 /* After a successful synchronization: if everything admitted on d in this
@@ -154,19 +126,19 @@ static uint64_t mark_age(const struct sync_mark *m, uint64_t now)
  * at least since now. */
 static void after_sync(struct gs_dev *d, struct sync_mark *m, bool as_round)
 {
-    uint64_t admitted = d ? atomic_load(&d->admitted) : 0;
+    uint64_t admitted = d ? atomic_load(&d->slice.admitted) : 0;
     CUcontext current = NULL;
     struct gs_tracked_stream streams[IDLE_STREAMS_MAX];
     struct gs_ctx *ctx = NULL;
     int n = 0;
-    bool checkable = may_turn_idle(d) && atomic_load(&d->submitted) == admitted && /* none on its way in */
+    bool checkable = may_turn_idle(d) && atomic_load(&d->slice.submitted) == admitted && /* none on its way in */
                      GS_REAL(cuCtxGetCurrent)(&current) == CUDA_SUCCESS && current;
     /* The capture lock keeps the streams alive while they are queried
      * (stream_destroy holds it), and keeps captures from starting. */
-    pthread_mutex_lock(&gs_capture_lock);
+    gs_lock(GS_LOCK_CAPTURE);
     if (checkable) {
-        pthread_mutex_lock(&gs_gate_lock);
-        checkable = d->state == GS_DEV_HOLD && d->nstreams <= IDLE_STREAMS_MAX && d->nflushes == 0 &&
+        gs_lock(GS_LOCK_GATE);
+        checkable = d->slice.state == GS_SLICE_HOLD && d->nstreams <= IDLE_STREAMS_MAX && d->nflushes == 0 &&
                     !gs_drain_has_thread_marks_locked(d);
         if (checkable) {
             n = d->nstreams;
@@ -178,37 +150,44 @@ static void after_sync(struct gs_dev *d, struct sync_mark *m, bool as_round)
                 checkable = gs_ctx_use_locked(ctx);
             }
         }
-        pthread_mutex_unlock(&gs_gate_lock);
+        gs_unlock(GS_LOCK_GATE);
     }
     for (int i = 0; i < n && checkable; i++)
         checkable = GS_REAL(cuStreamQuery)(streams[i].stream) == CUDA_SUCCESS;
-    if (checkable && atomic_load_explicit(&gs_captures_active, memory_order_relaxed) == 0) {
+    /* How long ago the work before the mark ended: a probe recorded on the
+     * idle stream completes at once (recorded here, waited for with no lock
+     * held). */
+    bool idle = checkable && atomic_load_explicit(&gs_captures_active, memory_order_relaxed) == 0;
+    CUevent probe = idle && m->event && n == 1 && m->stream == streams[0].stream ? gs_ctx_probe(m->ctx, m->stream)
+                                                                               : NULL;
+    gs_unlock(GS_LOCK_CAPTURE);
+    /* Everything admitted had finished: the device is idle since the work
+     * ended (the mark's age, never earlier than the mark was recorded) or
+     * at least since now; and after a wait for a stream or a context, that
+     * is a drainer round, done. (Not after a wait for an event: a program
+     * that keeps its queue full waits for events, and the drainer's rounds
+     * serve it as before.) */
+    struct gs_slice_event ev = {.type = GS_SLICE_SYNCED, .finished = admitted, .as_round = as_round && n > 0};
+    uint64_t age = probe ? gs_ctx_probe_age_ns(m->ctx, probe, m->event) : 0;
+    if (idle) {
         uint64_t now = gs_now_ns();
-        uint64_t since = now - (m->event && n == 1 && m->stream == streams[0].stream ? mark_age(m, now) : 0);
-        uint64_t none = 0;
-        if (atomic_compare_exchange_strong(&d->idle_since, &none, since) && atomic_load(&d->admitted) != admitted) {
-            /* A launch came in meanwhile and may not have seen the spell. */
-            uint64_t mine = since;
-            atomic_compare_exchange_strong(&d->idle_since, &mine, 0);
-        }
+        uint64_t bound = now > m->host_ns ? now - m->host_ns : 0;
+        ev.idle_from = now - (age < bound ? age : bound);
     }
-    pthread_mutex_lock(&gs_gate_lock);
+    gs_lock(GS_LOCK_GATE);
     if (ctx)
         gs_ctx_unuse_locked(ctx);
-    /* Everything admitted had finished: after a wait for a stream or a
-     * context, that is a drainer round, done. (Not after a wait for an
-     * event: a program that keeps its queue full waits for events, and
-     * the drainer's rounds serve it as before.) */
-    if (as_round && checkable && n > 0)
-        gs_drain_note_finished_locked(d, admitted, gs_now_ns());
-    pthread_mutex_unlock(&gs_gate_lock);
+    if (checkable && (ev.idle_from || ev.as_round)) {
+        struct gs_slice_actions out;
+        gs_dispatch_locked(d, &ev, gs_now_ns(), &out);
+    }
+    gs_unlock(GS_LOCK_GATE);
     if (m->event) {
         gs_ctx_event_give(m->ctx, m->event, true);
-        pthread_mutex_lock(&gs_gate_lock);
+        gs_lock(GS_LOCK_GATE);
         gs_ctx_unuse_locked(m->ctx);
-        pthread_mutex_unlock(&gs_gate_lock);
+        gs_unlock(GS_LOCK_GATE);
     }
-    pthread_mutex_unlock(&gs_capture_lock);
 }
 
 /* Each wrapper: the mark (for a wait on everything queued), the real

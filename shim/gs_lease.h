@@ -1,0 +1,51 @@
+/*
+ * The ledger of leases of device memory (gs_lease.c): per GPU, what the
+ * process counts with the server (`granted`: what it holds plus its
+ * headroom) and what it holds. Everything here takes the lease lock
+ * (gs_locks.h) itself and sends what has no answer; asking the server for
+ * more is gs_reserve.c's.
+ */
+#ifndef GPUSLICE_LEASE_H
+#define GPUSLICE_LEASE_H
+
+#include "gs_dev.h"
+
+#include "gpuslice/protocol.h"
+
+/* Counts bytes more as held on d if the headroom covers them: true. Else
+ * false, with what to ask the server for: *need (what the headroom lacks)
+ * and *want (that and a chunk of headroom sized to what the process
+ * allocates). */
+bool gs_lease_take_headroom(struct gs_dev *d, uint64_t bytes, uint64_t *need, uint64_t *want);
+/* The server's answer to a MEM_LEASE: granted bytes more in the count. */
+void gs_lease_granted(struct gs_dev *d, uint64_t granted);
+/* Counted without the server (no server under the open policy): declared
+ * when it is back. */
+void gs_lease_granted_uncounted(struct gs_dev *d, uint64_t bytes);
+/* Counts bytes as held although the cap may not allow them: memory the
+ * driver already took (a context larger than its estimate, a pool's
+ * growth). Never waits for the server: the gate thread calls it too. */
+void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes);
+/* No longer held: back to headroom; headroom far beyond what the process
+ * uses goes back to the server at once. */
+void gs_lease_give(struct gs_dev *d, uint64_t bytes);
+/* The process's unused headroom on d. */
+uint64_t gs_lease_headroom(const struct gs_dev *d);
+/* The process's count on d (held plus headroom), for MEM_DECLARE. */
+uint64_t gs_lease_count(const struct gs_dev *d);
+/* MEM_RECALL: gives up all headroom of d; returns the bytes to free. */
+uint64_t gs_lease_recall(const struct gs_dev *d);
+
+/* The gate thread's tick (gs_gate_thread.c): whether one is wanted (armed
+ * by an allocation or free that leaves headroom, which wakes the gate
+ * thread), disarming it before a tick and arming it after one that wants
+ * another, and giving back the headroom of every GPU that saw no
+ * allocation or free since the last tick: true if some did (tick again). */
+bool gs_lease_tick_wanted(void);
+void gs_lease_tick_disarm(void);
+void gs_lease_tick_arm(void);
+bool gs_lease_give_idle(void);
+
+void gs_lease_after_fork_child(void);
+
+#endif
