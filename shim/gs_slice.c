@@ -312,9 +312,12 @@ static void grant(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t 
         /* The slice is charged from when the server sent the grant, and
          * nothing of this process ran on the GPU since; nothing is queued
          * between slices unless the process ran unthrottled (server down,
-         * open policy): then no spell is claimed. */
+         * open policy): then no spell is claimed while any of it is
+         * queued, and none before the round that saw it finish (it may
+         * have run after the grant was sent: simulation seed 5352). */
+        uint64_t idle_from = ev->sent_ns > s->last_round_end_ns ? ev->sent_ns : s->last_round_end_ns;
         atomic_store(&s->idle_ns, 0);
-        atomic_store(&s->idle_since, queue_empty(s) ? ev->sent_ns : 0);
+        atomic_store(&s->idle_since, queue_empty(s) && idle_from <= now ? idle_from : 0);
         s->slice_start_ns = now;
         s->admitted_at_grant = admitted;
         s->seen_admitted = admitted;

@@ -565,10 +565,12 @@ static void granted(struct world *w, struct sim_proc *p, const struct gs_msg *m,
         d->slice_sent = sent;
         d->true_idle = d->known_idle = 0;
         /* a spell from the grant's sending, if the shim knows nothing of
-         * this process is on the GPU */
+         * this process is on the GPU, and not before the round that
+         * showed it so (work run unthrottled may finish after the send) */
         bool known_empty = d->done == submitted(d) && s->completed >= submitted(d) &&
                            atomic_load(&s->admitted) == submitted(d);
-        d->known_since = known_empty ? sent : 0;
+        uint64_t shown = sent > s->last_round_end_ns ? sent : s->last_round_end_ns;
+        d->known_since = known_empty ? shown : 0;
     }
     d->held_deadline = s->deadline_ns;
     trace(w, "proc %d gpu %d: %s grant %llu until +%.3f ms", p->id, d->gpu, held_before ? "extended" : "holds",
