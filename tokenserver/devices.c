@@ -18,9 +18,7 @@
  */
 #include "server.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,58 +156,6 @@ struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16]
     sched_run(&ev);
     declared_slots++;
     return d;
-}
-
-/* Whether the task whose stat file is at path neither is a zombie nor
- * exits (PF_EXITING, 0x4, in the flags: proc(5), field 9); unreadable
- * counts as alive (its count stays). ENOENT: gone. */
-static bool task_lives(const char *path)
-{
-    char buf[512];
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return errno != ENOENT;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *rest = strrchr(buf, ')'); /* the name may hold anything */
-    char state;
-    unsigned long flags;
-    if (!rest || sscanf(rest + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
-        return true;
-    return state != 'Z' && state != 'X' && !(flags & 0x4);
-}
-
-bool process_lives(pid_t pid)
-{
-    if (pid <= 0)
-        return false;
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return false;
-    /* A zombie, or a process whose exit is closing its files, holds nothing
-     * on a GPU any more: its driver context went with its exit. But the
-     * stat of a process is its main thread's, which may have ended on its
-     * own (pthread_exit) while other threads run on: then one of them
-     * living is the process living. */
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (task_lives(path))
-        return true;
-    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-    DIR *tasks = opendir(path);
-    if (!tasks)
-        return false;
-    bool alive = false;
-    struct dirent *e;
-    while (!alive && (e = readdir(tasks)) != NULL) {
-        char task[96];
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(task, sizeof task, "/proc/%d/task/%.20s/stat", (int)pid, e->d_name);
-        alive = task_lives(task);
-    }
-    closedir(tasks);
-    return alive;
 }
 
 void devices_check_ghosts(void)

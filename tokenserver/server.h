@@ -392,8 +392,11 @@ void device_undeclare(struct client *c, int slot, bool lives_on);
 void devices_client_gone(struct client *c, bool lives_on);
 /* Whether process pid lives on: it exists and is neither a zombie nor
  * exiting (a process whose exit closed its connection holds no device
- * memory any more). */
+ * memory any more). process_lives.c. */
 bool process_lives(pid_t pid);
+/* Whether the task whose /proc stat file fd is open on lives: false for a
+ * zombie, an exiting task, or one reaped since fd was opened. */
+bool task_stat_lives(int fd);
 /* Lets go of the memory counted for processes that exited without a
  * connection (memory.c's ghosts); every second. */
 void devices_check_ghosts(void);
