@@ -160,6 +160,10 @@ static uint64_t admit_ahead(const struct sched *s, const struct device *d)
 
 static void grant_to(struct sched *s, struct sched_slot *slot, const struct device *d, uint32_t flags)
 {
+    /* A latency tenant gives its slice back once idle: asking again
+     * preempts (GS_GRANT_YIELD). */
+    if (slot->tenant->config.class == CLASS_LATENCY)
+        flags |= GS_GRANT_YIELD;
     slot->wants = false;
     slot->holds = d->grant;
     struct sched_action a = {.type = SCHED_GRANT, .slot = slot, .grant = d->grant, .at = d->deadline, .flags = flags,
@@ -544,6 +548,11 @@ static void end_slice(struct sched *s, struct device *d, uint64_t ended, uint64_
     for (size_t i = 0; i < d->nslots; i++)
         if (d->slots[i]->holds == d->grant)
             d->slots[i]->holds = 0;
+    /* The floor follows the holder up to its slice's end: a tenant that
+     * had the GPU alone and leaves it (idle, not waiting) is out of the
+     * running once the holder is gone, and one that comes back later must
+     * not find the floor where it was before that tenant's slices. */
+    raise_floor(d, now);
     d->state = DEV_IDLE;
     d->holder = NULL;
     d->holders = 0;
