@@ -16,7 +16,8 @@
  * waits for what was handed to the driver when it began, and the estimate
  * is a ratio of sums over recent rounds (each round counts as much as it
  * lasted). While a slice is held a round is due at most every millisecond
- * while work runs; a program that synchronizes makes rounds itself
+ * while work runs, or at once while launches wait for what it will tell
+ * (budget, or room under a bound); a program that synchronizes makes rounds itself
  * (SYNCED), and then the drainer sleeps until woken (by a launch short of
  * budget, or the gate thread's timer).
  *
