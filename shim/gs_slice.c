@@ -395,18 +395,15 @@ static void grant(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t 
         /* A new slice's budget starts from nothing: what the last one left
          * unused (an unbounded one, without a drainer) is not carried. */
         atomic_store(&s->budget, admitted);
-        /* The slice is charged from when the server sent the grant: the
-         * spell runs from then, or from the round that saw the process's
-         * last work finish if that was later (after a reconnection a drain
-         * may still run when the GRANT is sent). Nothing is queued between
-         * slices unless the process ran unthrottled (server down, open
-         * policy), or the rounds have not seen its work finish: then no
-         * spell is claimed. */
+        /* The slice is charged from when the server sent the grant, and
+         * nothing of this process ran on the GPU since; nothing is queued
+         * between slices unless the process ran unthrottled (server down,
+         * open policy): then no spell is claimed while any of it is
+         * queued, and none before the round that saw it finish (it may
+         * have run after the grant was sent: simulation seed 5352). */
+        uint64_t idle_from = ev->sent_ns > s->last_round_end_ns ? ev->sent_ns : s->last_round_end_ns;
         atomic_store(&s->idle_ns, 0);
-        uint64_t empty_from = ev->sent_ns;
-        if (s->last_round_end_ns > empty_from)
-            empty_from = s->last_round_end_ns < now ? s->last_round_end_ns : now; /* its work ran after the sending */
-        atomic_store(&s->idle_since, queue_empty(s) ? empty_from : 0);
+        atomic_store(&s->idle_since, queue_empty(s) && idle_from <= now ? idle_from : 0);
         s->slice_start_ns = now;
         s->flow_since_ns = 0;
         s->admitted_at_grant = admitted;

@@ -1,11 +1,18 @@
 """End to end with a real Prometheus (Debian's `prometheus`, run here as a
 child with its own configuration, storage and port): it scrapes
 gpuslice-server every second while two tenants spin at 3:1 on fakecuda.
-The rate of gpuslice_tenant_gpu_seconds_total over 10 s, asked of
-Prometheus' HTTP API, must split 75/25 +-3 points and agree with
-fakecuda's meter of true device time over the same 10 s within 2 points;
-every expression of the Grafana dashboard must evaluate, and the alert
-rules must load."""
+The rate of gpuslice_tenant_gpu_seconds_total over a window of ten
+scrapes (about 10 s), asked of Prometheus' HTTP API, must split 75/25 +-3
+points and agree with fakecuda's meter of true device time over the same
+window: each tenant is charged at least what it used (less at most the
+idle refund, 1/32 of what it held, and 1 point for the windows' edges), and
+all tenants together at most what they used plus the time the device sat
+idle (a slice is charged from its grant to its release, so a tenant whose
+process is slow to wake on a loaded machine is charged for the device
+time it left idle: 2 to 4 points of the window on a lightly loaded
+machine, 7 to 11 beside a busy loop; comparing each rate with the meter
+within 2 points failed there). Every expression of the
+Grafana dashboard must evaluate, and the alert rules must load."""
 import json
 import os
 import shutil
@@ -16,11 +23,13 @@ import urllib.parse
 import urllib.request
 
 from metricslib import MetricsServer, free_port, need
-from testlib import Checks, LoadWatch, Machine, tenant_shares
+from testlib import Checks, LoadWatch, Machine
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 prometheus = need("prometheus", "prometheus")
 checks = Checks()
+SCRAPES = 10  # the measured window, in scrapes
+EDGES = 0.01  # the meter's window and Prometheus' extrapolated one differ at their edges
 
 machine = Machine()
 server = MetricsServer(machine, {"a": "share = 3\nmemory = 1G\n", "b": "share = 1\n"})
@@ -70,33 +79,53 @@ try:
     while time.monotonic() < deadline and not query('up{job="gpuslice"} == 1', time.time())["data"]["result"]:
         time.sleep(0.2)
 
-    spins = {t: server.spin(t, 16) for t in ("a", "b")}
+    # The spins outlast any window; they are stopped once it is measured.
+    spins = {t: server.spin(t, 90) for t in ("a", "b")}
     time.sleep(3.0)  # connected, queued, and a few scrapes in
     snap = machine.snapshot()
     watch = LoadWatch()
     t0 = time.time()
-    time.sleep(10.0)
+    # The window is ten successful scrapes, however long they take on a
+    # loaded machine.
+    scrapes, deadline = 0, time.monotonic() + 60
+    while scrapes < SCRAPES and time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = time.time()
+        found = query('sum_over_time(up{job="gpuslice"}[%dms])' % int(1000 * (now - t0)), now)["data"]["result"]
+        scrapes = int(float(found[0]["value"][1])) if found else 0
     t1 = time.time()
-    meter = tenant_shares(machine.meter(since=snap), {t: [p.pid] for t, p in spins.items()})
+    meter_json = machine.meter(since=snap)
     watch.stop()
-    time.sleep(1.5)  # the scrape just after t1 is in
-    result = query("rate(gpuslice_tenant_gpu_seconds_total[%ds])" % round(t1 - t0), t1)
+    checks.expect(scrapes >= SCRAPES, "Prometheus scraped the server %d times in %.1f s (%d wanted)"
+                  % (scrapes, t1 - t0, SCRAPES))
+    # The scrape after t1 is in (none of the window's is still on its way).
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not query('timestamp(up{job="gpuslice"}) > %.3f' % t1, time.time())["data"]["result"]:
+        time.sleep(0.2)
+    window = "%dms" % int(1000 * (t1 - t0))
+    result = query("rate(gpuslice_tenant_gpu_seconds_total[%s])" % window, t1)
     rates = {r["metric"]["tenant"]: float(r["value"][1]) for r in result["data"]["result"]}
     total = sum(rates.values())
     prom_share = {t: rates.get(t, 0) / total for t in ("a", "b")} if total else {"a": 0, "b": 0}
-    meter_total = sum(meter.values())
-    meter_share = {t: meter[t] / meter_total for t in ("a", "b")} if meter_total else {"a": 0, "b": 0}
+    # True device time as a fraction of the window's wall time.
+    wall = meter_json["wall_ns"]
+    busy = {p["pid"]: p["busy_ns"] for p in meter_json["processes"]}
+    used = {t: busy.get(p.pid, 0) / wall for t, p in spins.items()}
+    idle = max(0.0, 1.0 - meter_json["devices"][0]["busy_ns"] / wall)
     checks.expect(abs(prom_share["a"] - 0.75) <= 0.03 and abs(prom_share["b"] - 0.25) <= 0.03,
-                  "Prometheus: rate over 10 s splits %.1f/%.1f (75/25 +-3; %s)"
-                  % (100 * prom_share["a"], 100 * prom_share["b"], watch))
-    checks.expect(all(abs(prom_share[t] - meter_share[t]) <= 0.02 for t in ("a", "b")),
-                  "and agrees with fakecuda's meter %.1f/%.1f within 2 points" % (100 * meter_share["a"], 100 * meter_share["b"]))
-    stamps = query("up[%ds]" % round(t1 - t0), t1)["data"]["result"]
-    print("rates (GPU seconds per second): a %.3f b %.3f; fakecuda meter (device busy): a %.3f b %.3f; scrapes at "
-          "t0 + %s s" % (rates.get("a", 0), rates.get("b", 0), meter["a"], meter["b"],
-                         [round(float(v[0]) - t0, 2) for v in stamps[0]["values"]] if stamps else "?"))
-    checks.expect(all(abs(rates.get(t, 0) - meter[t]) <= 0.02 for t in ("a", "b")),
-                  "each tenant's rate is its fraction of true device time within 2 points")
+                  "Prometheus: rate over %d scrapes splits %.1f/%.1f (75/25 +-3; %s)"
+                  % (scrapes, 100 * prom_share["a"], 100 * prom_share["b"], watch))
+    stamps = query("up[%s]" % window, t1)["data"]["result"]
+    print("rates (GPU seconds per second): a %.3f b %.3f; fakecuda meter (device busy per second): a %.3f b %.3f, "
+          "idle %.3f; scrapes at t0 + %s s" % (rates.get("a", 0), rates.get("b", 0), used["a"], used["b"], idle,
+                                               [round(float(v[0]) - t0, 2) for v in stamps[0]["values"]] if stamps else "?"))
+    checks.expect(all(rates.get(t, 0) >= used[t] - rates.get(t, 0) / 32 - EDGES for t in ("a", "b")),
+                  "each tenant's rate is at least the device time it used, less the idle refund and %d points "
+                  "(a %.3f >= %.3f, b %.3f >= %.3f)" % (100 * EDGES, rates.get("a", 0), used["a"], rates.get("b", 0), used["b"]))
+    excess = total - used["a"] - used["b"]
+    checks.expect(excess <= idle + EDGES,
+                  "the tenants' rates exceed the device time they used by %.1f points in all: at most the time the "
+                  "device was idle (%.1f) and %d points" % (100 * excess, 100 * idle, 100 * EDGES))
 
     # Every dashboard expression evaluates; the share panels have data.
     with open(os.path.join(ROOT, "deploy", "grafana", "gpuslice.json")) as f:
@@ -133,6 +162,7 @@ try:
     checks.expect(names.get("GpusliceTenantBelowTargetShare") == "ok" and names.get("GpusliceTenantMemoryNearCap") == "ok",
                   "the alert rules load and evaluate (%s)" % names)
     for p in spins.values():
+        p.kill()
         p.communicate()
 finally:
     prom.terminate()

@@ -640,11 +640,96 @@ static void case_latency(void)
     case_latency_stream();
 }
 
+/* Case 7. A tenant alone on a GPU that gives back each slice idle (it
+ * synchronized, then asked again a little later) raises the GPU's floor as
+ * it goes. It left the running at each release, after the slice had ended,
+ * so the floor stayed where it was when A left; A, back after B ran alone
+ * for 1 s, started that far behind B and held the GPU while B waited
+ * (simulation seed 5602: 190 ms, against a bound of 148). */
+static void case_idle_releases_raise_floor(void)
+{
+    const char *which = "case 7 (a tenant alone, releasing idle, raises the floor)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *a = world_tenant(w, "A", 1), *b = world_tenant(w, "B", 1);
+    struct process *a_d = world_process(w, a, true), *b_d = world_process(w, b, false);
+    declare(w, a_d, d);
+    declare(w, b_d, d);
+    acquire(w, a_d, d);
+    world_run_for(w, 100 * MS);
+    a_d->busy = false;
+    if (holds(w, a_d, d))
+        release(w, a_d, d, false);
+    world_run_for(w, 5 * MS);
+    /* B alone for 1 s: a 5 ms burst, then idle 2 ms, and again */
+    uint64_t alone_until = w->now + 1000 * MS;
+    while (w->now < alone_until) {
+        acquire(w, b_d, d);
+        run_until_granted(w, b_d, d, 100 * MS);
+        world_run_for(w, 5 * MS);
+        if (holds(w, b_d, d))
+            release(w, b_d, d, false);
+        world_run_for(w, 2 * MS);
+    }
+    /* A is back, and B is busy now: they should split the GPU */
+    a_d->busy = true;
+    b_d->busy = true;
+    acquire(w, a_d, d);
+    acquire(w, b_d, d);
+    uint64_t a0 = held_ns(d, a), b0 = held_ns(d, b);
+    const uint64_t window = 400 * MS;
+    world_run_for(w, window);
+    uint64_t held_a = held_ns(d, a) - a0, held_b = held_ns(d, b) - b0;
+    check(held_a <= window * 6 / 10 && held_b >= window * 4 / 10, which,
+          "A back after B ran alone held %.0f ms and B %.0f ms of the next %.0f (each 40..60 %%)", ms(held_a),
+          ms(held_b), ms(window));
+    world_free(w);
+}
+
+/* Case 8. A tenant that comes back to a busy GPU waits at most about one
+ * quantum for its first slice, whatever it did before (issue 32). inf runs
+ * alone for 3 s in steps that go idle (each RELEASE without more), leaves;
+ * 2 s later bat starts, busy; 0.5 s later inf asks again. The floor moved
+ * only when some tenant became active or left with others in the running,
+ * never with inf's own slices: bat started 1.5 s of virtual time behind
+ * inf, and inf waited 1 s for bat to use as much (token-return's first
+ * step of 0.5 to 1.3 s). */
+static void case_return_after_solo(void)
+{
+    const char *which = "case 8 (a tenant back after a solo run and a pause)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *inf = world_tenant(w, "inf", 1), *bat = world_tenant(w, "bat", 1);
+    struct process *solo = world_process(w, inf, false);
+    declare(w, solo, d);
+    for (unsigned i = 0; i < 500; i++) { /* steps: 1 ms of kernels, 2 ms idle, then 3 ms of host work */
+        acquire(w, solo, d);
+        run_until_granted(w, solo, d, 100 * MS);
+        world_run_for(w, 3 * MS);
+        release(w, solo, d, false);
+        world_run_for(w, 3 * MS);
+    }
+    client_gone(w, solo);
+    world_run_for(w, 2000 * MS);
+    struct process *b = world_process(w, bat, true);
+    declare(w, b, d);
+    acquire(w, b, d);
+    world_run_for(w, 500 * MS);
+    struct process *back = world_process(w, inf, false);
+    declare(w, back, d);
+    acquire(w, back, d);
+    uint64_t wait = run_until_granted(w, back, d, 2000 * MS);
+    check(wait <= 2 * QUANTUM_NS, which, "inf granted %.1f ms after it asked (at most two quanta, %.0f ms)", ms(wait),
+          ms(2 * QUANTUM_NS));
+    world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     static void (*const cases[])(void) = {
         case_gang_limit, case_gather_leaves_gpu_idle, case_gang_fallback,
         case_stale_entry_floor, case_gang_gathers_for_nobody, case_latency,
+        case_idle_releases_raise_floor, case_return_after_solo,
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 1) {

@@ -44,8 +44,12 @@ server.write_tenant("b", "share = 1\n")
 time.sleep(10.0)
 b = server.spin("b", 30)
 time.sleep(0.3)
-shares = window({"a": [a.pid], "b": [b.pid]}, 1.0)
-checks.expect(shares["b"] <= 0.55, "after 10 s idle, b gets no catch-up burst (got %.1f%% in its first second; %s)"
+# A burst would give b the whole GPU for up to its 10 idle seconds: 100 %
+# of this window. Fair queuing leaves it at most a slice or two (20 ms
+# each) more than half, and a loaded machine's late wake-ups add as much
+# again: over 2 s, 58 % (over 1 s it once reached 56.5 % at load 7).
+shares = window({"a": [a.pid], "b": [b.pid]}, 2.0)
+checks.expect(shares["b"] <= 0.58, "after 10 s idle, b gets no catch-up burst (got %.1f%% in its first 2 s; %s)"
               % (100 * shares["b"], load))
 checks.expect(shares["b"] >= 0.40, "and it does get its share (%.1f%%; %s)" % (100 * shares["b"], load))
 for p in (a, b):

@@ -323,10 +323,21 @@ static void back_from_limit(struct device *d, struct device_tenant *dt, uint64_t
 }
 
 /* dt is no longer active unless it still waits for d; the floor keeps
- * what it had reached. */
-static void deactivate_unless_waiting(struct device *d, struct device_tenant *dt, uint64_t now)
+ * what it had reached. was_running: dt was in the running until now (it
+ * held or reserved d, or waited for it, eligible and not a gang), so its
+ * virtual time counts for the floor even though the caller has already
+ * taken it out (a tenant alone on a GPU that releases each slice idle
+ * would otherwise never raise the floor, and one that comes back after a
+ * long absence would start far behind it: simulation seed 5602). */
+static void deactivate_unless_waiting(struct device *d, struct device_tenant *dt, uint64_t now, bool was_running)
 {
     raise_floor(d, now);
+    if (was_running && dt->active) {
+        double others = min_running_vtime(d, dt, now);
+        double min = others >= 0 && others < dt->vtime ? others : dt->vtime;
+        if (min > d->vtime_floor)
+            d->vtime_floor = min;
+    }
     dt->active = waits_for(dt);
 }
 
@@ -548,16 +559,11 @@ static void end_slice(struct sched *s, struct device *d, uint64_t ended, uint64_
     for (size_t i = 0; i < d->nslots; i++)
         if (d->slots[i]->holds == d->grant)
             d->slots[i]->holds = 0;
-    /* The floor follows the holder up to its slice's end: a tenant that
-     * had the GPU alone and leaves it (idle, not waiting) is out of the
-     * running once the holder is gone, and one that comes back later must
-     * not find the floor where it was before that tenant's slices. */
-    raise_floor(d, now);
     d->state = DEV_IDLE;
     d->holder = NULL;
     d->holders = 0;
     d->gang_start = 0;
-    deactivate_unless_waiting(d, dt, now);
+    deactivate_unless_waiting(d, dt, now, true);
     d->handoffs++;
     d->last_due = due;
     d->last_holder = dt;
@@ -675,7 +681,7 @@ static void unreserve(struct sched *s, struct device *d, uint64_t now)
     charge(d, now);
     d->state = DEV_IDLE;
     d->holder = NULL;
-    deactivate_unless_waiting(d, dt, now);
+    deactivate_unless_waiting(d, dt, now, true);
     set_timer(s, d, 0);
     mark_dirty(s, d);
 }
@@ -1285,7 +1291,7 @@ static void slot_stops_waiting(struct sched *s, struct sched_slot *slot, uint64_
             if (dt->waiting == 0) {
                 dt->wait_ns += now - dt->waiting_since; /* waited, then left */
                 if (dt != d->holder)
-                    deactivate_unless_waiting(d, dt, now);
+                    deactivate_unless_waiting(d, dt, now, dt->eligible_at <= now && !is_gang(dt->tenant));
             }
         }
     }

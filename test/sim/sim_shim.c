@@ -100,11 +100,29 @@ static bool holding(enum gs_slice_state st)
 
 /* ---- held time and waits, for the figures ----------------------------------- */
 
+/* A tenant waits for a GPU while one of its processes there wants a slice
+ * and none holds one; recomputed after every change of either count. */
+static void wait_update(struct world *w, int t, int g)
+{
+    bool waiting = w->wanting[t][g] > 0 && w->holding[t][g] == 0;
+    if (waiting && !w->fig.wait_since[t][g]) {
+        w->fig.wait_since[t][g] = w->now;
+    } else if (!waiting && w->fig.wait_since[t][g]) {
+        uint64_t waited = w->now - w->fig.wait_since[t][g];
+        if (waited > w->fig.max_wait[t][g]) {
+            w->fig.max_wait[t][g] = waited;
+            trace(w, "tenant %s: waited %.3f ms for GPU %d (its longest yet)", w->tenant[t].name, (double)waited / 1e6, g);
+        }
+        w->fig.wait_since[t][g] = 0;
+    }
+}
+
 static void hold_begin(struct world *w, struct sim_proc *p, int i)
 {
     int t = p->tenant, g = p->dev[i].gpu;
     if (w->holding[t][g]++ == 0)
         w->holding_since[t][g] = w->now;
+    wait_update(w, t, g);
 }
 
 static void hold_end(struct world *w, struct sim_proc *p, int i)
@@ -116,13 +134,14 @@ static void hold_end(struct world *w, struct sim_proc *p, int i)
         if (held > w->fig.max_held[t][g])
             w->fig.max_held[t][g] = held;
     }
+    wait_update(w, t, g);
 }
 
 static void want_begin(struct world *w, struct sim_proc *p, int i)
 {
     int t = p->tenant, g = p->dev[i].gpu;
-    if (w->wanting[t][g]++ == 0 && w->holding[t][g] == 0)
-        w->fig.wait_since[t][g] = w->now;
+    w->wanting[t][g]++;
+    wait_update(w, t, g);
 }
 
 static void want_end(struct world *w, struct sim_proc *p, int i)
@@ -130,14 +149,7 @@ static void want_end(struct world *w, struct sim_proc *p, int i)
     int t = p->tenant, g = p->dev[i].gpu;
     if (w->wanting[t][g] > 0)
         w->wanting[t][g]--;
-    if (w->fig.wait_since[t][g]) {
-        uint64_t waited = w->now - w->fig.wait_since[t][g];
-        if (waited > w->fig.max_wait[t][g]) {
-            w->fig.max_wait[t][g] = waited;
-            trace(w, "tenant %s: waited %.3f ms for GPU %d (its longest yet)", w->tenant[t].name, (double)waited / 1e6, g);
-        }
-        w->fig.wait_since[t][g] = w->wanting[t][g] > 0 && w->holding[t][g] == 0 ? w->now : 0;
-    }
+    wait_update(w, t, g);
     if (p->returning && p->first_wait_start) {
         uint64_t first = w->now - p->first_wait_start;
         if (first > p->first_wait_ns)
@@ -578,11 +590,12 @@ static void granted(struct world *w, struct sim_proc *p, const struct gs_msg *m,
         d->slice_sent = sent;
         d->true_idle = d->known_idle = 0;
         /* a spell from the grant's sending, if the shim knows nothing of
-         * this process is on the GPU */
+         * this process is on the GPU, and not before the round that
+         * showed it so (work run unthrottled may finish after the send) */
         bool known_empty = d->done == submitted(d) && s->completed >= submitted(d) &&
                            atomic_load(&s->admitted) == submitted(d);
-        uint64_t seen_empty = s->last_round_end_ns > sent ? s->last_round_end_ns : sent;
-        d->known_since = known_empty ? seen_empty : 0;
+        uint64_t shown = sent > s->last_round_end_ns ? sent : s->last_round_end_ns;
+        d->known_since = known_empty ? shown : 0;
     }
     else if (!m->u.grant.ahead_ns || m->u.grant.ahead_ns > d->slice_ahead)
         d->slice_ahead = d->slice_ahead ? m->u.grant.ahead_ns : 0; /* the most it was bounded to; unbounded
