@@ -90,8 +90,10 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
             break;
         struct gs_slice_event ev = {.type = msg->type == GS_MSG_GRANT ? GS_SLICE_GRANT : GS_SLICE_REVOKE,
                                     .grant = msg->u.grant.grant, .flags = msg->u.grant.flags, .sent_ns = sent_ns};
-        if (msg->type == GS_MSG_GRANT)
+        if (msg->type == GS_MSG_GRANT) {
             ev.deadline_ns = gs_conn_clock_from_wire(msg->u.grant.deadline_ns);
+            ev.ahead_ns = msg->u.grant.ahead_ns;
+        }
         struct gs_slice_actions out;
         gs_dispatch_locked(d, &ev, now, &out);
         break;

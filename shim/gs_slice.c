@@ -16,9 +16,31 @@
  * waits for what was handed to the driver when it began, and the estimate
  * is a ratio of sums over recent rounds (each round counts as much as it
  * lasted). While a slice is held a round is due at most every millisecond
- * while work runs; a program that synchronizes makes rounds itself
+ * while work runs, or at once while launches wait for what it will tell
+ * (budget, or room under a bound); a program that synchronizes makes rounds itself
  * (SYNCED), and then the drainer sleeps until woken (by a launch short of
  * budget, or the gate thread's timer).
+ *
+ * Bounding what is ahead of the GPU: while a latency tenant's processes
+ * name the GPU, the server's GRANT to a batch holder carries ahead_ns
+ * (its preempt_ms), and admission also stops when the estimated device
+ * time admitted and not finished would pass it, so that a REVOKE waits
+ * for at most that much. A launch longer than the bound is admitted alone,
+ * once nothing is in flight. What is in flight is what the rounds do not
+ * know finished, less what the GPU has done since a moment it is known to
+ * have started on the process's queue without a pause (the end of a round
+ * that left work queued: the GPU goes on with it; a launch admitted onto
+ * an empty queue), at most one launch of it (the "flow": the GPU may run
+ * a sibling process's work first, and then the count is short by that
+ * one launch at most). So the next launch is
+ * admitted while the last ones still run, at the moment it fits (the gate
+ * thread looks then), and the GPU is not left idle between launches; a
+ * launcher short of the bound also has the drainer run a round at once
+ * rather than after the usual pause.
+ *
+ * A latency tenant's slice (GS_GRANT_YIELD) goes back as soon as a
+ * synchronization finds its work finished: its next launch asks again and
+ * preempts, so holding the GPU idle would only keep it from the others.
  *
  * Idle spells: the parts of a held slice in which the process had nothing
  * on the GPU (from the grant's sending to its first launch; from the end
@@ -106,6 +128,45 @@ static double queued_ns(const struct gs_slice *s, uint64_t now)
     return queued > 0 ? queued : 0;
 }
 
+/* Under a bound (ahead_ns): the device time admitted and not finished:
+ * what the rounds do not know finished, less what the GPU did of the flow
+ * since it began. */
+static double ahead_ns(const struct gs_slice *s, uint64_t now)
+{
+    double ahead = queued_since_round_ns(s);
+    if (s->flow_since_ns && s->flow_since_ns >= s->slice_start_ns && now > s->flow_since_ns) {
+        double ran = (double)(now - s->flow_since_ns);
+        ahead -= ran < s->flow_ns ? ran : s->flow_ns;
+    }
+    return ahead > 0 ? ahead : 0;
+}
+
+/* Under a bound, with launches waiting for room: when the flow will have
+ * left room for one more launch (0: it will not; a round must tell). */
+static uint64_t room_at(const struct gs_slice *s, uint64_t now)
+{
+    if (!s->ahead_ns || s->waiters == 0 || s->kernel_ns <= 0 || !s->flow_since_ns ||
+        s->flow_since_ns < s->slice_start_ns)
+        return 0;
+    double need = queued_since_round_ns(s) - ((double)s->ahead_ns - s->kernel_ns); /* to run off */
+    if (need <= 0 || need > s->flow_ns)
+        return 0;
+    uint64_t at = s->flow_since_ns + (uint64_t)need + 1;
+    return at > now ? at : 0;
+}
+
+/* A round ended, or a synchronization showed what finished: the GPU goes
+ * on with what is left, without a pause. Only the first launch of it
+ * counts down: the GPU may be running another process's work meanwhile
+ * (a tenant of several processes), and then this process's count is
+ * short by that one launch at most. */
+static void flow_from_round(struct gs_slice *s, uint64_t now)
+{
+    double queued = queued_since_round_ns(s);
+    s->flow_since_ns = now;
+    s->flow_ns = queued < s->kernel_ns ? queued : s->kernel_ns;
+}
+
 /* Nothing is queued on the held slice and less time is left than one more
  * launch (or the graph waiting) takes: the slice may end now. */
 static bool nothing_fits(const struct gs_slice *s, uint64_t now)
@@ -176,20 +237,31 @@ static void update_budget(struct gs_slice *s, uint64_t now, struct gs_slice_acti
          * start): admission is open until the deadline, unbounded. */
         allowance = UNBOUNDED_ALLOWANCE;
     } else if (s->kernel_ns <= 0) {
-        allowance = FIRST_SLICE_ALLOWANCE;
-        if (admitted - s->completed >= FIRST_SLICE_ALLOWANCE)
+        /* Nothing measured yet: a few launches, or, under a bound, one
+         * at a time until a round has measured one. */
+        allowance = s->ahead_ns ? 1 : FIRST_SLICE_ALLOWANCE;
+        if (admitted - s->completed >= allowance)
             allowance = 0;
     } else {
         double left = (double)(s->deadline_ns - now);
-        double fits = (left - queued_ns(s, now)) / s->kernel_ns;
+        double room = left - queued_ns(s, now);
+        bool time_fits = room >= s->kernel_ns;
+        if (s->ahead_ns && (double)s->ahead_ns - ahead_ns(s, now) < room)
+            room = (double)s->ahead_ns - ahead_ns(s, now);
+        double fits = room / s->kernel_ns;
         allowance = fits > 0 ? (uint64_t)fits : 0;
         /* Always let one launch through at the start of a slice: a kernel
-         * longer than the slice must still run (its overrun is charged). */
-        if (allowance == 0 && queue_empty(s) && now - s->slice_start_ns < s->deadline_ns - now)
+         * longer than the slice must still run (its overrun is charged);
+         * and one longer than the bound, alone. */
+        if (allowance == 0 && queue_empty(s) &&
+            (now - s->slice_start_ns < s->deadline_ns - now || (s->ahead_ns && time_fits)))
             allowance = 1;
     }
     uint64_t budget = admitted + allowance;
-    if (budget > atomic_load(&s->budget) || allowance == 0)
+    /* The budget only grows within a slice (a launch admitted on an older
+     * estimate stays admitted), but to what is admitted when nothing more
+     * fits, and wherever a bound holds it back. */
+    if (budget > atomic_load(&s->budget) || allowance == 0 || s->ahead_ns)
         atomic_store(&s->budget, budget > admitted ? budget : admitted);
     atomic_store(&s->open, 1);
     if (allowance > 0 || s->waiting_graph_ns)
@@ -265,13 +337,27 @@ static bool graph_fits(struct gs_slice *s, uint64_t graph_ns, uint64_t now)
     bool fits = now + (uint64_t)queued_ns(s, now) + graph_ns <= s->deadline_ns;
     if (!fits && graph_ns > s->waiting_graph_ns)
         s->waiting_graph_ns = graph_ns;
+    /* Under a bound, it waits (for a round) until what is ahead of it
+     * leaves room, or, longer than the bound, until nothing is. */
+    if (fits && s->ahead_ns && !empty && ahead_ns(s, now) + (double)graph_ns > (double)s->ahead_ns)
+        return false;
     return fits;
 }
 
 static void launch(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t now, struct gs_slice_actions *out)
 {
+    /* Under a bound, the GPU may have made room since the budget was
+     * last counted: count it again. */
+    if (s->ahead_ns && s->state == GS_SLICE_HOLD && !ev->graph && atomic_load(&s->open) &&
+        atomic_load(&s->admitted) >= atomic_load(&s->budget))
+        update_budget(s, now, out);
     if (atomic_load(&s->open) && atomic_load(&s->admitted) < atomic_load(&s->budget) &&
         (!ev->graph || graph_fits(s, ev->graph_ns, now))) {
+        if (s->ahead_ns && s->state == GS_SLICE_HOLD && queue_empty(s)) {
+            /* onto an empty queue: the GPU starts on it now */
+            s->flow_since_ns = now;
+            s->flow_ns = ev->graph ? (double)ev->graph_ns : s->kernel_ns;
+        }
         atomic_fetch_add(&s->admitted, 1);
         if (atomic_load(&s->idle_since) != 0)
             gs_slice_end_idle(s, now);
@@ -319,13 +405,17 @@ static void grant(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t 
         atomic_store(&s->idle_ns, 0);
         atomic_store(&s->idle_since, queue_empty(s) && idle_from <= now ? idle_from : 0);
         s->slice_start_ns = now;
+        s->flow_since_ns = 0;
         s->admitted_at_grant = admitted;
+        s->submitted_at_grant = atomic_load(&s->submitted);
         s->seen_admitted = admitted;
         s->quiet_since_ns = now;
     }
     s->grant = ev->grant;
     s->deadline_ns = ev->deadline_ns;
     s->catch_up = !extension && (ev->flags & GS_GRANT_CATCHUP);
+    s->ahead_ns = ev->ahead_ns; /* an extension may bound a slice that was not, or lift it */
+    s->yield_idle = (ev->flags & GS_GRANT_YIELD) != 0;
     s->state = GS_SLICE_HOLD; /* extended while draining: the drain goes on, then it holds again */
     update_budget(s, now, out);
 }
@@ -443,7 +533,11 @@ static void drainer_ready(struct gs_slice *s, uint64_t now, struct gs_slice_acti
      * After a round made by an application's synchronization, sleep until
      * woken (a launch short of budget, the gate thread): a program that
      * synchronizes often makes the rounds itself. */
-    if (!s->draining && s->last_round_end_ns + MEASURE_INTERVAL_NS > now && s->last_round_end_ns > s->slice_start_ns) {
+    /* Launches wait for what a round will tell (the budget, or under a
+     * bound the room it gives again): the next round at once. */
+    bool launches_wait = s->waiters > 0;
+    if (!s->draining && !launches_wait && s->last_round_end_ns + MEASURE_INTERVAL_NS > now &&
+        s->last_round_end_ns > s->slice_start_ns) {
         if (!round_fresh(s, now))
             out->round_wait_until = s->last_round_end_ns + MEASURE_INTERVAL_NS;
         return;
@@ -463,8 +557,11 @@ static void round_done(struct gs_slice *s, const struct gs_slice_event *ev, uint
     uint64_t graphs_finished = ev->graphs - s->graphs_completed;
     double graph_time = (double)(ev->graph_ns_done - s->graph_ns_completed);
     /* A synchronization's round in the meantime took some of these
-     * completions and part of the time: leave the estimate alone. */
-    if (s->rounds == s->round_rounds && finished > graphs_finished && now > s->round_since &&
+     * completions and part of the time, or some ran before the slice
+     * (handed to the driver before it and not seen finish: after a lost
+     * connection, say): leave the estimate alone. */
+    if (s->rounds == s->round_rounds && s->completed >= s->submitted_at_grant && finished > graphs_finished &&
+        now > s->round_since &&
         (double)(now - s->round_since) > graph_time)
         estimate(s, (double)(finished - graphs_finished), (double)(now - s->round_since) - graph_time);
     if (ev->target > s->completed)
@@ -475,10 +572,14 @@ static void round_done(struct gs_slice *s, const struct gs_slice_event *ev, uint
     s->rounds++;
     s->round_by_sync = false;
     s->queued_at_round_ns = queued_since_round_ns(s);
+    flow_from_round(s, now);
     s->round_running = false;
-    /* A drain's round that found nothing more handed to the driver since
-     * it began: every admitted launch has finished. */
-    if (s->round_draining && atomic_load(&s->submitted) == ev->target && atomic_load(&s->admitted) == ev->target) {
+    /* A round that found nothing more handed to the driver since it began
+     * (nor admitted), once a drain is under way: every admitted launch has
+     * finished. (A drain begun while a round runs, on a REVOKE say, ends
+     * with it when that round covered everything.) */
+    if ((s->round_draining || s->draining) && atomic_load(&s->submitted) == ev->target &&
+        atomic_load(&s->admitted) == ev->target) {
         if (ev->tail_ns && s->state == GS_SLICE_DRAIN && atomic_load(&s->idle_since) == 0)
             atomic_fetch_add(&s->idle_ns, ev->tail_ns);
         drained(s, now, out);
@@ -503,28 +604,37 @@ static void synced(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t
      * this sets idle_since and then reads admitted, all sequentially
      * consistent. So either the launcher sees the spell and ends it, or
      * this sees the launch and takes the spell back. */
+    bool spell = false;
     if (ev->idle_from && s->state == GS_SLICE_HOLD && atomic_load(&s->open) && s->captures == 0) {
         uint64_t none = 0;
-        if (atomic_compare_exchange_strong(&s->idle_since, &none, ev->idle_from) &&
-            atomic_load(&s->admitted) != ev->finished) {
+        spell = atomic_compare_exchange_strong(&s->idle_since, &none, ev->idle_from);
+        if (spell && atomic_load(&s->admitted) != ev->finished) {
             uint64_t mine = ev->idle_from;
             atomic_compare_exchange_strong(&s->idle_since, &mine, 0);
+            spell = false;
         }
     }
     /* Graph launches are the drainer's to settle (it reads their timing),
      * and a drain is its to end. */
-    if (!ev->as_round || s->state != GS_SLICE_HOLD || s->draining || ev->finished <= s->completed ||
-        atomic_load(&s->graphs_submitted) != s->graphs_completed)
-        return;
-    uint64_t since = s->last_round_end_ns > s->slice_start_ns ? s->last_round_end_ns : s->slice_start_ns;
-    if (now > since)
-        estimate(s, (double)(ev->finished - s->completed), (double)(now - since));
-    s->completed = ev->finished;
-    s->last_round_end_ns = now;
-    s->rounds++;
-    s->round_by_sync = true;
-    s->queued_at_round_ns = queued_since_round_ns(s);
-    update_budget(s, now, out);
+    if (ev->as_round && s->state == GS_SLICE_HOLD && !s->draining && ev->finished > s->completed &&
+        atomic_load(&s->graphs_submitted) == s->graphs_completed) {
+        uint64_t since = s->last_round_end_ns > s->slice_start_ns ? s->last_round_end_ns : s->slice_start_ns;
+        if (now > since && s->completed >= s->submitted_at_grant)
+            estimate(s, (double)(ev->finished - s->completed), (double)(now - since));
+        s->completed = ev->finished;
+        s->last_round_end_ns = now;
+        s->rounds++;
+        s->round_by_sync = true;
+        s->queued_at_round_ns = queued_since_round_ns(s);
+        flow_from_round(s, now);
+        update_budget(s, now, out);
+    }
+    /* A latency tenant's slice goes back as soon as it is idle: its next
+     * launch asks again, and preempts. */
+    if (spell && s->yield_idle && s->state == GS_SLICE_HOLD && s->waiters == 0 && !s->draining) {
+        s->drain_for_idle = true;
+        begin_drain(s, now, out);
+    }
 }
 
 /* When the gate thread must look at this GPU next: the deadline; the last
@@ -552,6 +662,9 @@ static uint64_t next_look(const struct gs_slice *s, uint64_t now)
             idle_end = s->last_round_end_ns + IDLE_RELEASE_NS;
         if (queue_empty(s) && s->waiters == 0 && idle_end > now && idle_end < at)
             at = idle_end;
+        uint64_t room = room_at(s, now);
+        if (room && room < at)
+            at = room;
     }
     return at;
 }
@@ -614,6 +727,10 @@ void gs_slice_step(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t
         break;
     }
     uint64_t at = next_look(s, now);
+    /* Room for a waiting launch under a bound comes sooner than the gate
+     * thread planned to look: it is woken to plan again. */
+    if (at && (!s->timer_at || at < s->timer_at) && at == room_at(s, now))
+        s->wake_gate = true;
     if (at != s->timer_at || s->wake_gate) {
         s->timer_at = at;
         emit(out, GS_SLICE_ARM_TIMER);

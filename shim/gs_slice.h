@@ -22,7 +22,9 @@
  * States:
  *   NONE   no slice, none asked for
  *   WANT   ACQUIRE sent (or RELEASE with MORE): waiting for a GRANT
- *   HOLD   a slice is held: admission is open while the budget lasts
+ *   HOLD   a slice is held: admission is open while the budget lasts (and,
+ *          where the GRANT bounds it, while less than ahead_ns of
+ *          estimated device time is admitted and not finished)
  *   DRAIN  admission closed: the drainer waits for the admitted work to
  *          finish, then RELEASE goes out and the state is WANT or NONE
  * A drain may also be under way in HOLD: a GRANT that extends a slice
@@ -72,11 +74,20 @@ struct gs_slice {
     bool drainer;                 /* a drainer thread runs for this GPU */
     uint64_t grant, deadline_ns, slice_start_ns, last_released;
     uint64_t admitted_at_grant;   /* launches admitted before this slice */
+    uint64_t submitted_at_grant;  /* launches handed to the driver before this slice */
     int waiters;                  /* launches waiting for admission */
     uint64_t waiting_graph_ns;    /* the longest graph waiting for a slice */
     uint64_t seen_admitted, quiet_since_ns; /* idle detection */
     bool drain_for_idle;          /* the drain began because the process went quiet */
     bool catch_up;                /* the slice admits one launch (GS_GRANT_CATCHUP) */
+    bool yield_idle;              /* given back once a synchronization finds it idle (GS_GRANT_YIELD) */
+    uint64_t ahead_ns;            /* the slice's GRANT: estimated device time admitted and
+                                     not finished at most (a latency tenant shares the
+                                     GPU); 0 = no bound */
+    uint64_t flow_since_ns;       /* under a bound: since then the GPU works through ... */
+    double flow_ns;               /* ... this much of the process's queue without a pause
+                                     (what a round left queued, or a launch admitted onto
+                                     an empty queue): that much counts down with time */
     bool draining;                /* a drain was asked for and has not ended */
     int captures;                 /* stream captures under way in the process */
     /* the drainer's rounds */
@@ -143,7 +154,8 @@ struct gs_slice_event {
     uint64_t graph_ns;
     uint64_t grant;               /* GRANT, REVOKE */
     uint64_t deadline_ns;         /* GRANT, on this process's clock */
-    uint32_t flags;               /* GRANT: GS_GRANT_JOIN, GS_GRANT_CATCHUP */
+    uint32_t flags;               /* GRANT: GS_GRANT_JOIN, GS_GRANT_CATCHUP, GS_GRANT_YIELD */
+    uint64_t ahead_ns;            /* GRANT: admitted ahead at most (0: no bound) */
     uint64_t sent_ns;             /* GRANT: when the server sent it (<= now) */
     uint64_t target;              /* ROUND_DONE */
     uint64_t graphs, graph_ns_done; /* ROUND_DONE: graph launches finished, their estimate */

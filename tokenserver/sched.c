@@ -160,6 +160,10 @@ static uint64_t admit_ahead(const struct sched *s, const struct device *d)
 
 static void grant_to(struct sched *s, struct sched_slot *slot, const struct device *d, uint32_t flags)
 {
+    /* A latency tenant gives its slice back once idle: asking again
+     * preempts (GS_GRANT_YIELD). */
+    if (slot->tenant->config.class == CLASS_LATENCY)
+        flags |= GS_GRANT_YIELD;
     slot->wants = false;
     slot->holds = d->grant;
     struct sched_action a = {.type = SCHED_GRANT, .slot = slot, .grant = d->grant, .at = d->deadline, .flags = flags,

@@ -271,7 +271,7 @@ enum gs_decode_result gs_msg_decode(const uint8_t *buf, size_t len, struct gs_ms
         msg->u.grant.flags = get_u32(b + 20);
         msg->u.grant.ahead_ns = get_u64(b + 24);
         if (msg->u.grant.slot >= GS_MAX_DEVICES ||
-            (msg->u.grant.flags & ~(msg->type == GS_MSG_GRANT ? GS_GRANT_JOIN | GS_GRANT_CATCHUP : 0u)))
+            (msg->u.grant.flags & ~(msg->type == GS_MSG_GRANT ? GS_GRANT_JOIN | GS_GRANT_CATCHUP | GS_GRANT_YIELD : 0u)))
             return GS_DECODE_BAD_FIELD;
         break;
     case GS_MSG_RELEASE:

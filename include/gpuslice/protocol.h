@@ -214,7 +214,7 @@ struct gs_msg_grant {        /* GRANT, REVOKE */
     uint64_t grant;          /* server-chosen, never 0 */
     uint64_t deadline_ns;    /* GRANT: CLOCK_MONOTONIC of the initial time
                                 namespace (gpuslice/transport.h); REVOKE: 0 */
-    uint32_t flags;          /* GRANT: GS_GRANT_JOIN, GS_GRANT_CATCHUP */
+    uint32_t flags;          /* GRANT: GS_GRANT_JOIN, GS_GRANT_CATCHUP, GS_GRANT_YIELD */
     uint64_t ahead_ns;       /* GRANT: device time admitted ahead at most
                                 (estimated); 0 = no bound; REVOKE: 0 */
 };
@@ -235,6 +235,11 @@ struct gs_msg_release {
  * launches the collective they wait for). */
 #define GS_GRANT_JOIN 2u
 #define GS_GRANT_CATCHUP 4u
+/* YIELD: the holder is a latency tenant: give the slice back as soon as a
+ * synchronization finds everything admitted finished (its next request
+ * preempts a batch holder, so holding on while idle gains it nothing and
+ * costs the others the GPU, and it would be charged for it). */
+#define GS_GRANT_YIELD 8u
 
 struct gs_msg {
     enum gs_msg_type type;

@@ -51,6 +51,9 @@ BUGS = {
         "shim/gs_slice.c", "    if (!s->drainer) {\n        /* Nobody can wait for the work",
         "    if (1) {\n        /* Nobody can wait for the work",
         "a drain ends at once: RELEASE goes out before the admitted work has finished"),
+    "shim-ahead-ignored": (
+        "shim/gs_slice.c", "    s->ahead_ns = ev->ahead_ns;", "    s->ahead_ns = 0;",
+        "the shim ignores the GRANT's bound on what it admits ahead of the GPU (a preemption waits for its queue)"),
 }
 
 SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/memory.c", "tokenserver/histogram.c"]

@@ -153,6 +153,9 @@ struct shim_dev {
     bool revoked;            /* a REVOKE of held_grant arrived ... */
     uint64_t revoked_at;     /* ... then */
     uint64_t drain_began;    /* the machine entered DRAIN then */
+    uint64_t slice_ahead;    /* every GRANT of the slice held bounded what is ahead of the
+                                GPU, to this at most; 0: one did not */
+    uint64_t submitted_at_grant; /* launches handed to the driver before the slice */
     bool busy;               /* something of it is on the GPU ... */
     uint64_t empty_since;    /* ... or nothing has been since then */
     uint64_t slice_sent;     /* the grant of the slice held was sent then */

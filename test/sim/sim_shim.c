@@ -26,6 +26,11 @@
  *     soon as it has: a drain waits for nothing the shim did not admit;
  *   - after a REVOKE, the process releases at the end of the first drain
  *     round that begins after it;
+ *   - under a GRANT that bounds what is admitted ahead of the GPU (a
+ *     latency tenant shares it), the process's work admitted in the slice
+ *     and not finished is never more than the bound (and a quarter, for
+ *     the estimate of a launch's device time) plus one launch: what a
+ *     preemption waits for from this process;
  *   - the idle time a RELEASE reports is no more than the time the
  *     process had nothing on the GPU in the slice, and no less than the
  *     spells the shim was shown (from a grant found with nothing queued, or
@@ -39,6 +44,10 @@
 #define LEASE_RETRY_NS (500 * US)
 #define LEASE_IDLE_NS (40 * MS)     /* headroom goes back after this without allocations */
 #define IDLE_SLACK_NS 1000          /* rounding in the idle checks */
+/* What the estimate of a launch's device time may miss by, under a bound
+ * on what is ahead: items vary by +-10 % (sim_app.c), and the estimate
+ * follows the recent rounds. */
+#define AHEAD_SLACK(bound) ((bound) / 4)
 
 bool shim_policy_open(struct world *w, const struct sim_proc *p)
 {
@@ -375,6 +384,19 @@ static enum shim_admit launched(struct world *w, struct sim_proc *p, int i)
              (double)(w->now - d->revoked_at) / 1e6);
         return SHIM_GATED;
     }
+    if (d->slice_ahead) {
+        /* FIFO: what went to the driver before the slice finishes first. */
+        uint64_t first = d->submitted_at_grant > d->done ? d->submitted_at_grant : d->done;
+        uint64_t unfinished = submitted(d) - first;
+        uint64_t longest = p->item_len + p->item_len / 10; /* sim_app.c's spread */
+        uint64_t bound = d->slice_ahead + AHEAD_SLACK(d->slice_ahead) + longest;
+        if (unfinished * longest > bound && unfinished > 1)
+            fail(w, "proc %d: a launch on GPU %d admitted with %llu of its launches of the slice unfinished (%.3f ms "
+                 "of device time at most), over its GRANT's bound of %.3f ms ahead (and a quarter, and one launch): a "
+                 "preemption would wait for them",
+                 p->id, d->gpu, (unsigned long long)unfinished, (double)(unfinished * longest) / 1e6,
+                 (double)d->slice_ahead / 1e6);
+    }
     if (w->now > d->held_deadline) {
         /* No clock on the fast path: until the gate thread looks, a launch
          * within the budget goes through. An overrun, not the slice's. */
@@ -555,11 +577,14 @@ static void granted(struct world *w, struct sim_proc *p, const struct gs_msg *m,
     struct gs_slice *s = &d->slice;
     bool held_before = holding(s->state) && s->grant == m->u.grant.grant;
     struct gs_slice_event ev = {.type = GS_SLICE_GRANT, .grant = m->u.grant.grant,
-                                .deadline_ns = m->u.grant.deadline_ns, .flags = m->u.grant.flags, .sent_ns = sent};
+                                .deadline_ns = m->u.grant.deadline_ns, .flags = m->u.grant.flags,
+                                .ahead_ns = m->u.grant.ahead_ns, .sent_ns = sent};
     deliver(w, p, i, &ev);
     if (s->state != GS_SLICE_HOLD || s->grant != m->u.grant.grant)
         return; /* not taken: given back already, or not asked for */
     if (!held_before) {
+        d->slice_ahead = m->u.grant.ahead_ns;
+        d->submitted_at_grant = submitted(d);
         d->held_grant = s->grant;
         d->revoked = false;
         d->slice_sent = sent;
@@ -572,9 +597,13 @@ static void granted(struct world *w, struct sim_proc *p, const struct gs_msg *m,
         uint64_t shown = sent > s->last_round_end_ns ? sent : s->last_round_end_ns;
         d->known_since = known_empty ? shown : 0;
     }
+    else if (!m->u.grant.ahead_ns || m->u.grant.ahead_ns > d->slice_ahead)
+        d->slice_ahead = d->slice_ahead ? m->u.grant.ahead_ns : 0; /* the most it was bounded to; unbounded
+                                                                      for a while: unchecked until the next */
     d->held_deadline = s->deadline_ns;
-    trace(w, "proc %d gpu %d: %s grant %llu until +%.3f ms", p->id, d->gpu, held_before ? "extended" : "holds",
-          (unsigned long long)s->grant, ((double)s->deadline_ns - (double)w->now) / 1e6);
+    trace(w, "proc %d gpu %d: %s grant %llu until +%.3f ms%s", p->id, d->gpu, held_before ? "extended" : "holds",
+          (unsigned long long)s->grant, ((double)s->deadline_ns - (double)w->now) / 1e6,
+          m->u.grant.ahead_ns ? ", bounded ahead" : "");
 }
 
 void shim_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m, uint64_t sent)
