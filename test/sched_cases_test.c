@@ -95,6 +95,8 @@ struct world {
     size_t ndeclared;                   /* slots declared, all GPUs */
     struct sched_slot *to_release[MAX_RELEASES]; /* busy holders revoked, to drain */
     size_t nto_release;
+    uint32_t lease_status;              /* the last LEASED answer: enum gs_lease_status */
+    uint64_t lease_granted;             /* and the bytes it granted */
 };
 
 static unsigned gpu_number(const struct world *w, const struct device *d)
@@ -225,7 +227,11 @@ static void world_step(struct world *w, struct sched_event ev)
         case SCHED_SET_TIMER:
             w->timer_at[gpu_number(w, a->device)] = a->at;
             break;
-        default: /* memory, drops, late holders: none of these cases' concern */
+        case SCHED_LEASED:
+            w->lease_status = a->status;
+            w->lease_granted = a->granted;
+            break;
+        default: /* recalls, drops, late holders: none of these cases' concern */
             break;
         }
     }
@@ -321,6 +327,32 @@ static bool holds(struct world *w, struct process *p, struct device *d)
 static void client_gone(struct world *w, struct process *p)
 {
     world_step(w, (struct sched_event){.type = SCHED_CLIENT_GONE, .slot = p->slots, .nslots = GS_MAX_DEVICES});
+}
+
+/* The process's connection closes while the process lives on: what it
+ * holds stays counted, as a ghost (memory.c). */
+static void connection_lost(struct world *w, struct process *p)
+{
+    world_step(w, (struct sched_event){.type = SCHED_CLIENT_GONE, .slot = p->slots, .nslots = GS_MAX_DEVICES,
+                                       .lives_on = true});
+}
+
+/* The process asks for `bytes` of device memory on d (need = want);
+ * returns the answer's status (w->lease_granted: what it granted). */
+static uint32_t mem_lease(struct world *w, struct process *p, struct device *d, uint64_t bytes)
+{
+    w->lease_status = UINT32_MAX;
+    w->lease_granted = 0;
+    world_step(w, (struct sched_event){.type = SCHED_MEM_LEASE, .slot = slot_on(w, p, d), .id = 1, .bytes = bytes,
+                                       .want = bytes});
+    return w->lease_status;
+}
+
+/* The tenant's memory count on d (its entry's mem_used). */
+static uint64_t mem_counted(const struct device *d, const struct sched_tenant *t)
+{
+    const struct device_tenant *dt = sched_entry_find(d, t);
+    return dt ? dt->mem_used : 0;
 }
 
 /* The device time the tenant held on d so far (its entry's used_ns). */
@@ -724,12 +756,61 @@ static void case_return_after_solo(void)
     world_free(w);
 }
 
+/* Case 9. A GPU that no slot declares, but on which a live process that
+ * lost its connection has memory counted (a ghost), is in use: the server
+ * frees a GPU when sched_device_unused says so for --device-linger-ms, and
+ * its entries' counts went with it, so the tenant's next process was
+ * leased the memory the live one still held, past the tenant's cap. Tenant
+ * t (cap 1000 MB): p leases 600 MB and loses its connection, living on;
+ * the GPU must stay in use until p is gone (PROCESS_GONE), q's lease of
+ * 600 MB meanwhile must be refused, and once p is gone the GPU is unused,
+ * its linger starting then. */
+static void case_ghost_keeps_gpu(void)
+{
+    const char *which = "case 9 (a ghost's memory keeps its GPU)";
+    const uint64_t mb = 1000000ull;
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *t = world_tenant(w, "t", 1);
+    t->config.memory = 1000 * mb;
+    struct process *p = world_process(w, t, false);
+    declare(w, p, d);
+    uint32_t status = mem_lease(w, p, d, 600 * mb);
+    check(status == GS_LEASE_GRANTED && w->lease_granted == 600 * mb, which,
+          "p's lease of 600 MB: status %u, %llu bytes granted (granted, 600 MB)", (unsigned)status,
+          (unsigned long long)w->lease_granted);
+    connection_lost(w, p);
+    world_run_for(w, 60000 * MS); /* far past any linger */
+    check(!sched_device_unused(d), which, "the GPU %s while p's 600 MB is a ghost on it (in use)",
+          sched_device_unused(d) ? "reads unused" : "reads in use");
+    check(mem_counted(d, t) == 600 * mb, which, "t counts %llu bytes after p's connection closed (600 MB)",
+          (unsigned long long)mem_counted(d, t));
+    struct process *q = world_process(w, t, false);
+    declare(w, q, d);
+    status = mem_lease(w, q, d, 600 * mb);
+    check(status == GS_LEASE_REFUSED, which, "q's lease of 600 MB past the cap: status %u (refused, %u)",
+          (unsigned)status, (unsigned)GS_LEASE_REFUSED);
+    client_gone(w, q);
+    world_run_for(w, 1000 * MS);
+    check(!sched_device_unused(d), which, "the GPU %s after q left, p's ghost still counted (in use)",
+          sched_device_unused(d) ? "reads unused" : "reads in use");
+    uint64_t gone_at = w->now;
+    world_step(w, (struct sched_event){.type = SCHED_PROCESS_GONE, .pid = p->slots[0].pid});
+    check(mem_counted(d, t) == 0, which, "t counts %llu bytes after p exited (0)",
+          (unsigned long long)mem_counted(d, t));
+    check(sched_device_unused(d) && d->unused_since == gone_at, which,
+          "the GPU %s, unused since %.0f ms after p exited (unused, since 0 ms)",
+          sched_device_unused(d) ? "reads unused" : "reads in use",
+          (double)(int64_t)(d->unused_since - gone_at) / 1e6);
+    world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     static void (*const cases[])(void) = {
         case_gang_limit, case_gather_leaves_gpu_idle, case_gang_fallback,
         case_stale_entry_floor, case_gang_gathers_for_nobody, case_latency,
-        case_idle_releases_raise_floor, case_return_after_solo,
+        case_idle_releases_raise_floor, case_return_after_solo, case_ghost_keeps_gpu,
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 1) {

@@ -31,7 +31,9 @@
  * and a sibling must not lease it meanwhile. The ghost goes when the
  * process declares again (a new connection's MEM_DECLARE) or exits
  * (SCHED_PROCESS_GONE, from the server's check of its ghosts' processes).
- * At most MEM_GHOSTS per entry: beyond that the oldest is let go.
+ * At most MEM_GHOSTS per entry: beyond that the oldest is let go. Until
+ * its ghosts go, a GPU that no slot declares any more is kept, not freed
+ * with the counts on it (sched_device_unused).
  *
  * After a restart (sched.recovering_until), processes that were running
  * reconnect one by one, up to a second apart (their backoff), and declare
@@ -68,15 +70,18 @@ static void sub(struct device_tenant *dt, struct sched_slot *slot, uint64_t byte
     dt->mem_used -= bytes > dt->mem_used ? dt->mem_used : bytes;
 }
 
-/* Lets go of pid's ghost count in dt, if any. */
-static void forget_ghost(struct device_tenant *dt, uint32_t pid)
+/* Lets go of pid's ghost count in dt, if any; returns whether it had one. */
+static bool forget_ghost(struct device_tenant *dt, uint32_t pid)
 {
+    bool had = false;
     for (int i = 0; i < MEM_GHOSTS && pid; i++)
         if (dt->ghosts[i].pid == pid) {
             uint64_t b = dt->ghosts[i].bytes;
             dt->mem_used -= b < dt->mem_used ? b : dt->mem_used;
             dt->ghosts[i] = (struct mem_ghost){0, 0};
+            had = true;
         }
+    return had;
 }
 
 /* Keeps bytes counted in dt for pid, which lives on without a connection. */
@@ -193,9 +198,12 @@ void mem_event(struct sched *s, const struct sched_event *ev, uint64_t now)
         return;
     }
     if (ev->type == SCHED_PROCESS_GONE) {
+        /* A GPU that no slot declares is in use until its last ghost goes
+         * (sched_device_unused); its linger starts then. */
         for (struct device *d = s->devices; d; d = d->next)
             for (size_t i = 0; i < d->ntenants; i++)
-                forget_ghost(&d->tenants[i], ev->pid);
+                if (forget_ghost(&d->tenants[i], ev->pid) && d->nslots == 0)
+                    d->unused_since = now;
         return;
     }
     struct sched_slot *slot = ev->slot;

@@ -133,7 +133,8 @@ struct device {
     struct sched_slot **slots; /* the client slots that declared it: the
                                   scheduler walks these, never all clients */
     size_t nslots, slots_cap;
-    uint64_t unused_since;     /* nslots fell to 0 then */
+    uint64_t unused_since;     /* nslots fell to 0, or its last ghost count
+                                  went with no slot left, then */
     enum device_state state;
     struct device_tenant *holder;
     uint64_t grant;            /* current grant id */
@@ -297,6 +298,8 @@ void sched_device_add(struct sched *s, struct device *d, uint64_t now);
 /* Unlinks d, which must be idle with no slots (sched_device_unused), and
  * frees what sched allocated for it; the caller frees d. */
 void sched_device_remove(struct sched *s, struct device *d);
+/* Whether d can be freed: idle, no slot declares it, and no entry on it
+ * counts memory (a ghost of a process that lives on included). */
 bool sched_device_unused(const struct device *d);
 /* The tenant's entry on d, created if missing; NULL if out of memory. */
 struct device_tenant *sched_entry_get(struct device *d, struct sched_tenant *t);

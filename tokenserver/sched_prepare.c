@@ -28,9 +28,24 @@ void sched_device_add(struct sched *s, struct device *d, uint64_t now)
     s->ndevices++;
 }
 
+/* A GPU nobody declares may still hold a tenant's memory: a process whose
+ * connection closed while it lives on keeps its count there (memory.c's
+ * ghosts) until it exits. Freeing the GPU would free that count with it,
+ * and the tenant's next process would be leased memory its live one still
+ * holds: so the GPU is in use while any entry on it counts memory. */
 bool sched_device_unused(const struct device *d)
 {
-    return d->nslots == 0 && d->state == DEV_IDLE;
+    if (d->nslots != 0 || d->state != DEV_IDLE)
+        return false;
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct device_tenant *dt = &d->tenants[i];
+        if (dt->mem_used)
+            return false;
+        for (int g = 0; g < MEM_GHOSTS; g++)
+            if (dt->ghosts[g].pid)
+                return false;
+    }
+    return true;
 }
 
 void sched_device_remove(struct sched *s, struct device *d)

@@ -26,6 +26,10 @@ BUGS = {
     "memory-kept": (
         "tokenserver/memory.c", "    else if (dt && slot->mem_held)\n        sub(dt, slot, slot->mem_held);",
         "", "what a killed process held stays counted"),
+    "ghost-uncounted": (
+        "tokenserver/memory.c", "keep_ghost(dt, slot->pid, slot->mem_held); /* still counted */",
+        "sub(dt, slot, slot->mem_held);",
+        "what a process that lives on holds is uncounted when its connection closes"),
     "grant-while-held": (
         "tokenserver/sched.c", "static void schedule(struct sched *s, struct device *d, uint64_t now)\n{\n    if (d->state != DEV_IDLE)\n        return;",
         "static void schedule(struct sched *s, struct device *d, uint64_t now)\n{\n    if (d->state == DEV_RESERVED)\n        return;",

@@ -59,18 +59,23 @@ void check_grant(struct world *w, const struct sched_action *a)
         fail(w, "a GRANT for a slot that names no GPU");
 }
 
-/* What tenant t's processes count on GPU g; -1 if one of them has a count
- * the server keeps without a connection (what it counts then is what the
- * process held when the connection closed). */
+/* What tenant t's processes count on GPU g: those connected, and those
+ * the server keeps a count for without a connection (ghosted: the process
+ * lives on, and what it counted when its connection closed is still on
+ * the GPU; a ghosted process that dies is in flight, EV_PROCESS_GONE, until
+ * the server's check sees it gone). -1 where the server may rightly count
+ * otherwise: a ghosted process allocated uncounted under `open`, or more of
+ * the tenant's processes are ghosted than an entry keeps (MEM_GHOSTS). */
 static int64_t truth(const struct world *w, int t, int g)
 {
     int64_t sum = 0;
+    int ghosts = 0;
     for (int i = 0; i < w->nprocs; i++) {
         const struct sim_proc *p = &w->proc[i];
-        if (p->tenant == t && p->ghosted)
-            return -1;
-        if (p->tenant != t || !p->alive || p->conn < 0)
+        if (p->tenant != t || !p->alive || (p->conn < 0 && !p->ghosted))
             continue;
+        if (p->ghosted && (w->over_cap_excused[t] || ++ghosts > MEM_GHOSTS))
+            return -1;
         for (int k = 0; k < p->ngpus; k++)
             if (p->dev[k].gpu == g)
                 sum += (int64_t)shim_count(p, k);
