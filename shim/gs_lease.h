@@ -31,7 +31,9 @@ void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes);
 void gs_lease_give(struct gs_dev *d, uint64_t bytes);
 /* The process's unused headroom on d. */
 uint64_t gs_lease_headroom(const struct gs_dev *d);
-/* The process's count on d (held plus headroom), for MEM_DECLARE. */
+/* The process's count on d (held plus headroom), for MEM_DECLARE on a new
+ * connection (gate lock held): the messages about d's count built before
+ * and not sent yet are in it, and are not sent. */
 uint64_t gs_lease_count(const struct gs_dev *d);
 /* MEM_RECALL: gives up all headroom of d; returns the bytes to free. */
 uint64_t gs_lease_recall(const struct gs_dev *d);
