@@ -82,17 +82,18 @@ int gs_conn_send_about_locked(struct gs_dev *d, const struct gs_msg *m)
 }
 
 /* A MEM_LEASE and its answer, as gs_rpc.c and the gate thread handle them:
- * the answer arrives under the gate lock; the caller sees it after the lock
- * is dropped, and a WELCOME may come in between (reconnect_after_answer). */
+ * the answer arrives under the gate lock, where the gate thread counts the
+ * grant (gs_lease_granted); the caller sees it after the lock is dropped,
+ * and a WELCOME may come in between (reconnect_after_answer). */
 static bool reconnect_after_answer;
 
 int gs_rpc_lease(struct gs_dev *d, uint64_t need, uint64_t want, struct gs_msg_mem_leased *out)
 {
     (void)need;
-    (void)d;
     gs_lock(GS_LOCK_GATE);
     server_count += want;
     *out = (struct gs_msg_mem_leased){.id = 1, .status = GS_LEASE_GRANTED, .granted = want};
+    gs_lease_granted(d, want); /* the gate thread's MEM_LEASED */
     gs_unlock(GS_LOCK_GATE);
     if (reconnect_after_answer) {
         reconnect_after_answer = false;
@@ -165,6 +166,13 @@ int main(void)
     reconnect_on_gate = 1;
     gs_lease_take_anyway(&gs_devs[0], 64 * MB);
     expect_counts_agree("an unanswered MEM_LEASE after a reconnection");
+
+    /* A granted lease, and a WELCOME before its requester wakes. */
+    start();
+    reconnect_after_answer = true;
+    if (gs_reserve(&gs_devs[0], 32 * MB) != CUDA_SUCCESS)
+        return 1;
+    expect_counts_agree("a granted lease with a reconnection before its requester wakes");
 
     /* Without reconnections, every path agrees too. */
     start();
