@@ -115,12 +115,20 @@ void gs_lease_granted(struct gs_dev *d, uint64_t granted)
     arm_tick();
 }
 
-void gs_lease_granted_uncounted(struct gs_dev *d, uint64_t bytes)
+bool gs_lease_granted_uncounted(struct gs_dev *d, uint64_t bytes)
 {
+    /* Under the gate lock: counted before the next WELCOME's declaration,
+     * or not at all once it came (the caller asks that server). */
     struct lease *l = &leases[d->slot];
-    gs_lock(GS_LOCK_LEASE);
-    l->granted = bytes > UINT64_MAX - l->granted ? UINT64_MAX : l->granted + bytes;
-    gs_unlock(GS_LOCK_LEASE);
+    gs_lock(GS_LOCK_GATE);
+    bool welcomed = gs_conn_connected_locked();
+    if (!welcomed) {
+        gs_lock(GS_LOCK_LEASE);
+        l->granted = bytes > UINT64_MAX - l->granted ? UINT64_MAX : l->granted + bytes;
+        gs_unlock(GS_LOCK_LEASE);
+    }
+    gs_unlock(GS_LOCK_GATE);
+    return !welcomed;
 }
 
 void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes)

@@ -22,8 +22,9 @@ bool gs_lease_take_headroom(struct gs_dev *d, uint64_t bytes, uint64_t *need, ui
  * that no reconnection's declaration comes between the two. */
 void gs_lease_granted(struct gs_dev *d, uint64_t granted);
 /* Counted without the server (no server under the open policy): declared
- * when it is back. */
-void gs_lease_granted_uncounted(struct gs_dev *d, uint64_t bytes);
+ * when it is back. False, and not counted, if it is back already (welcomed
+ * since the caller found it unreachable): ask it. */
+bool gs_lease_granted_uncounted(struct gs_dev *d, uint64_t bytes);
 /* Counts bytes as held although the cap may not allow them: memory the
  * driver already took (a context larger than its estimate, a pool's
  * growth). Never waits for the server: the gate thread calls it too. */

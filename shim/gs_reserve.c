@@ -27,7 +27,7 @@ CUresult gs_reserve(struct gs_dev *d, uint64_t bytes)
             return CUDA_SUCCESS;
         struct gs_msg_mem_leased r;
         if (gs_rpc_lease(d, need, want, &r) != 0) {
-            gs_lease_granted_uncounted(d, need);
+            gs_lease_granted_uncounted(d, need); /* or the server is back: ask it */
             continue;
         }
         /* A grant is in the ledger already (the gate thread counted it as

@@ -28,12 +28,16 @@ pthread_cond_t gs_gate_cv = PTHREAD_COND_INITIALIZER;
 
 static uint64_t server_count;  /* the server's count for this process on device 0 */
 static int reconnect_on_gate;  /* the gate lock is taken this many times more before a WELCOME comes */
+static bool reconnect_on_lock;  /* a WELCOME comes before the next lock is taken */
+static bool server_up = true;   /* false: the server is unreachable (open policy) */
+static bool welcomed = true;
 static bool held[GS_LOCK_COUNT];
 
 /* A reconnection, as gs_gate_thread.c handles its WELCOME (gate lock held):
  * the server's count is what the process declares. */
 static void welcome_locked(void)
 {
+    server_up = welcomed = true;
     server_count = gs_lease_count(&gs_devs[0]);
 }
 
@@ -44,7 +48,9 @@ void gs_lock(enum gs_lock lock)
             fprintf(stderr, "FAIL: lock %d taken while holding lock %d\n", lock, i);
             exit(1);
         }
-    if (lock == GS_LOCK_GATE && reconnect_on_gate && --reconnect_on_gate == 0) {
+    if ((lock == GS_LOCK_GATE && reconnect_on_gate && --reconnect_on_gate == 0) ||
+        ((lock == GS_LOCK_GATE || lock == GS_LOCK_LEASE) && reconnect_on_lock)) {
+        reconnect_on_lock = false;
         held[GS_LOCK_GATE] = true; /* the other thread's, for the WELCOME */
         welcome_locked();
         held[GS_LOCK_GATE] = false;
@@ -65,6 +71,11 @@ void gs_log(enum gs_log_level level, const char *fmt, ...)
 
 void gs_conn_wake_gate_thread(void)
 {
+}
+
+bool gs_conn_connected_locked(void)
+{
+    return welcomed;
 }
 
 /* The server: MEM_FREE lowers the count, MEM_LEASE raises it (no cap). */
@@ -91,6 +102,13 @@ int gs_rpc_lease(struct gs_dev *d, uint64_t need, uint64_t want, struct gs_msg_m
 {
     (void)need;
     gs_lock(GS_LOCK_GATE);
+    if (!server_up) { /* the open policy: the caller goes on without it */
+        welcomed = false;
+        gs_unlock(GS_LOCK_GATE);
+        reconnect_on_lock = reconnect_after_answer;
+        reconnect_after_answer = false;
+        return -1;
+    }
     server_count += want;
     *out = (struct gs_msg_mem_leased){.id = 1, .status = GS_LEASE_GRANTED, .granted = want};
     gs_lease_granted(d, want); /* the gate thread's MEM_LEASED */
@@ -126,6 +144,8 @@ static void start(void)
     server_count = 0;
     reconnect_on_gate = 0;
     reconnect_after_answer = false;
+    reconnect_on_lock = false;
+    server_up = welcomed = true;
 }
 
 #define MB (1ull << 20)
@@ -173,6 +193,15 @@ int main(void)
     if (gs_reserve(&gs_devs[0], 32 * MB) != CUDA_SUCCESS)
         return 1;
     expect_counts_agree("a granted lease with a reconnection before its requester wakes");
+
+    /* No server (open policy): counted without it, and the server is back
+     * before the count is. */
+    start();
+    server_up = false;
+    reconnect_after_answer = true;
+    if (gs_reserve(&gs_devs[0], 16 * MB) != CUDA_SUCCESS)
+        return 1;
+    expect_counts_agree("memory counted without the server, with a reconnection before it is counted");
 
     /* Without reconnections, every path agrees too. */
     start();
