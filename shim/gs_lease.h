@@ -18,8 +18,8 @@
  * allocates). */
 bool gs_lease_take_headroom(struct gs_dev *d, uint64_t bytes, uint64_t *need, uint64_t *want);
 /* The server's answer to a MEM_LEASE: granted bytes more in the count.
- * Called by the gate thread as the answer arrives (gate lock held), so
- * that no reconnection's declaration comes between the two. */
+ * Called by the thread that reads the answer, as it arrives (gate lock
+ * held), so that no reconnection's declaration comes between the two. */
 void gs_lease_granted(struct gs_dev *d, uint64_t granted);
 /* Counted without the server (no server under the open policy): declared
  * when it is back. False, and not counted, if it is back already (welcomed

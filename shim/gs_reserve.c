@@ -30,8 +30,8 @@ CUresult gs_reserve(struct gs_dev *d, uint64_t bytes)
             gs_lease_granted_uncounted(d, need); /* or the server is back: ask it */
             continue;
         }
-        /* A grant is in the ledger already (the gate thread counted it as
-         * it arrived). Less than asked for is no answer a server gives (a
+        /* A grant is in the ledger already (counted as it arrived, by the
+         * thread that read it: gs_gate_thread.c). Less than asked for is no answer a server gives (a
          * wrong or changed one): retried like RETRY, so that it cannot
          * keep this thread asking without pause. */
         if (r.status == GS_LEASE_GRANTED && r.granted >= need)
