@@ -243,14 +243,16 @@ void gs_conn_answer_give_locked(struct gs_answer *a)
     pthread_cond_broadcast(&gs_gate_cv); /* a request may wait for a free entry */
 }
 
-void gs_conn_answer_arrived_locked(uint64_t id, const struct gs_msg *m)
+struct gs_answer *gs_conn_answer_arrived_locked(uint64_t id, const struct gs_msg *m)
 {
     for (int i = 0; id && i < MAX_ANSWERS; i++)
-        if (answers[i].id == id && !answers[i].done) {
+        if (answers[i].id == id && !answers[i].done) { /* ids are unique */
             answers[i].msg = *m;
             answers[i].done = true;
             pthread_cond_broadcast(&gs_gate_cv);
+            return &answers[i];
         }
+    return NULL;
 }
 
 /* ---- wake-ups ------------------------------------------------------------------- */

@@ -68,6 +68,7 @@ struct gs_answer {
     uint64_t id;             /* 0: a free entry */
     bool done;
     bool lost;               /* asked on a connection that went down */
+    struct gs_dev *dev;      /* the GPU asked about (NULL: none) */
     struct gs_msg msg;
 };
 /* A free entry with a fresh id (NULL: all are taken). */
@@ -75,8 +76,9 @@ struct gs_answer *gs_conn_answer_take_locked(void);
 /* Gives the entry back. */
 void gs_conn_answer_give_locked(struct gs_answer *a);
 /* An answer arrived (the gate thread): its entry is done, and the waiters
- * are woken (gs_gate_cv). Answers nobody waits for are dropped. */
-void gs_conn_answer_arrived_locked(uint64_t id, const struct gs_msg *m);
+ * are woken (gs_gate_cv); the entry, or NULL for an answer nobody waits
+ * for (dropped). */
+struct gs_answer *gs_conn_answer_arrived_locked(uint64_t id, const struct gs_msg *m);
 
 /* ---- wake-ups (no lock) ---------------------------------------------------------------- */
 

@@ -67,9 +67,17 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
     case GS_MSG_MEM_RESULT:
         gs_conn_answer_arrived_locked(msg->u.mem_result.id, msg);
         break;
-    case GS_MSG_MEM_LEASED:
-        gs_conn_answer_arrived_locked(msg->u.leased.id, msg);
+    case GS_MSG_MEM_LEASED: {
+        /* A grant is counted as it arrives, under the gate lock: a later
+         * connection's declaration has it in it. Counted by its requester,
+         * once awake, it could come after that declaration, and be missing
+         * from the server's count. Only what a request waits for: the
+         * answer to gs_lease_take_anyway's lease is counted already. */
+        struct gs_answer *a = gs_conn_answer_arrived_locked(msg->u.leased.id, msg);
+        if (a && a->dev && msg->u.leased.status == GS_LEASE_GRANTED)
+            gs_lease_granted(a->dev, msg->u.leased.granted);
         break;
+    }
     case GS_MSG_USAGE:
         gs_conn_answer_arrived_locked(msg->u.usage.id, msg);
         break;

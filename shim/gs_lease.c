@@ -15,6 +15,14 @@
  * ticks of the gate thread (20 ms), and all of it when the server recalls
  * it because a sibling process needs room (MEM_RECALL).
  *
+ * A message about the count that has no answer (MEM_FREE, or MEM_LEASE for
+ * memory the driver took) is built under the lease lock and sent under the
+ * gate lock, taken after. A reconnection in between declares the count
+ * with the change in it already; the message, sent on top, would count the
+ * change twice. So each device keeps a declaration epoch, which the
+ * declaration bumps (gs_lease_count, gate lock held), and a message built
+ * under an older epoch is not sent.
+ *
  * Owns `leases` (guarded by the lease lock, the innermost but one of
  * gs_locks.h: the gate thread reads it with the gate lock held) and
  * `tick_armed`.
@@ -35,6 +43,7 @@ struct lease {
     uint64_t chunk;          /* the headroom to ask for */
     uint64_t changes;        /* allocations and frees so far */
     uint64_t changes_seen;   /* ... at the last tick */
+    uint64_t epoch;          /* declarations of the count so far (gs_lease_count) */
 };
 
 static struct lease leases[GS_MAX_DEVICES];
@@ -56,21 +65,27 @@ static uint64_t chunk_for(uint64_t bytes, uint64_t chunk)
     return want > chunk ? want : chunk;
 }
 
-/* Sends m, a message about d that has no answer, if connected (a message
- * lost with a connection is covered by the declaration on reconnecting). */
-static void send_unanswered(struct gs_dev *d, const struct gs_msg *m)
+/* Sends m, a message about d that has no answer, built under the lease
+ * lock in epoch `epoch`, if connected and d's count was not declared since
+ * (a message lost with a connection, or built before a declaration, is
+ * covered by that declaration). */
+static void send_unanswered(struct gs_dev *d, const struct gs_msg *m, uint64_t epoch)
 {
-    gs_lock(GS_LOCK_GATE);
-    gs_conn_send_about_locked(d, m);
+    gs_lock(GS_LOCK_GATE); /* no declaration while it is held */
+    gs_lock(GS_LOCK_LEASE);
+    bool declared_since = leases[d->slot].epoch != epoch;
+    gs_unlock(GS_LOCK_LEASE);
+    if (!declared_since)
+        gs_conn_send_about_locked(d, m);
     gs_unlock(GS_LOCK_GATE);
 }
 
-static void send_free(struct gs_dev *d, uint64_t bytes)
+static void send_free(struct gs_dev *d, uint64_t bytes, uint64_t epoch)
 {
     struct gs_msg m = {.type = GS_MSG_MEM_FREE};
     m.u.mem.slot = (uint32_t)d->slot;
     m.u.mem.bytes = bytes;
-    send_unanswered(d, &m);
+    send_unanswered(d, &m, epoch);
 }
 
 bool gs_lease_take_headroom(struct gs_dev *d, uint64_t bytes, uint64_t *need, uint64_t *want)
@@ -100,12 +115,20 @@ void gs_lease_granted(struct gs_dev *d, uint64_t granted)
     arm_tick();
 }
 
-void gs_lease_granted_uncounted(struct gs_dev *d, uint64_t bytes)
+bool gs_lease_granted_uncounted(struct gs_dev *d, uint64_t bytes)
 {
+    /* Under the gate lock: counted before the next WELCOME's declaration,
+     * or not at all once it came (the caller asks that server). */
     struct lease *l = &leases[d->slot];
-    gs_lock(GS_LOCK_LEASE);
-    l->granted = bytes > UINT64_MAX - l->granted ? UINT64_MAX : l->granted + bytes;
-    gs_unlock(GS_LOCK_LEASE);
+    gs_lock(GS_LOCK_GATE);
+    bool welcomed = gs_conn_connected_locked();
+    if (!welcomed) {
+        gs_lock(GS_LOCK_LEASE);
+        l->granted = bytes > UINT64_MAX - l->granted ? UINT64_MAX : l->granted + bytes;
+        gs_unlock(GS_LOCK_LEASE);
+    }
+    gs_unlock(GS_LOCK_GATE);
+    return !welcomed;
 }
 
 void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes)
@@ -125,6 +148,7 @@ void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes)
     l->granted = need > UINT64_MAX - l->granted ? UINT64_MAX : l->granted + need;
     l->held = bytes > UINT64_MAX - l->held ? UINT64_MAX : l->held + bytes;
     l->changes++;
+    uint64_t epoch = l->epoch;
     gs_unlock(GS_LOCK_LEASE);
     if (need) {
         GS_DEBUG("%llu bytes of device memory taken by the driver beyond the headroom; counted",
@@ -133,7 +157,7 @@ void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes)
         m.u.lease.slot = (uint32_t)d->slot;
         m.u.lease.id = 0; /* its MEM_LEASED matches no request */
         m.u.lease.need = m.u.lease.want = need;
-        send_unanswered(d, &m);
+        send_unanswered(d, &m, epoch);
     }
 }
 
@@ -149,9 +173,10 @@ void gs_lease_give(struct gs_dev *d, uint64_t bytes)
         back = headroom - l->chunk;
         l->granted -= back;
     }
+    uint64_t epoch = l->epoch;
     gs_unlock(GS_LOCK_LEASE);
     if (back)
-        send_free(d, back);
+        send_free(d, back, epoch);
     arm_tick();
 }
 
@@ -167,6 +192,7 @@ uint64_t gs_lease_count(const struct gs_dev *d)
 {
     gs_lock(GS_LOCK_LEASE);
     uint64_t count = leases[d->slot].granted;
+    leases[d->slot].epoch++; /* what was built before is in this count */
     gs_unlock(GS_LOCK_LEASE);
     return count;
 }
@@ -214,9 +240,10 @@ bool gs_lease_give_idle(void)
             }
         }
         l->changes_seen = l->changes;
+        uint64_t epoch = l->epoch;
         gs_unlock(GS_LOCK_LEASE);
         if (back)
-            send_free(&gs_devs[i], back);
+            send_free(&gs_devs[i], back, epoch);
     }
     return again;
 }

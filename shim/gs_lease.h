@@ -17,11 +17,14 @@
  * and *want (that and a chunk of headroom sized to what the process
  * allocates). */
 bool gs_lease_take_headroom(struct gs_dev *d, uint64_t bytes, uint64_t *need, uint64_t *want);
-/* The server's answer to a MEM_LEASE: granted bytes more in the count. */
+/* The server's answer to a MEM_LEASE: granted bytes more in the count.
+ * Called by the thread that reads the answer, as it arrives (gate lock
+ * held), so that no reconnection's declaration comes between the two. */
 void gs_lease_granted(struct gs_dev *d, uint64_t granted);
 /* Counted without the server (no server under the open policy): declared
- * when it is back. */
-void gs_lease_granted_uncounted(struct gs_dev *d, uint64_t bytes);
+ * when it is back. False, and not counted, if it is back already (welcomed
+ * since the caller found it unreachable): ask it. */
+bool gs_lease_granted_uncounted(struct gs_dev *d, uint64_t bytes);
 /* Counts bytes as held although the cap may not allow them: memory the
  * driver already took (a context larger than its estimate, a pool's
  * growth). Never waits for the server: the gate thread calls it too. */
@@ -31,7 +34,9 @@ void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes);
 void gs_lease_give(struct gs_dev *d, uint64_t bytes);
 /* The process's unused headroom on d. */
 uint64_t gs_lease_headroom(const struct gs_dev *d);
-/* The process's count on d (held plus headroom), for MEM_DECLARE. */
+/* The process's count on d (held plus headroom), for MEM_DECLARE on a new
+ * connection (gate lock held): the messages about d's count built before
+ * and not sent yet are in it, and are not sent. */
 uint64_t gs_lease_count(const struct gs_dev *d);
 /* MEM_RECALL: gives up all headroom of d; returns the bytes to free. */
 uint64_t gs_lease_recall(const struct gs_dev *d);

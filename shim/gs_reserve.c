@@ -27,17 +27,15 @@ CUresult gs_reserve(struct gs_dev *d, uint64_t bytes)
             return CUDA_SUCCESS;
         struct gs_msg_mem_leased r;
         if (gs_rpc_lease(d, need, want, &r) != 0) {
-            gs_lease_granted_uncounted(d, need);
+            gs_lease_granted_uncounted(d, need); /* or the server is back: ask it */
             continue;
         }
-        if (r.status == GS_LEASE_GRANTED) {
-            gs_lease_granted(d, r.granted);
-            /* Less than asked for is no answer a server gives (a wrong or
-             * changed one): counted, and retried like RETRY, so that it
-             * cannot keep this thread asking without pause. */
-            if (r.granted >= need)
-                continue;
-        }
+        /* A grant is in the ledger already (counted as it arrived, by the
+         * thread that read it: gs_gate_thread.c). Less than asked for is no answer a server gives (a
+         * wrong or changed one): retried like RETRY, so that it cannot
+         * keep this thread asking without pause. */
+        if (r.status == GS_LEASE_GRANTED && r.granted >= need)
+            continue;
         if ((r.status == GS_LEASE_RETRY || r.status == GS_LEASE_GRANTED) && tries < RETRY_LIMIT) {
             struct timespec pause = {0, RETRY_SLEEP_NS};
             nanosleep(&pause, NULL);

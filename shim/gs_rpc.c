@@ -59,6 +59,7 @@ static struct gs_answer *request_locked(struct gs_dev *d, struct gs_msg *m, uint
     while (!(a = gs_conn_answer_take_locked()))
         pthread_cond_wait(&gs_gate_cv, gs_lock_mutex(GS_LOCK_GATE)); /* all taken: one is given back */
     *id_field = a->id;
+    a->dev = d;
     bool sent = (d ? gs_conn_send_about_locked(d, m) : gs_conn_send_locked(m)) == 0;
     gs_locks_check_wait("the server's answer");
     if (!sent) { /* the gate thread notices the broken connection and wakes us */

@@ -18,8 +18,9 @@
  * for the server. */
 int gs_rpc_mem_query(struct gs_dev *d, struct gs_msg_mem_result *result);
 
-/* MEM_LEASE for d (need, at most want): 0 with *out filled, or -1 when the
- * server is unreachable and the policy is open. */
+/* MEM_LEASE for d (need, at most want): 0 with *out filled (what is
+ * granted is in the lease ledger already, counted as it arrived by the
+ * thread that read it: gs_gate_thread.c), or -1 when the server is unreachable and the policy is open. */
 int gs_rpc_lease(struct gs_dev *d, uint64_t need, uint64_t want, struct gs_msg_mem_leased *out);
 
 /* USAGE_QUERY for the GPU of uuid: 0 with *out filled; -1 when there is no
