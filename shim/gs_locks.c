@@ -47,7 +47,10 @@ __attribute__((noreturn)) static void broken(const char *rule, enum gs_lock lock
 void gs_lock(enum gs_lock lock)
 {
 #ifndef NDEBUG
-    /* Only locks further down the table may be taken. */
+    /* A lock of the table (so that the compiler, too, knows the index is
+     * in bounds below), and only one further down it than those held. */
+    if ((unsigned)lock >= GS_LOCK_COUNT)
+        broken("took an unknown lock", lock, "?");
     if (held >> lock)
         broken("took", lock, NULL);
 #endif
