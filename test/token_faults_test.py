@@ -116,7 +116,10 @@ for policy in ("wait", "open"):
         checks.expect(busy < 0.05, "wait: with the server down, GPU work waits (utilization %.1f%%)" % (100 * busy))
     else:
         both = tenant_shares(down, {"a": [a.pid], "b": [b.pid]})
-        checks.expect(busy > (0.9 if TIMING else 0.6) and min(both.values()) > 0.2,
+        # Unthrottled, the two keep the GPU 94-95 % busy here, and 84.7 %
+        # was seen once in a fresh-clone run; under `wait` it is under 5 %:
+        # 80 % still tells the policies apart.
+        checks.expect(busy > (0.8 if TIMING else 0.6) and min(both.values()) > 0.2,
                       "open: with the server down, both run unthrottled (utilization %.1f%%; %s)" % (100 * busy, watch))
     server.start()
     time.sleep(1.5)  # reconnection: at most 1 s between tries
