@@ -324,24 +324,13 @@ void gs_gate_thread_start_locked(void)
     gs_conn_set_reader_started_locked();
 }
 
-/* Waits on gs_gate_cv (gate lock held) for a broadcast or `ms`
- * milliseconds (gs_gate_cv measures time on CLOCK_REALTIME). */
-static void wait_gate_cv_locked(long ms)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += ms * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&gs_gate_cv, gs_lock_mutex(GS_LOCK_GATE), &until);
-}
 
 void gs_gate_thread_wait_locked(bool for_grant)
 {
     gs_locks_check_wait("admission");
     int sock = gs_conn_socket_locked(), reader_fd = gs_conn_reader_fd();
     if (!for_grant || !gs_conn_connected_locked() || sock < 0 || gs_conn_launcher_reads_locked() || reader_fd < 0) {
-        wait_gate_cv_locked(50);
+        gs_gate_cv_wait_ms_locked(50);
         return;
     }
     /* Read the socket on this thread. The gate thread stops polling it

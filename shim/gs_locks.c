@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static pthread_mutex_t locks[GS_LOCK_COUNT] = {
     PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
@@ -70,6 +71,16 @@ void gs_unlock(enum gs_lock lock)
 {
     held &= ~(1u << lock);
     pthread_mutex_unlock(&locks[lock]);
+}
+
+void gs_gate_cv_wait_ms_locked(long ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += ms * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&gs_gate_cv, &locks[GS_LOCK_GATE], &until);
 }
 
 pthread_mutex_t *gs_lock_mutex(enum gs_lock lock)

@@ -70,6 +70,10 @@ pthread_mutex_t *gs_lock_mutex(enum gs_lock lock);
  * requests waiting for the server's answer, wait on it. */
 extern pthread_cond_t gs_gate_cv;
 
+/* Waits on gs_gate_cv (gate lock held) for a broadcast or `ms`
+ * milliseconds (gs_gate_cv measures time on CLOCK_REALTIME). */
+void gs_gate_cv_wait_ms_locked(long ms);
+
 /* A thread is about to wait for the server's answer, or for admission
  * (what): it holds no lock but the gate lock, which the wait releases. */
 void gs_locks_check_wait(const char *what);

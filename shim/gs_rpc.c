@@ -19,17 +19,6 @@
 #define USAGE_CONNECT_WAIT_NS 2000000000ull /* for a connection under way */
 #define USAGE_ANSWER_WAIT_NS 2000000000ull  /* for the server's answer */
 
-/* Waits on gs_gate_cv (gate lock held) for a broadcast or `ms`
- * milliseconds (gs_gate_cv measures time on CLOCK_REALTIME). */
-static void wait_cv_locked(long ms)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += ms * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&gs_gate_cv, gs_lock_mutex(GS_LOCK_GATE), &until);
-}
 
 /* Waits (gate lock held) until the server welcomed this process. False
  * when the open policy lets the caller go ahead uncounted: the server is
@@ -44,7 +33,7 @@ static bool wait_connected_locked(uint64_t first_try)
             return false;
         gs_conn_wake_gate_thread();
         gs_locks_check_wait("the server's welcome");
-        wait_cv_locked(50);
+        gs_gate_cv_wait_ms_locked(50);
     }
     return true;
 }
@@ -66,7 +55,7 @@ static struct gs_answer *request_locked(struct gs_dev *d, struct gs_msg *m, uint
         pthread_cond_wait(&gs_gate_cv, gs_lock_mutex(GS_LOCK_GATE));
     } else {
         while (gs_conn_connected_locked() && !a->lost && !a->done && (!until || gs_now_ns() < until))
-            wait_cv_locked(until ? 10 : 100);
+            gs_gate_cv_wait_ms_locked(until ? 10 : 100);
     }
     if (a->done)
         return a;
@@ -133,7 +122,7 @@ int gs_rpc_usage(const uint8_t uuid[16], struct gs_msg_usage *out)
         }
         gs_conn_wake_gate_thread();
         gs_locks_check_wait("the server's welcome");
-        wait_cv_locked(10);
+        gs_gate_cv_wait_ms_locked(10);
     }
     struct gs_msg m = {.type = GS_MSG_USAGE_QUERY};
     memcpy(m.u.usage_query.uuid, uuid, 16);
