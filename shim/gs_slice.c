@@ -535,10 +535,9 @@ static void drainer_ready(struct gs_slice *s, uint64_t now, struct gs_slice_acti
      * synchronizes often makes the rounds itself. */
     /* Under a bound, launches wait for the room a round gives again: the
      * next round at once. Without one they wait for the budget, and rounds
-     * keep their pause until the slice's last interval (back to back all
-     * slice long they cost the shim's threads 2.2 % of a core beside 1 ms
-     * kernels at 1:1, driver-semantics, bound 1 %); in the last one a
-     * queue seen empty late would leave the slice's end idle. */
+     * keep their pause (a wake-up a millisecond at most) until the slice's
+     * last interval; in the last one a queue seen empty late would leave
+     * the slice's end idle. */
     bool launches_wait = s->waiters > 0 && (s->ahead_ns || now + MEASURE_INTERVAL_NS >= s->deadline_ns);
     if (!s->draining && !launches_wait && s->last_round_end_ns + MEASURE_INTERVAL_NS > now &&
         s->last_round_end_ns > s->slice_start_ns) {

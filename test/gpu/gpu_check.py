@@ -93,6 +93,13 @@ HANDOFF_MEDIAN_MS = 1.0
 # ms for a CPU now and then.
 HANDOFF_P99_MS = None if SIMULATE else 5.0
 CPU_LIMIT_PCT = 1.0                  # row 7: the shim's threads, % of one core
+# Simulated, row 7 judges the shim's threads by their wake-ups a second
+# (about 220 per process; a drainer that polls every millisecond makes
+# over 600) and their CPU only against spinning: on a virtual machine one
+# wake-up costs 30 to 130 us of CPU depending on the host, for the same
+# count (docs/BENCHMARKS.md, "The shim's CPU").
+SIM_WAKEUPS_PER_S = 400
+SIM_CPU_LIMIT_PCT = 10.0
 OVERHEAD_LIMIT_NS = 20.0             # row 7: added ns per cuLaunchKernel
 MEMCAP = 2 << 30                     # row 8
 KILL_LIMIT_MS = 50.0                 # row 9
@@ -444,21 +451,31 @@ def thread_cpu_ns(pid, tid):
     return (int(after_comm[11]) + int(after_comm[12])) * 1_000_000_000 // CLK_TCK
 
 
+def thread_wakeups(pid, tid):
+    """The thread's voluntary context switches: the times it slept."""
+    with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    return 0
+
+
 def threads_cpu(pid):
-    """{(tid, comm): cpu ns} for every live thread of pid."""
+    """{(tid, comm): (cpu ns, wake-ups)} for every live thread of pid."""
     result = {}
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
             with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
                 comm = f.read().strip()
-            result[(tid, comm)] = thread_cpu_ns(pid, tid)
+            result[(tid, comm)] = (thread_cpu_ns(pid, tid), thread_wakeups(pid, tid))
         except (OSError, ValueError):
             continue
     return result
 
 
 def shim_threads_cpu():
-    """The shim's threads' CPU in % of a core per process, or an error text."""
+    """The shim's threads' CPU in % of a core and wake-ups a second, per
+    process, or an error text."""
     tenants = Tenants({"a": "share = 1\n", "b": "share = 1\n"})
     try:
         argv = [testlib.SPIN, "--seconds", str(CPU_S), "--kernel-us", "1000", "--depth", "16"]
@@ -472,14 +489,15 @@ def shim_threads_cpu():
         for t, p in procs.items():
             if p.wait(CPU_S + 60) != 0:
                 return "spin in tenant %s failed (exit %s)" % (t, p.popen.returncode)
-        pct, names = {}, set()
+        pct, wakes, names = {}, {}, set()
         for t in procs:
             shim = [k for k in last[t] if k[1].startswith("gpuslice")]
             names.update(k[1] for k in shim)
             if not shim:
                 return "no thread named gpuslice* in tenant %s's process" % t
-            pct[t] = 100 * sum(last[t][k] - first[t].get(k, 0) for k in shim) / (wall * 1e9)
-        return pct, sorted(names)
+            pct[t] = 100 * sum(last[t][k][0] - first[t].get(k, (0, 0))[0] for k in shim) / (wall * 1e9)
+            wakes[t] = sum(last[t][k][1] - first[t].get(k, (0, 0))[1] for k in shim) / wall
+        return pct, wakes, sorted(names)
     finally:
         tenants.close()
 
@@ -508,21 +526,30 @@ def launch_overhead():
 
 
 def row_cpu_overhead():
+    if SIMULATE:
+        bound = ("<= %g wake-ups a second and <= %g %% of one core per process; <= %g ns added per launch"
+                 % (SIM_WAKEUPS_PER_S, SIM_CPU_LIMIT_PCT, OVERHEAD_LIMIT_NS))
+    else:
+        bound = "<= %g %% of one core per process; <= %g ns added per launch" % (CPU_LIMIT_PCT, OVERHEAD_LIMIT_NS)
     row = Row(7, "the shim's own threads (gpuslice*) beside 1 ms spin kernels at 1:1, %g s; cuLaunchKernel with and "
-                 "without the shim (launch_overhead_bench, no server)" % CPU_S,
-              "<= %g %% of one core per process; <= %g ns added per launch" % (CPU_LIMIT_PCT, OVERHEAD_LIMIT_NS),
-              "/proc/PID/task/*/schedstat of the threads named gpuslice*; medians over batches of 500 launches, "
-              "with and without the shim, in one process")
+                 "without the shim (launch_overhead_bench, no server)" % CPU_S, bound,
+              "/proc/PID/task/*/schedstat and voluntary context switches of the threads named gpuslice*; medians "
+              "over batches of 500 launches, with and without the shim, in one process")
     cpu = shim_threads_cpu()
     overhead = launch_overhead()
     errors = [x for x in (cpu, overhead) if isinstance(x, str)]
     if errors:
         return row.failed("; ".join(errors))
-    (pct, names), (without, with_, added) = cpu, overhead
-    ok = all(v <= CPU_LIMIT_PCT for v in pct.values()) and added <= OVERHEAD_LIMIT_NS
-    return row.passed(ok, "%.2f / %.2f %% of a core (threads %s); %.1f ns without, %.1f ns with: %+.1f ns per launch"
-                      % (pct["a"], pct["b"], ", ".join(names), without, with_, added),
-                      cpu_pct=pct, launch_ns={"without": without, "with": with_, "added": added})
+    (pct, wakes, names), (without, with_, added) = cpu, overhead
+    if SIMULATE:
+        threads_ok = all(pct[t] <= SIM_CPU_LIMIT_PCT and wakes[t] <= SIM_WAKEUPS_PER_S for t in pct)
+    else:
+        threads_ok = all(v <= CPU_LIMIT_PCT for v in pct.values())
+    ok = threads_ok and added <= OVERHEAD_LIMIT_NS
+    return row.passed(ok, "%.2f / %.2f %% of a core, %.0f / %.0f wake-ups a second (threads %s); %.1f ns without, "
+                          "%.1f ns with: %+.1f ns per launch"
+                      % (pct["a"], pct["b"], wakes["a"], wakes["b"], ", ".join(names), without, with_, added),
+                      cpu_pct=pct, wakeups_per_s=wakes, launch_ns={"without": without, "with": with_, "added": added})
 
 
 # ---- 8. memory cap, each allocator backend -------------------------------------------------
