@@ -324,7 +324,6 @@ void gs_gate_thread_start_locked(void)
     gs_conn_set_reader_started_locked();
 }
 
-
 void gs_gate_thread_wait_locked(bool for_grant)
 {
     gs_locks_check_wait("admission");

@@ -19,7 +19,6 @@
 #define USAGE_CONNECT_WAIT_NS 2000000000ull /* for a connection under way */
 #define USAGE_ANSWER_WAIT_NS 2000000000ull  /* for the server's answer */
 
-
 /* Waits (gate lock held) until the server welcomed this process. False
  * when the open policy lets the caller go ahead uncounted: the server is
  * really unreachable, or its WELCOME has not come within
