@@ -73,11 +73,16 @@ struct gs_slice {
     uint64_t connecting_since;    /* a connection is being made (0: none, or welcomed) */
     bool drainer;                 /* a drainer thread runs for this GPU */
     uint64_t grant, deadline_ns, slice_start_ns, last_released;
+    uint64_t window_start_ns;     /* when the slice or its last extension began */
     uint64_t admitted_at_grant;   /* launches admitted before this slice */
     uint64_t submitted_at_grant;  /* launches handed to the driver before this slice */
     int waiters;                  /* launches waiting for admission */
     uint64_t waiting_graph_ns;    /* the longest graph waiting for a slice */
     uint64_t seen_admitted, quiet_since_ns; /* idle detection */
+    bool seen_empty;              /* a synchronization or a round found the queue empty since
+                                   * the gate thread last looked */
+    uint64_t poll_at;             /* the gate thread looks then, for a program that empties its
+                                   * queue now and then (0: not) */
     bool drain_for_idle;          /* the drain began because the process went quiet */
     bool catch_up;                /* the slice admits one launch (GS_GRANT_CATCHUP) */
     bool yield_idle;              /* given back once a synchronization finds it idle (GS_GRANT_YIELD) */
@@ -102,6 +107,9 @@ struct gs_slice {
     double queued_at_round_ns;    /* device time queued when the last round ended */
     double measured_ns, measured_kernels; /* the sums behind kernel_ns */
     uint64_t timer_at;            /* when the gate thread looks again; 0 = no need */
+    uint64_t gate_plan_ns;        /* when the gate thread is known to look at the latest: what it
+                                   * planned at its last look (TIMER) or last wake-up; 0 = not
+                                   * for this GPU */
     bool wake_gate;               /* (within a step) the gate thread must plan again */
 };
 

@@ -147,7 +147,7 @@ def drainer_wakeups(pid):
 # What the shim's threads may do beside a program that spins in its own
 # synchronizations: sleep between the slice's events. Judged by count, as
 # wake-ups a second (each takes a CPU from the program or the driver's
-# threads for a moment): about 220 here (drainer rounds, the gate thread's
+# threads for a moment): about 260 here (drainer rounds, the gate thread's
 # grants, deadlines and releases at 1:1); a drainer that polls every
 # millisecond makes over 600. Their CPU time is judged only against a
 # spinning thread (a drainer that synchronized the application's spinning

@@ -94,7 +94,7 @@ HANDOFF_MEDIAN_MS = 1.0
 HANDOFF_P99_MS = None if SIMULATE else 5.0
 CPU_LIMIT_PCT = 1.0                  # row 7: the shim's threads, % of one core
 # Simulated, row 7 judges the shim's threads by their wake-ups a second
-# (about 220 per process; a drainer that polls every millisecond makes
+# (about 260 per process; a drainer that polls every millisecond makes
 # over 600) and their CPU only against spinning: on a virtual machine one
 # wake-up costs 30 to 130 us of CPU depending on the host, for the same
 # count (docs/BENCHMARKS.md, "The shim's CPU").

@@ -177,6 +177,7 @@ struct shim_dev {
 struct sim_proc {
     int id, tenant;
     bool alive, stopped;
+    uint64_t continued_at;   /* its last SIGCONT */
     enum app_kind app;
     enum hostile_kind hostile;
     /* connection */
@@ -214,6 +215,8 @@ struct sim_proc {
     /* figures */
     uint64_t first_wait_start, first_wait_ns; /* its first slice's wait after a pause */
     bool ghosted;            /* the server keeps its count without a connection */
+    bool lease_lost;         /* a lease's answer was lost with its connection: the server may
+                              * count the lease until the process declares again */
     bool returning;          /* went quiet, then wanted the GPU again */
 };
 

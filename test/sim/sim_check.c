@@ -65,7 +65,11 @@ void check_grant(struct world *w, const struct sched_action *a)
  * the GPU; a ghosted process that dies is in flight, EV_PROCESS_GONE, until
  * the server's check sees it gone). -1 where the server may rightly count
  * otherwise: a ghosted process allocated uncounted under `open`, or more of
- * the tenant's processes are ghosted than an entry keeps (MEM_GHOSTS). */
+ * the tenant's processes are ghosted than an entry keeps (MEM_GHOSTS), or
+ * a process's connection closed while a lease's answer was on its way (the
+ * server counts what it granted, which the process never heard of, until
+ * the process declares what it holds on its next connection: it counts
+ * over, never under). */
 static int64_t truth(const struct world *w, int t, int g)
 {
     int64_t sum = 0;
@@ -75,6 +79,8 @@ static int64_t truth(const struct world *w, int t, int g)
         if (p->tenant != t || !p->alive || (p->conn < 0 && !p->ghosted))
             continue;
         if (p->ghosted && (w->over_cap_excused[t] || ++ghosts > MEM_GHOSTS))
+            return -1;
+        if (p->lease_lost)
             return -1;
         for (int k = 0; k < p->ngpus; k++)
             if (p->dev[k].gpu == g)

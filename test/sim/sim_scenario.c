@@ -354,6 +354,7 @@ void proc_fault(struct world *w, int f)
         if (p && p->stopped) {
             trace(w, "proc %d: SIGCONT", p->id);
             p->stopped = false;
+            p->continued_at = w->now;
         }
         break;
     }

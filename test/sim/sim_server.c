@@ -238,7 +238,7 @@ void server_stop(struct world *w)
     free(sv->s.actions);
     sv->s.actions = NULL;
     for (int i = 0; i < w->nprocs; i++)
-        w->proc[i].ghosted = false; /* the next server keeps nothing */
+        w->proc[i].ghosted = w->proc[i].lease_lost = false; /* the next server keeps nothing */
     trace(w, "server: stopped");
 }
 
@@ -424,7 +424,7 @@ void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t 
     case GS_MSG_MEM_FREE:
     case GS_MSG_MEM_DECLARE:
         if (m->type == GS_MSG_MEM_DECLARE)
-            w->proc[c->proc].ghosted = false;
+            w->proc[c->proc].ghosted = w->proc[c->proc].lease_lost = false;
         ev.type = m->type == GS_MSG_MEM_FREE ? SCHED_MEM_FREE : SCHED_MEM_DECLARE;
         ev.slot = &c->slots[m->u.mem.slot];
         ev.bytes = m->u.mem.bytes;

@@ -31,6 +31,9 @@
  *     and not finished is never more than the bound (and a quarter, for
  *     the estimate of a launch's device time) plus one launch: what a
  *     preemption waits for from this process;
+ *   - a slice is not held idle: a time in it with nothing of the process
+ *     on the GPU ends (a launch, the release) within IDLE_HOLD_NS, unless
+ *     a launch waits or the process was stopped (its threads do not run);
  *   - the idle time a RELEASE reports is no more than the time the
  *     process had nothing on the GPU in the slice, and no less than the
  *     spells the shim was shown (from a grant found with nothing queued, or
@@ -44,6 +47,10 @@
 #define LEASE_RETRY_NS (500 * US)
 #define LEASE_IDLE_NS (40 * MS)     /* headroom goes back after this without allocations */
 #define IDLE_SLACK_NS 1000          /* rounding in the idle checks */
+/* The longest a held slice stays idle: 2 ms without activity (gs_slice.c),
+ * the gate thread's looks (each up to 2 ms late here), the drain. A slice
+ * held idle to its deadline (5 to 50 ms here) fails it. */
+#define IDLE_HOLD_NS (10 * MS)
 /* What the estimate of a launch's device time may miss by, under a bound
  * on what is ahead: items vary by +-10 % (sim_app.c), and the estimate
  * follows the recent rounds. */
@@ -178,6 +185,22 @@ static void state_changed(struct world *w, struct sim_proc *p, int i, enum gs_sl
 
 static void plan_gate(struct world *w, struct sim_proc *p);
 
+/* A slice held with nothing of the process on the GPU ends its spell (a
+ * launch, the release): it was not held idle for long. Not while a launch
+ * waited, nor while the process was stopped (its threads do not run). */
+static void idle_hold_ends(struct world *w, struct sim_proc *p, int i, const char *how)
+{
+    struct shim_dev *d = &p->dev[i];
+    if (d->busy || d->waiting || !d->held_grant)
+        return;
+    uint64_t from = d->empty_since > d->slice_sent ? d->empty_since : d->slice_sent;
+    if (p->continued_at > from)
+        from = p->continued_at;
+    if (w->now > from && w->now - from > IDLE_HOLD_NS)
+        fail(w, "proc %d held GPU %d idle for %.3f ms before %s (nothing of it on the GPU, no launch waiting): "
+             "over %.0f ms", p->id, d->gpu, (double)(w->now - from) / 1e6, how, (double)IDLE_HOLD_NS / 1e6);
+}
+
 /* RELEASE: what the checks know of a slice given back. */
 static void released(struct world *w, struct sim_proc *p, int i, const struct gs_slice_action *a)
 {
@@ -186,6 +209,7 @@ static void released(struct world *w, struct sim_proc *p, int i, const struct gs
     if (left > 0)
         fail(w, "proc %d released GPU %d (grant %llu) with %llu of its launches still on it", p->id, d->gpu,
              (unsigned long long)a->grant, (unsigned long long)left);
+    idle_hold_ends(w, p, i, "its release");
     uint64_t due = d->drain_began > d->seen_done ? d->drain_began : d->seen_done;
     if (w->now > due)
         fail(w, "proc %d's drain on GPU %d released %.3f ms after the work it admitted had finished: it waited "
@@ -423,6 +447,8 @@ enum shim_admit shim_launch(struct world *w, struct sim_proc *p, int i)
         admitted = deliver(w, p, i, &ev).admitted;
     }
     enum shim_admit kind = SHIM_WAIT;
+    if (!d->waiting) /* (the time a launch waits is not idle) */
+        idle_hold_ends(w, p, i, admitted ? "its next launch" : "a launch that waits");
     if (admitted) {
         d->waiting = false;
         atomic_fetch_add(&s->submitted, 1); /* handed to the driver */
@@ -674,6 +700,8 @@ static void lost(struct world *w, struct sim_proc *p)
         d->held_grant = 0;
         d->revoked = false;
         d->known_since = 0;
+        if (d->lease_out)
+            p->lease_lost = true; /* the server may have granted it */
         d->lease_out = false; /* lost with the connection: asked again */
         deliver(w, p, i, &ev);
     }
@@ -760,6 +788,8 @@ void shim_schedule(struct world *w, struct sim_proc *p)
         at = p->gate_at;
     for (int i = 0; i < p->ngpus; i++) {
         const struct shim_dev *d = &p->dev[i];
+        if (d->seen_done < d->last_done) /* finished while the process was stopped: its drainer sees it */
+            at = w->now;
         if (!d->round && d->drainer_at && d->drainer_at < at)
             at = d->drainer_at;
         if (d->lease_wait && !d->lease_out && connected(p) && d->lease_retry_at < at)
