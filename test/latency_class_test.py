@@ -5,11 +5,14 @@ and the fakecuda meter, side by side in one run:
    synchronize, 5 ms of host work, in a loop) beside a batch program
    (spin: 1 ms kernels, 16 in flight) at 1:1. The issue's batch program
    synchronizes every 4 kernels (its figures are in docs/BENCHMARKS.md);
-   beside a busy loop that program idles between its synchronizations,
-   waiting for a CPU, and gives its slice back idle, so the inference
-   program as `class = batch` hardly waited (median 1.1 ms) and the
-   comparison below measured nothing. Kept 16 deep, it holds its slices
-   loaded or not (median as batch 17 ms either way). With the inference
+   beside a busy loop the inference program as `class = batch` then
+   hardly waited (median 1.1 ms) and the comparison below measured
+   nothing. At least part of that was the shim's: the inference program
+   kept its slice through its host work (the idle release did not wake
+   the gate thread; fixed, and the simulation checks it), which also
+   failed this test once with the 16-deep program (median as batch
+   1.42 ms, on a quiet machine). Kept 16 deep, the batch program holds its
+   slices loaded or not (median as batch 17 ms either way). With the inference
    tenant as `class = batch`, its steps wait for the batch tenant's slices
    (p99 about 20 to 30 ms); as `class = latency` it preempts them and the
    batch holder admits at most `preempt_ms` (2 ms) ahead: its step p99 is
