@@ -289,10 +289,11 @@ static struct fc_op *pick_ready_locked(struct fc_ctx *ctx, bool copy_engine)
 
 /* Keeps the calling thread busy until `ns` have passed: sleeps through most
  * of a long wait, spins the rest for precision. */
-static void occupy(uint64_t ns)
+/* Keeps the calling worker busy until `end` (CLOCK_MONOTONIC): asleep,
+ * then spinning for the last 60 us, for a precise end. */
+static void occupy_until(uint64_t end)
 {
-    uint64_t end = fc_now_ns() + ns;
-    if (ns > 200000) {
+    if (end > fc_now_ns() + 200000) {
         uint64_t wake = end - 60000;
         struct timespec ts = {(time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
@@ -302,29 +303,50 @@ static void occupy(uint64_t ns)
     }
 }
 
+static void occupy(uint64_t ns)
+{
+    occupy_until(fc_now_ns() + ns);
+}
+
 /* The compute worker's hold on its device's compute engine. */
 struct engine_hold {
     bool holding;
     uint32_t ticket;
-    uint64_t since;
+    uint64_t since;    /* when the hold began: the time slice counts from it */
+    uint64_t first_at; /* when the hold's first kernel starts; 0 once it has */
+    uint64_t ended;    /* when the hold's last kernel ended */
 };
 
+/* Joins the engine's line and waits for its turn. A GPU switches to the
+ * next context in line by itself, its work already in the GPU's work
+ * queues (docs/fakecuda: "Execution"): so the hold begins when the last
+ * holder's work ended, or when this context asked if that was later, not
+ * when this thread woke up for it. How late the host's scheduler runs the
+ * thread then costs no device time. */
 static void engine_take(struct fc_ctx *ctx, struct engine_hold *h)
 {
     struct fc_shared *s = fc_shared_state();
     struct fc_engine *e = &s->dev[ctx->device].compute;
     int slot = fc_self_slot();
-    h->ticket = fc_engine_acquire(s, e, slot);
+    uint64_t asked = fc_now_ns(), free_since;
+    h->ticket = fc_engine_acquire(s, e, slot, &free_since);
     h->holding = true;
-    h->since = fc_now_ns();
+    uint64_t now = fc_now_ns(), begin = free_since > asked ? free_since : asked;
+    if (begin > now)
+        begin = now;
+    h->since = begin;
     int32_t last = atomic_exchange(&e->last_slot, slot);
-    if (switch_ns && last != slot)
-        occupy(switch_ns);
+    if (switch_ns && last != slot) {
+        begin += switch_ns;
+        occupy_until(begin);
+    }
+    h->first_at = begin;
+    h->ended = begin;
 }
 
 static void engine_drop(struct fc_ctx *ctx, struct engine_hold *h)
 {
-    fc_engine_release(&fc_shared_state()->dev[ctx->device].compute, h->ticket);
+    fc_engine_release(&fc_shared_state()->dev[ctx->device].compute, h->ticket, h->ended);
     h->holding = false;
 }
 
@@ -367,10 +389,18 @@ static void run_kernel(struct fc_ctx *ctx, const struct fc_work *w, struct engin
             engine_take(ctx, h);
         if (w->stamp_out && !stamps[0])
             stamps[0] = globaltimer_ns();
+        /* A kernel the engine came round to runs from then (engine_take). */
         uint64_t start = fc_now_ns();
+        bool backdated = h->first_at && !waiting && h->first_at < start;
+        if (backdated)
+            start = h->first_at;
+        else if (h->first_at)
+            h->since = start; /* a collective's wait is not backdated */
+        h->first_at = 0;
         uint64_t slice_left = h->since + timeslice_ns > start ? h->since + timeslice_ns - start : 0;
         bool contended = fc_engine_contended(e, h->ticket);
         bool preempted;
+        uint64_t ran = 0; /* ns of the kernel run in this piece */
         if (waiting) {
             if (!begun) {
                 fc_collective_begin(&w->coll, &coll);
@@ -392,11 +422,17 @@ static void run_kernel(struct fc_ctx *ctx, const struct fc_work *w, struct engin
             if (chunk > slice_left && contended)
                 chunk = slice_left;
             fc_engine_busy_until(e, start + chunk);
-            occupy(chunk);
+            occupy_until(start + chunk);
+            ran = chunk;
             remaining -= chunk;
             preempted = remaining > 0;
         }
-        uint64_t busy = fc_now_ns() - start;
+        /* A thread that came round later than the kernel's end (it was
+         * not run) does not make the kernel longer. */
+        h->ended = fc_now_ns();
+        if (backdated && h->ended > start + ran)
+            h->ended = start + ran;
+        uint64_t busy = h->ended - start;
         atomic_fetch_add(&s->dev[ctx->device].busy_ns, busy);
         if (slot >= 0)
             atomic_fetch_add(&s->procs[slot].busy_ns[ctx->device], busy);
@@ -441,15 +477,16 @@ static void run_transfer(struct fc_ctx *ctx, const struct fc_work *w)
     int slot = fc_self_slot();
     size_t bytes = w->kind == FC_WORK_COPY ? w->bytes : w->bytes * w->elem_size;
     uint64_t ns = fc_copy_ns(bytes);
-    uint32_t ticket = fc_engine_acquire(s, e, slot);
+    uint64_t free_since; /* a copy starts when its worker runs it */
+    uint32_t ticket = fc_engine_acquire(s, e, slot, &free_since);
     uint64_t start = fc_now_ns();
     fc_engine_busy_until(e, start + ns);
     apply_transfer(w);
     uint64_t spent = fc_now_ns() - start;
     if (spent < ns)
         occupy(ns - spent);
-    uint64_t busy = fc_now_ns() - start;
-    fc_engine_release(e, ticket);
+    uint64_t end = fc_now_ns(), busy = end - start;
+    fc_engine_release(e, ticket, end);
     atomic_fetch_add(&s->dev[ctx->device].copy_busy_ns, busy);
     atomic_fetch_add(&s->dev[ctx->device].copies, 1);
     atomic_fetch_add(&s->dev[ctx->device].copy_bytes, bytes);

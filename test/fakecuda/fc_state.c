@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -377,12 +376,13 @@ static void engine_skip_dead(struct fc_shared *s, struct fc_engine *e, uint32_t 
     atomic_store(&e->waiter_slot[serving % FC_TICKET_RING], 0);
     if (atomic_compare_exchange_strong(&e->serving, &expected, serving + 1)) {
         atomic_store(&e->holder_slot, -1);
+        atomic_store(&e->free_since, monotonic_ns());
         futex(&e->serving, FUTEX_WAKE, INT_MAX, NULL);
     }
     *stalled_since = 0;
 }
 
-uint32_t fc_engine_acquire(struct fc_shared *s, struct fc_engine *e, int slot)
+uint32_t fc_engine_acquire(struct fc_shared *s, struct fc_engine *e, int slot, uint64_t *free_since_ns)
 {
     uint32_t ticket = atomic_fetch_add(&e->next_ticket, 1);
     atomic_store(&e->waiter_slot[ticket % FC_TICKET_RING], slot + 1);
@@ -397,32 +397,27 @@ uint32_t fc_engine_acquire(struct fc_shared *s, struct fc_engine *e, int slot)
             atomic_store(&e->waiter_slot[ticket % FC_TICKET_RING], slot + 1);
             continue;
         }
-        /* Next in line and the running work ends within 100 us: stay
-         * awake for the handover instead of paying a futex wake-up. */
-        uint64_t now = monotonic_ns(), until = atomic_load(&e->busy_until);
-        bool next = serving + 1 == ticket;
-        if (next && until <= now + 100000 && until + 1000000 > now) {
-            sched_yield();
-            continue;
-        }
-        uint64_t wait_ns = 5 * 1000 * 1000; /* how soon a dead holder is noticed */
-        if (next && until > now + 100000 && until - now - 100000 < wait_ns)
-            wait_ns = until - now - 100000;
-        struct timespec timeout = {0, (long)wait_ns};
+        /* No need to be awake for the handover: the waiter's work starts
+         * when the holder's ended (*free_since_ns), however late this
+         * thread wakes. The timeout is how soon a dead holder is noticed. */
+        struct timespec timeout = {0, 5 * 1000 * 1000};
         long rc = futex(&e->serving, FUTEX_WAIT, serving, &timeout);
-        if (next && rc != 0 && errno == ETIMEDOUT && wait_ns < 5 * 1000 * 1000)
-            continue; /* woke early for the handover, not because it stalled */
         if (rc != 0 && errno == ETIMEDOUT && atomic_load(&e->serving) == serving)
             engine_skip_dead(s, e, serving, &stalled_since);
     }
     atomic_store(&e->holder_slot, slot);
+    *free_since_ns = atomic_load(&e->free_since);
     return ticket;
 }
 
-void fc_engine_release(struct fc_engine *e, uint32_t ticket)
+void fc_engine_release(struct fc_engine *e, uint32_t ticket, uint64_t ended_ns)
 {
     atomic_store(&e->waiter_slot[ticket % FC_TICKET_RING], 0);
     atomic_store(&e->holder_slot, -1);
+    /* Not if the line moved on without this holder (it was stopped): the
+     * time is then the skip's, and the engine may have a new holder. */
+    if (atomic_load(&e->serving) == ticket)
+        atomic_store(&e->free_since, ended_ns);
     uint32_t expected = ticket;
     if (atomic_compare_exchange_strong(&e->serving, &expected, ticket + 1))
         futex(&e->serving, FUTEX_WAKE, INT_MAX, NULL);

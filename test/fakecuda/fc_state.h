@@ -36,7 +36,7 @@
 #include <sys/types.h>
 
 #define FC_STATE_MAGIC 0x66616b6563756461ULL /* "fakecuda" */
-#define FC_STATE_VERSION 3
+#define FC_STATE_VERSION 4
 #define FC_MAX_DEVICES 16
 #define FC_MAX_PROCS 256
 #define FC_TICKET_RING 256
@@ -54,6 +54,7 @@ struct fc_engine {
     _Atomic int32_t holder_slot;           /* -1 when idle */
     _Atomic int32_t last_slot;             /* for the context-switch cost */
     _Atomic uint64_t busy_until;           /* when the running work ends */
+    _Atomic uint64_t free_since;           /* when the last holder's work ended */
     _Atomic int32_t waiter_slot[FC_TICKET_RING]; /* slot+1 per ticket, 0 = unknown */
 };
 
@@ -141,11 +142,16 @@ uint64_t fc_proc_start_time(pid_t pid);
  * unknown. */
 uint64_t fc_pid_namespace(void);
 
-/* Engine: one piece of work at a time per device, across processes, FIFO. */
-uint32_t fc_engine_acquire(struct fc_shared *s, struct fc_engine *e, int slot);
-void fc_engine_release(struct fc_engine *e, uint32_t ticket);
-/* Announces when the holder's current work ends, so that the next waiter
- * can be awake for the handover as a hardware scheduler would be. */
+/* Engine: one piece of work at a time per device, across processes, FIFO.
+ * fc_engine_acquire returns the ticket, and in *free_since_ns when the
+ * engine's previous holder ended its work (CLOCK_MONOTONIC; the time the
+ * line moved past a holder that died or stopped, if it was skipped).
+ * fc_engine_release takes when the holder's work ended, which may be
+ * earlier than the call. */
+uint32_t fc_engine_acquire(struct fc_shared *s, struct fc_engine *e, int slot, uint64_t *free_since_ns);
+void fc_engine_release(struct fc_engine *e, uint32_t ticket, uint64_t ended_ns);
+/* Announces when the holder's current work ends: a waiter skips a stopped
+ * holder only once that time is well past. */
 void fc_engine_busy_until(struct fc_engine *e, uint64_t end_ns);
 /* Whether another context waits for the engine the caller holds. */
 bool fc_engine_contended(struct fc_engine *e, uint32_t ticket);
