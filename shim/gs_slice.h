@@ -83,6 +83,8 @@ struct gs_slice {
                                    * the gate thread last looked */
     uint64_t poll_at;             /* the gate thread looks then, for a program that empties its
                                    * queue now and then (0: not) */
+    uint64_t round_owed_at;       /* a launch was admitted onto a queue known empty: the gate
+                                   * thread starts a round then if none has run (0: none owed) */
     bool drain_for_idle;          /* the drain began because the process went quiet */
     bool catch_up;                /* the slice admits one launch (GS_GRANT_CATCHUP) */
     bool yield_idle;              /* given back once a synchronization finds it idle (GS_GRANT_YIELD) */
