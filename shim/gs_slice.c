@@ -437,6 +437,7 @@ static void grant(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t 
         s->submitted_at_grant = atomic_load(&s->submitted);
         s->seen_admitted = admitted;
         s->quiet_since_ns = now;
+        s->round_owed_at = 0; /* one owed in a slice that ended without a drain */
     }
     s->grant = ev->grant;
     s->deadline_ns = ev->deadline_ns;

@@ -58,8 +58,8 @@ BUGS = {
         "    if (1) {\n        /* Nobody can wait for the work",
         "a drain ends at once: RELEASE goes out before the admitted work has finished"),
     "shim-idle-unwoken": (
-        "shim/gs_slice.c", "(at == room_at(s, now) || (held_idle(s) && (!s->gate_plan_ns || at + IDLE_LATE_NS < s->gate_plan_ns)))",
-        "at == room_at(s, now)",
+        "shim/gs_slice.c", "((held_idle(s) || s->round_owed_at) && (!s->gate_plan_ns",
+        "(s->round_owed_at && (!s->gate_plan_ns",
         "the gate thread is not woken for the end of an idle spell: a slice is held idle to its deadline"),
     "shim-drainer-asleep": (
         "shim/gs_slice.c", "            s->round_owed_at = now + MEASURE_INTERVAL_NS;\n",
