@@ -387,16 +387,19 @@ static void run_kernel(struct fc_ctx *ctx, const struct fc_work *w, struct engin
             h->holding = false;
         if (!h->holding)
             engine_take(ctx, h);
-        if (w->stamp_out && !stamps[0])
-            stamps[0] = globaltimer_ns();
         /* A kernel the engine came round to runs from then (engine_take). */
-        uint64_t start = fc_now_ns();
+        uint64_t timer_now = w->stamp_out && !stamps[0] ? globaltimer_ns() : 0;
+        uint64_t real_start = fc_now_ns(), start = real_start;
         bool backdated = h->first_at && !waiting && h->first_at < start;
         if (backdated)
             start = h->first_at;
         else if (h->first_at)
             h->since = start; /* a collective's wait is not backdated */
         h->first_at = 0;
+        /* %globaltimer at the kernel's start, backdated with it (read
+         * before real_start: never later than the start it stands for). */
+        if (timer_now)
+            stamps[0] = timer_now - (real_start - start);
         uint64_t slice_left = h->since + timeslice_ns > start ? h->since + timeslice_ns - start : 0;
         bool contended = fc_engine_contended(e, h->ticket);
         bool preempted;
