@@ -791,8 +791,9 @@ void gs_slice_step(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t
      * held slice may be idle (a synchronization or a round found
      * everything finished: the idle release, or the moment nothing more
      * fits) or a round is owed (a launch admitted onto an empty queue,
-     * whose end nothing else would see). Not for anything else (a deadline with work queued: admission
-     * stops by the budget): few wake-ups. Without this a program that
+     * whose end nothing else would see). Not for anything else (a
+     * deadline with work queued: admission stops by the budget): few
+     * wake-ups. Without this a program that
      * synchronized and then slept held its slice idle to the deadline,
      * when the gate thread had planned to look next. */
     if (ev->type == GS_SLICE_TIMER)

@@ -287,10 +287,8 @@ static struct fc_op *pick_ready_locked(struct fc_ctx *ctx, bool copy_engine)
 
 /* ---- the engines -------------------------------------------------------- */
 
-/* Keeps the calling thread busy until `ns` have passed: sleeps through most
- * of a long wait, spins the rest for precision. */
-/* Keeps the calling worker busy until `end` (CLOCK_MONOTONIC): asleep,
- * then spinning for the last 60 us, for a precise end. */
+/* Keeps the calling worker busy until `end` (CLOCK_MONOTONIC): sleeps
+ * through most of a long wait, spins the last 60 us for precision. */
 static void occupy_until(uint64_t end)
 {
     if (end > fc_now_ns() + 200000) {
@@ -303,6 +301,7 @@ static void occupy_until(uint64_t end)
     }
 }
 
+/* The same for `ns` from now. */
 static void occupy(uint64_t ns)
 {
     occupy_until(fc_now_ns() + ns);
@@ -319,7 +318,7 @@ struct engine_hold {
 
 /* Joins the engine's line and waits for its turn. A GPU switches to the
  * next context in line by itself, its work already in the GPU's work
- * queues (docs/fakecuda: "Execution"): so the hold begins when the last
+ * queues (test/fakecuda/README.md, "Execution"): so the hold begins when the last
  * holder's work ended, or when this context asked if that was later, not
  * when this thread woke up for it. How late the host's scheduler runs the
  * thread then costs no device time. */
