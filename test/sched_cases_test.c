@@ -38,6 +38,7 @@
 #define MAX_TENANTS 6
 #define MAX_PROCESSES 8
 #define MAX_RELEASES 64
+#define CAP_GRANT_SLACK_NS (2 * MS) /* run_until_granted's step, and a timer's */
 
 /* ---- checks ---------------------------------------------------------------------- */
 
@@ -805,12 +806,76 @@ static void case_ghost_keeps_gpu(void)
     world_free(w);
 }
 
+/* Case 10. A holder's drain past its grace counts toward its limit. L
+ * (limit 0.5) alone on d holds a slice and does not release until 400 ms
+ * after it began, past deadline (20 ms) + grace (250 ms): the slice was
+ * taken back at 270 ms and charged up to then, the late release ignored,
+ * and L was granted again 540 ms after its slice began, having held the
+ * GPU 400 ms (74 %; simulation seed 35660: a tenant at limit 0.41 whose
+ * drains outlasted the grace held 46.9 % of a run). Its late release now
+ * says when the drain ended: charged up to then, L waits until 800 ms. */
+static void case_late_drain_limit(void)
+{
+    const char *which = "case 10 (a drain past the grace counts toward the limit)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *l = world_tenant(w, "L", 1);
+    l->config.limit = 0.5;
+    struct process *p = world_process(w, l, false);
+    declare(w, p, d);
+    uint64_t began = w->now;
+    acquire(w, p, d);
+    uint64_t grant = slot_on(w, p, d)->holds;
+    check(grant != 0, which, "p holds grant %llu after asking (a grant)", (unsigned long long)grant);
+    world_run_until(w, began + 400 * MS);
+    check(!holds(w, p, d), which, "p %s its slice 400 ms after it began (taken back at deadline + grace)",
+          holds(w, p, d) ? "still holds" : "no longer holds");
+    world_step(w, (struct sched_event){.type = SCHED_RELEASE, .slot = slot_on(w, p, d), .grant = grant,
+                                       .sent_ns = w->now});
+    check(held_ns(d, l) == 400 * MS, which, "L charged %.1f ms for a slice drained until 400 ms (400)",
+          ms(held_ns(d, l)));
+    acquire(w, p, d);
+    uint64_t waited = run_until_granted(w, p, d, 1000 * MS);
+    check(waited >= 400 * MS && waited <= 400 * MS + CAP_GRANT_SLACK_NS, which,
+          "L granted again %.1f ms after its slice began (800: 400 ms held at limit 0.5)",
+          ms(p->last_grant_ns[0] - began));
+    world_free(w);
+}
+
+/* Case 11. What a late release charges is bounded: one more grace
+ * period. S holds a slice on d, O waits, and S is stopped (SIGSTOP) past
+ * its grace; its work ends meanwhile, but it releases only when it runs
+ * again, 3 s after its slice began. The server cannot tell that from a
+ * drain of 3 s: it charges S up to deadline + 2 x grace (520 ms), not
+ * 3000 ms (which would keep S from the GPU until O had used as much). */
+static void case_late_release_bounded(void)
+{
+    const char *which = "case 11 (a late release charges one more grace period at most)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *t = world_tenant(w, "S", 1), *o = world_tenant(w, "O", 1);
+    struct process *p = world_process(w, t, false), *q = world_process(w, o, true);
+    declare(w, p, d);
+    declare(w, q, d);
+    acquire(w, p, d);
+    acquire(w, q, d);
+    uint64_t grant = slot_on(w, p, d)->holds;
+    world_run_for(w, 3000 * MS);
+    world_step(w, (struct sched_event){.type = SCHED_RELEASE, .slot = slot_on(w, p, d), .grant = grant,
+                                       .sent_ns = w->now});
+    check(held_ns(d, t) == QUANTUM_NS + 2 * GRACE_NS, which,
+          "S charged %.1f ms for a release 3000 ms after its slice began (%.1f: deadline + 2 x grace)",
+          ms(held_ns(d, t)), ms(QUANTUM_NS + 2 * GRACE_NS));
+    world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     static void (*const cases[])(void) = {
         case_gang_limit, case_gather_leaves_gpu_idle, case_gang_fallback,
         case_stale_entry_floor, case_gang_gathers_for_nobody, case_latency,
         case_idle_releases_raise_floor, case_return_after_solo, case_ghost_keeps_gpu,
+        case_late_drain_limit, case_late_release_bounded,
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 1) {

@@ -48,7 +48,11 @@
  *     follow each other without a gap.
  *
  * A holder that does not release by deadline + grace (stopped, hung) loses
- * the slice and is charged for all of it; its late release is ignored.
+ * the slice and is charged for all of it. When it does release later, its
+ * drain ran until then: that time is charged too, to virtual time, figures
+ * and limit (charge_late_drain), for one more grace period at most, and up
+ * to the tenant's next slice on that GPU. A release that never comes
+ * charges nothing more: the server cannot see it.
  *
  * Gangs: a tenant whose processes use several GPUs (gang = auto, on) gets
  * its slices on all of them at once, so that ranks of a collective run
@@ -502,6 +506,8 @@ static void start_slice(struct sched *s, struct device *d, struct device_tenant 
     best->cap_from = best->eligible_at && best->eligible_at <= from && from - best->eligible_at <= CAP_LATE_NS
                          ? best->eligible_at
                          : from;
+    if (best->late_grant && from < best->late_stop)
+        best->late_stop = from; /* a late drain from here on is this slice's */
     d->holders = 0;
     d->slice_idle = UINT64_MAX;
     d->gang_start = 0; /* gang_try_start stamps a gang's slices */
@@ -551,7 +557,9 @@ static void end_slice(struct sched *s, struct device *d, uint64_t ended, uint64_
      * the time since the slice began. */
     double limit = dt->tenant->config.limit;
     if (limit < 1.0) {
-        uint64_t until = dt->cap_from + saturate_ns((double)used / limit);
+        uint64_t until = dt->cap_from + saturate_ns((double)(used + dt->cap_debt_ns) / limit);
+        dt->cap_debt_ns = 0;
+        dt->cap_until = until;
         dt->eligible_at = until > now ? until : now;
         dt->held_back = until > now;
     }
@@ -652,10 +660,12 @@ static void preempt_check(struct sched *s, struct device *d, uint64_t now)
 
 /* When the forming gang must look at its reservations again: when it
  * gives up gathering, or when a GPU it waits for would count as not
- * yielding. */
+ * yielding (unless it insists). */
 static uint64_t gang_next_look(const struct sched *s)
 {
     uint64_t when = s->forming_until;
+    if (s->forming_gang->gang_insists)
+        return when; /* it waits for the drains (gang_blocked) */
     for (const struct device *d = s->devices; d; d = d->next)
         if ((d->state == DEV_RUNNING || d->state == DEV_REVOKING) && d->holder->tenant != s->forming_gang &&
             gang_member(d, s->forming_gang, NULL) && d->slice_deadline + NOT_YIELDING_NS < when)
@@ -695,10 +705,18 @@ static void unreserve_all(struct sched *s, const struct sched_tenant *t, uint64_
 
 /* Whether the forming gang must not reserve now: one of its GPUs is held
  * by another tenant more than NOT_YIELDING_NS past that slice's deadline
- * (stopped, or hung, until its grace is over). */
+ * (stopped, or hung, until its grace is over). Not once a gathering of the
+ * gang gave up (gang_insists): tenants whose drains outlast
+ * NOT_YIELDING_NS on two of its GPUs, each draining while the other's slice
+ * ends, would keep it from ever gathering (simulation seed 12046). The
+ * next gathering keeps what it reserves until the drains end, grace at
+ * most: the reserved GPUs are charged to the gang, and it waits no longer
+ * than two gatherings. */
 static bool gang_blocked(const struct sched *s, uint64_t now)
 {
     const struct sched_tenant *t = s->forming_gang;
+    if (t->gang_insists)
+        return false;
     for (const struct device *d = s->devices; d; d = d->next)
         if ((d->state == DEV_RUNNING || d->state == DEV_REVOKING) && d->holder->tenant != t &&
             now >= d->slice_deadline + NOT_YIELDING_NS && gang_member(d, t, NULL))
@@ -739,6 +757,7 @@ static void gang_try_start(struct sched *s, uint64_t now)
             return;
     s->forming_gang = NULL;
     s->gang_starts++;
+    t->gang_insists = false;
     for (struct device *d = s->devices; d; d = d->next)
         if (d->state == DEV_RESERVED && d->holder->tenant == t) {
             /* Like a tenant back from its limit, a gang back from waiting
@@ -858,15 +877,26 @@ static void gang_form(struct sched *s, struct sched_tenant *t, uint64_t now)
     s->forming_until = now + longest + s->grace_ns;
 }
 
-/* Stops gathering: frees the gang's reservations (charged to it). */
+/* Stops gathering: frees the gang's reservations (charged to it). Its
+ * next gathering starts afresh (gang_give_up says otherwise). */
 static void gang_cancel(struct sched *s, uint64_t now)
 {
     struct sched_tenant *t = s->forming_gang;
     if (!t)
         return;
     s->forming_gang = NULL;
+    t->gang_insists = false;
     unreserve_all(s, t, now);
     mark_all_dirty(s);
+}
+
+/* The forming gang gathered until forming_until without all its GPUs:
+ * it lets go, and gathers more firmly next time (gang_insists). */
+static void gang_give_up(struct sched *s, uint64_t now)
+{
+    struct sched_tenant *t = s->forming_gang;
+    gang_cancel(s, now);
+    t->gang_insists = true;
 }
 
 /* Whether e carries the same gang slice as d. */
@@ -1137,7 +1167,7 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
         break;
     case DEV_RESERVED:
         if (s->forming_gang == d->holder->tenant && now >= s->forming_until)
-            gang_cancel(s, now); /* gathered for too long: let go */
+            gang_give_up(s, now);
         else if (s->forming_gang == d->holder->tenant)
             set_timer(s, d, gang_next_look(s)); /* a GPU not yielding: the step's end lets go */
         break;
@@ -1186,8 +1216,12 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
             break;
         }
         /* Grace is over: take the slice back from whoever still holds it. */
-        if (d->holders > 0)
+        if (d->holders > 0) {
             d->slice_idle = 0;
+            d->holder->late_grant = d->grant;
+            d->holder->late_charged = now;
+            d->holder->late_stop = now + s->grace_ns;
+        }
         for (size_t i = 0; i < d->nslots; i++)
             if (d->slots[i]->holds == d->grant) {
                 struct sched_action a = {.type = SCHED_LATE, .slot = d->slots[i], .device = d};
@@ -1231,6 +1265,42 @@ static void on_acquire(struct sched *s, struct sched_slot *slot, uint64_t now)
         preempt_for(s, d, dt, now);
 }
 
+/* A holder of dt's slice on d that was taken back after its grace
+ * (late_grant) released it at `sent`: its drain ran on the GPU until then.
+ * The tenant is charged for it as for a slice: virtual time, figures and
+ * limit; once for the time its late holders drained together. Up to
+ * late_stop at most: one more grace period (a process stopped while it
+ * drained releases when it runs again, its work long done; the server
+ * cannot tell that from a long drain, and bounds what it charges), or the
+ * start of the tenant's next slice here (charged for its own time). d's
+ * own held time is not charged: another tenant held d meanwhile. */
+static void charge_late_drain(struct sched *s, struct device *d, struct device_tenant *dt, uint64_t sent, uint64_t now)
+{
+    uint64_t end = sent < now ? sent : now;
+    if (end > dt->late_stop)
+        end = dt->late_stop;
+    if (end <= dt->late_charged)
+        return;
+    uint64_t extra = end - dt->late_charged;
+    share_add(dt, dt->late_charged, end);
+    dt->late_charged = end;
+    dt->vtime = vtime_add(dt->vtime, (double)extra / dt->tenant->config.share);
+    dt->used_ns += extra;
+    double limit = dt->tenant->config.limit;
+    if (limit >= 1.0)
+        return;
+    if (d->holder == dt) {
+        dt->cap_debt_ns += extra; /* counted when the slice it holds now ends */
+        return;
+    }
+    dt->cap_until += saturate_ns((double)extra / limit);
+    if (dt->cap_until > dt->eligible_at) {
+        dt->eligible_at = dt->cap_until;
+        dt->held_back = dt->cap_until > now;
+        mark_dirty(s, d);
+    }
+}
+
 static void on_release(struct sched *s, const struct sched_event *ev, uint64_t now)
 {
     struct sched_slot *slot = ev->slot;
@@ -1248,7 +1318,10 @@ static void on_release(struct sched *s, const struct sched_event *ev, uint64_t n
         }
     }
     if (ev->grant == 0 || slot->holds != ev->grant) {
-        /* stale: revoked already, or never held */
+        /* stale: revoked already, or never held; or late */
+        struct device_tenant *dt = ev->grant ? sched_entry_find(d, slot->tenant) : NULL;
+        if (dt && dt->late_grant == ev->grant)
+            charge_late_drain(s, d, dt, ev->sent_ns, now);
         if (ev->more && d->state == DEV_IDLE)
             mark_dirty(s, d);
         else if (ev->more && slot->tenant->config.class == CLASS_LATENCY)
@@ -1449,7 +1522,7 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
     /* A gathering gang gives up after forming_until; one that waits for a
      * tenant past its deadline keeps nothing idle meanwhile. */
     if (s->forming_gang && now >= s->forming_until)
-        gang_cancel(s, now);
+        gang_give_up(s, now);
     else if (s->forming_gang && gang_blocked(s, now))
         unreserve_all(s, s->forming_gang, now);
     while (s->dirty) {

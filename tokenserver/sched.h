@@ -76,6 +76,10 @@ struct sched_tenant {
                                 every GPU's table of tenant entries */
     unsigned devices;        /* GPUs its slots have declared */
     unsigned waiting;        /* its slots waiting for a grant, all GPUs */
+    bool gang_insists;       /* a gang whose last gathering gave up: the
+                                next one reserves its GPUs even while
+                                another tenant's slice drains past its
+                                deadline (gang_blocked) */
 };
 
 /* ---- GPUs ------------------------------------------------------------------ */
@@ -101,6 +105,18 @@ struct device_tenant {
     uint64_t eligible_at;      /* its limit: no grant before this */
     bool held_back;            /* its limit held it back after its last slice */
     uint64_t cap_from;         /* its limit: where its slice's window begins */
+    uint64_t cap_until;        /* its limit: where its last slice's window
+                                  ends (cap_from + held / limit) */
+    uint64_t cap_debt_ns;      /* late drain to count toward its limit when
+                                  the slice it holds now ends */
+    /* A slice its holders kept past deadline + grace: taken back then and
+     * charged up to then; their late releases say when the drain ended,
+     * and the rest is charged (charge_late_drain). */
+    uint64_t late_grant;       /* that slice's grant, 0 if none */
+    uint64_t late_charged;     /* charged up to here */
+    uint64_t late_stop;        /* charged up to here at most: one grace
+                                  period on, or sooner where its next
+                                  slice here began */
     unsigned waiting;          /* its slots waiting for a grant here */
     bool tenant_waits;         /* its tenant waits on some GPU (tenant.waiting
                                   > 0), mirrored here */
