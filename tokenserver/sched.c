@@ -1215,12 +1215,20 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
             set_timer(s, d, check < grace_end ? check : grace_end);
             break;
         }
-        /* Grace is over: take the slice back from whoever still holds it. */
+        /* Grace is over: take the slice back from whoever still holds it.
+         * Their late releases charge their drain (charge_late_drain); not
+         * a gang's, whose ranks past the grace wait in a collective for a
+         * peer: charged on one of its GPUs and not the others, that wait
+         * would put its GPUs' virtual times apart, and the smallest
+         * (gang_key) would keep it first among gangs for good
+         * (simulation seed 24982). */
         if (d->holders > 0) {
             d->slice_idle = 0;
-            d->holder->late_grant = d->grant;
-            d->holder->late_charged = now;
-            d->holder->late_stop = now + s->grace_ns;
+            if (!d->gang_start) {
+                d->holder->late_grant = d->grant;
+                d->holder->late_charged = now;
+                d->holder->late_stop = now + s->grace_ns;
+            }
         }
         for (size_t i = 0; i < d->nslots; i++)
             if (d->slots[i]->holds == d->grant) {
