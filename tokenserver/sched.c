@@ -460,17 +460,22 @@ uint64_t device_tenant_overrun_p99(const struct device_tenant *dt)
 static bool gang_member(const struct device *d, const struct sched_tenant *t, struct device_tenant **entry);
 static void gang_slice_ended(struct sched *s, const struct device *d);
 
+/* Charges dt for holding a GPU from `from` to `to`: its virtual time and
+ * its figures. */
+static void charge_entry(struct device_tenant *dt, uint64_t from, uint64_t to)
+{
+    dt->vtime = vtime_add(dt->vtime, (double)(to - from) / dt->tenant->config.share);
+    share_add(dt, from, to);
+    dt->used_ns += to - from;
+}
+
 /* Charges the holder for the time since it was last charged. */
 static void charge(struct device *d, uint64_t now)
 {
-    struct device_tenant *dt = d->holder;
     if (now <= d->charged_until)
         return;
-    uint64_t used = now - d->charged_until;
-    dt->vtime = vtime_add(dt->vtime, (double)used / dt->tenant->config.share);
-    share_add(dt, d->charged_until, now);
-    dt->used_ns += used;
-    d->held_ns += used;
+    charge_entry(d->holder, d->charged_until, now);
+    d->held_ns += now - d->charged_until;
     d->charged_until = now;
 }
 
@@ -1290,10 +1295,8 @@ static void charge_late_drain(struct sched *s, struct device *d, struct device_t
     if (end <= dt->late_charged)
         return;
     uint64_t extra = end - dt->late_charged;
-    share_add(dt, dt->late_charged, end);
+    charge_entry(dt, dt->late_charged, end);
     dt->late_charged = end;
-    dt->vtime = vtime_add(dt->vtime, (double)extra / dt->tenant->config.share);
-    dt->used_ns += extra;
     double limit = dt->tenant->config.limit;
     if (limit >= 1.0)
         return;
