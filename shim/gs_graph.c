@@ -25,6 +25,7 @@
 static CUresult graph_launch(CUgraphExec exec, CUstream stream, int ptsz, CUresult (*real)(CUgraphExec, CUstream))
 {
     /* Into a capturing stream, a graph becomes a node of the new graph. */
+    uint32_t handles_gen = atomic_load(&gs_handles_gen);
     struct gs_launch_target t;
     if (gs_capture_stream_is_capturing(stream, ptsz) || gs_lookup_stream(stream, ptsz, &t) != CUDA_SUCCESS)
         return real(exec, stream);
@@ -36,8 +37,13 @@ static CUresult graph_launch(CUgraphExec exec, CUstream stream, int ptsz, CUresu
     uint64_t est_ns = gs_graphcost_estimate_locked(exec);
     gs_launch_wait_admission_locked(t.dev, true, est_ns);
     gs_launch_track_stream_locked(&t);
+    uint32_t set_gen = atomic_load(&t.dev->stream_set_gen);
     bool measure = gs_graphcost_launching_locked(exec, t.ctx);
     gs_unlock(GS_LOCK_GATE);
+    /* A synchronization on this stream then knows its GPU: it can find
+     * the work finished, begin an idle spell and give a latency tenant's
+     * slice back (gs_sync.c), as after a kernel launch. */
+    gs_launch_remember(stream, ptsz, t.dev, admit.mark, set_gen, handles_gen);
 
     /* Timed events must live in the stream's context; it is current
      * unless the application launches with none (or another) current. */

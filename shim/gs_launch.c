@@ -67,9 +67,8 @@ void gs_launch_wait_admission_locked(struct gs_dev *d, bool graph, uint64_t grap
     }
 }
 
-/* Remembers the stream in the calling thread's launch cache. */
-static void cache_launch(CUstream stream, int ptsz, struct gs_dev *d, struct gs_thread_mark *mark,
-                         uint32_t set_gen, uint32_t handles_gen)
+void gs_launch_remember(CUstream stream, int ptsz, struct gs_dev *d, struct gs_thread_mark *mark, uint32_t set_gen,
+                        uint32_t handles_gen)
 {
     memmove(&gs_launch_cache[1], &gs_launch_cache[0], sizeof gs_launch_cache[0] * (GS_LAUNCH_CACHE - 1));
     gs_launch_cache[0] = (struct gs_launch_cache){stream, ptsz, handles_gen, set_gen, d, mark};
@@ -94,7 +93,7 @@ CUresult gs_launch_slow(CUstream stream, int ptsz, struct gs_admit *a)
     gs_launch_track_stream_locked(&t);
     uint32_t set_gen = atomic_load(&t.dev->stream_set_gen);
     gs_unlock(GS_LOCK_GATE);
-    cache_launch(stream, ptsz, t.dev, a->mark, set_gen, handles_gen);
+    gs_launch_remember(stream, ptsz, t.dev, a->mark, set_gen, handles_gen);
     a->dev = t.dev;
     return CUDA_SUCCESS;
 }

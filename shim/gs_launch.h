@@ -52,6 +52,13 @@ CUresult gs_launch_slow(CUstream stream, int ptsz, struct gs_admit *a);
 void gs_launch_wait_admission_locked(struct gs_dev *d, bool graph, uint64_t graph_ns);
 /* Lists t's stream for the drainer (gate lock held). */
 void gs_launch_track_stream_locked(const struct gs_launch_target *t);
+/* Remembers the stream in the calling thread's launch cache, with the GPU
+ * it was admitted to, the stream set's generation read under the gate lock
+ * after gs_launch_track_stream_locked, and gs_handles_gen read before the
+ * stream was looked up: the fast path's entry, and what a synchronization
+ * on the stream concerns (gs_sync.c). */
+void gs_launch_remember(CUstream stream, int ptsz, struct gs_dev *d, struct gs_thread_mark *mark, uint32_t set_gen,
+                        uint32_t handles_gen);
 void gs_launch_after_fork_child(void);
 
 #define GS_RELAXED(x) atomic_load_explicit(&(x), memory_order_relaxed)
