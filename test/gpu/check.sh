@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-GPU check: builds what it needs of gpuslice (into build-gpu/),
-# runs ten rows of tenants under gpuslice-server on the machine's GPU,
+# runs eleven rows of tenants under gpuslice-server on the machine's GPU,
 # each judged by a measure of its own, never by gpuslice's bookkeeping (the
 # GPU's %globaltimer written by the programs' kernels, the programs' own
 # counts and clocks, device-wide nvidia-smi memory, /proc CPU time, NVML
@@ -12,7 +12,8 @@
 #                     [--build-dir DIR | --build-into DIR] [-D NAME=VALUE]...
 #
 #   --simulate        the rows on fakecuda, the simulated driver (no GPU
-#                     needed); the rows that need PyTorch are skipped
+#                     needed); the rows that need PyTorch are skipped (row
+#                     11 runs its C programs)
 #   --offline         install nothing; without this, meson and ninja are
 #                     installed with apt-get when missing and a package
 #                     source answers (optional packages never are)
@@ -32,8 +33,8 @@
 #
 # Exit status: 0 when every row met its target or was skipped, 1 when any
 # failed, 2 on a usage error, a build that failed, or no GPU found.
-# Rows take 4 to 5 minutes on a GPU by estimate (none started after 345 s),
-# about a minute simulated.
+# Rows take 5 to 6 minutes on a GPU by estimate (none started after 420 s),
+# about two minutes simulated.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -203,9 +203,10 @@ class Tenants:
 
 
 def read_stamps(path):
-    """The records of a stamps file: lists of (start, end) by tag, and
-    offset (%globaltimer - CLOCK_REALTIME, uncertainty) and window."""
-    records = {"kernel": [], "eager": [], "replay": [], "step": [], "offset": None, "window": None}
+    """The records of a stamps file (or of torch_infer.py's, torch_train.py's):
+    lists of (start, end) by tag, step latencies, (time, steps) progress,
+    and offset (%globaltimer - CLOCK_REALTIME, uncertainty) and window."""
+    records = {"kernel": [], "eager": [], "replay": [], "step": [], "progress": [], "offset": None, "window": None}
     with open(path) as f:
         for line in f:
             words = line.split()

@@ -1,4 +1,4 @@
-"""Rows 4 and 6 of test/gpu/check.sh fail when gpuslice does: each runs,
+"""Rows 4, 6 and 11 of test/gpu/check.sh fail when gpuslice does: each runs,
 simulated and --quick, with a planted fault preloaded ahead of the shim
 into its tenants (gpu_check.py --plant), and must fail on the figure that
 fault breaks, the rest of the row unharmed:
@@ -10,6 +10,10 @@ fault breaks, the rest of the row unharmed:
 - handoff-delay (plant_handoff_delay.c): every GRANT reaches the shim
   50 ms late. Row 6's median handoff, one tenant's last kernel end to the
   next one's first kernel start by %globaltimer, is then 50 ms or more.
+- preemption-ignored (plant_preemption_ignored.c), in row 11's batch
+  tenant: REVOKEs hidden and no bound on work ahead, so the batch holder
+  keeps each slice to its deadline. The inference steps as class = latency
+  then wait about as long as they do as class = batch (median over 4 ms).
 
 That the same rows pass without the faults is gpu-check-simulate's job.
 
@@ -57,4 +61,10 @@ checks.expect(rc == 1 and row["row"] == 6 and row["result"] == "FAIL",
               "row 6 fails with every grant held 50 ms (exit %d, %s)" % (rc, row["result"]))
 checks.expect(data.get("median_ms", 0) >= 45,
               "its median handoff is %.1f ms (the fault: 50 ms)" % data.get("median_ms", 0))
+rc, row = planted(11, "preemption-ignored")
+data = row["data"]
+latency = data.get("beside_latency", {}).get("p50_ms", 0)
+checks.expect(rc == 1 and row["row"] == 11 and row["result"] == "FAIL",
+              "row 11 fails with a batch holder that ignores preemption (exit %d, %s)" % (rc, row["result"]))
+checks.expect(latency > 4.0, "its inference steps as class = latency have a median of %.2f ms (over 4)" % latency)
 checks.finish()

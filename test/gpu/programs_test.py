@@ -48,7 +48,8 @@ proc = subprocess.run([sys.executable, os.path.join(HERE, "gpu_stamps.py"), "--s
 print(proc.stdout, proc.stderr)
 checks.expect(proc.returncode == 0, "gpu_stamps.py's self-test passes on fakecuda")
 
-for name in ("torch_capture.py", "torch_matmul.py", "torch_memcap.py", "gpu_check.py", "checkrun.py"):
+for name in ("torch_capture.py", "torch_matmul.py", "torch_memcap.py", "torch_infer.py", "torch_train.py", "gpu_check.py",
+             "checkrun.py"):
     try:
         py_compile.compile(os.path.join(HERE, name), cfile=os.path.join(work, name + "c"), doraise=True)
         checks.expect(True, "%s compiles" % name)

@@ -10,10 +10,11 @@
  *       kernels of US microseconds, one stream, at most D in flight, until
  *       S seconds have passed, N kernels ran, or SIGTERM
  *   stamps infer   [--graph-kernels K] [--kernel-us US] [--think-us T]
- *                  [--seconds S] [--ready] [--wait-go] --out FILE
+ *                  [--seconds S | --count N] [--ready] [--wait-go] --out FILE
  *       an inference server's loop: a captured graph of K kernels, then
  *       per step one graph launch and a host synchronization, T us of host
- *       work between steps; each step's latency on the host clock
+ *       work between steps (asleep), for S seconds or N steps; each step's
+ *       latency on the host clock
  *   stamps capture [--ops N] [--pause-ms MS] [--eager-us US]
  *                  [--replay-seconds S] [--wait-go] --out FILE
  *       while a second thread launches kernels of US us (eager work), a
@@ -33,7 +34,8 @@
  *   kernel START END   run: each kernel, by %globaltimer
  *   eager START END    capture: each eager kernel
  *   window BEGIN END   capture: CLOCK_REALTIME before the capture began
- *                      and after it ended
+ *                      and after it ended; infer: before the first
+ *                      measured step and after the last
  *   replay START END   capture: each replay, from its first stamp's start
  *                      to its last stamp's end
  *   step LATENCY       infer: launch to the end of the synchronization
@@ -308,8 +310,9 @@ static int infer(void)
     if (!latency)
         return 2;
     ready_and_go();
+    uint64_t begin = clock_ns(CLOCK_REALTIME);
     uint64_t start = clock_ns(CLOCK_MONOTONIC), stop = start + (uint64_t)(opt.seconds * 1e9);
-    while (!stop_requested && clock_ns(CLOCK_MONOTONIC) < stop) {
+    while (!stop_requested && (opt.count > 0 ? steps < (size_t)opt.count : clock_ns(CLOCK_MONOTONIC) < stop)) {
         uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
         if (failed(cuGraphLaunch(exec, stream), "cuGraphLaunch") || failed(cuStreamSynchronize(stream), "cuStreamSynchronize"))
             return 2;
@@ -325,17 +328,23 @@ static int infer(void)
             sleep_ns((uint64_t)(opt.think_us * 1000.0));
     }
     double wall = (double)(clock_ns(CLOCK_MONOTONIC) - start) / 1e9;
+    uint64_t end = clock_ns(CLOCK_REALTIME);
     FILE *f = open_out();
     if (!f)
         return 2;
+    fprintf(f, "window %" PRIu64 " %" PRIu64 "\n", begin, end);
     for (size_t i = 0; i < steps; i++)
         fprintf(f, "step %" PRIu64 "\n", latency[i]);
     if (!close_out(f))
         return 2;
     qsort(latency, steps, sizeof *latency, compare_u64);
-    printf("stamps: mode=infer pid=%d graph_kernels=%ld kernel_us=%.0f steps=%zu wall_s=%.3f p50_us=%.1f p99_us=%.1f\n",
+    /* gpu_us_per_step: the graph's kernels' length, which their spin on
+     * %globaltimer (or fakecuda) makes exact. */
+    printf("stamps: mode=infer pid=%d graph_kernels=%ld kernel_us=%.0f steps=%zu wall_s=%.3f p50_us=%.1f p99_us=%.1f "
+           "max_us=%.1f gpu_us_per_step=%.1f\n",
            (int)getpid(), opt.graph_kernels, opt.kernel_us, steps, wall,
-           steps ? (double)latency[steps / 2] / 1e3 : 0.0, steps ? (double)latency[steps * 99 / 100] / 1e3 : 0.0);
+           steps ? (double)latency[steps / 2] / 1e3 : 0.0, steps ? (double)latency[steps * 99 / 100] / 1e3 : 0.0,
+           steps ? (double)latency[steps - 1] / 1e3 : 0.0, (double)opt.graph_kernels * opt.kernel_us);
     free(latency);
     return 0;
 }
@@ -455,8 +464,8 @@ static int capture(void)
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: stamps run     [--kernel-us US] [--seconds S | --count N] [--depth D] [--ready] [--wait-go] --out FILE\n"
-               "       stamps infer   [--graph-kernels K] [--kernel-us US] [--think-us T] [--seconds S] [--ready]\n"
-               "                      [--wait-go] --out FILE\n"
+               "       stamps infer   [--graph-kernels K] [--kernel-us US] [--think-us T] [--seconds S | --count N]\n"
+               "                      [--ready] [--wait-go] --out FILE\n"
                "       stamps capture [--ops N] [--pause-ms MS] [--eager-us US] [--replay-seconds S] [--wait-go] --out FILE\n"
                "       stamps ptx\n"
                "(see the comment at the top of test/gpu/stamps.c)\n");
