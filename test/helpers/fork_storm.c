@@ -5,7 +5,8 @@
  * stdio, symbols resolved through dlsym, which the shim overrides) and
  * exits as a DataLoader worker does, with _exit (a leak checker in the
  * child would report what its parent's other threads, absent there, were
- * building); the parent waits for it, at most 10 s. Then one child execs a CUDA
+ * building); the parent waits for it, at most 10 s, and stops forking after
+ * three children that hung. Then one child execs a CUDA
  * program (PROGRAM ARGS...), which must run with the shim as usual.
  *
  *   fork_storm FORKS PROGRAM [ARGS...]
@@ -115,8 +116,10 @@ static void *capturer(void *arg)
     return NULL;
 }
 
-/* A child of the storm: ordinary code, and exit. */
-static void child(void)
+/* A child of the storm: ordinary code; every fourth one also uses CUDA
+ * afresh, as any process may (cuInit again, the primary context, device
+ * memory), which takes the shim's locks; then exit. */
+static void child(long index)
 {
     char *buf = malloc(4096);
     if (!buf)
@@ -127,6 +130,17 @@ static void child(void)
     void *next_malloc = dlsym(RTLD_NEXT, "malloc");
     void *strlen_fn = dlsym(RTLD_DEFAULT, "strlen");
     free(buf);
+    if (index % 4 == 0) {
+        CUdevice dev;
+        CUcontext ctx;
+        CUdeviceptr p;
+        size_t free_bytes, total;
+        if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+            cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS ||
+            cuMemAlloc(&p, 1 << 20) != CUDA_SUCCESS || cuMemGetInfo(&free_bytes, &total) != CUDA_SUCCESS ||
+            cuMemFree(p) != CUDA_SUCCESS)
+            _exit(5);
+    }
     _exit(init && launch && next_malloc && strlen_fn ? 0 : 4);
 }
 
@@ -182,12 +196,14 @@ int main(int argc, char **argv)
             break;
         }
         if (pid == 0)
-            child();
+            child(done);
         int status = wait_for(pid, 10.0);
-        if (status < 0)
-            hung++;
-        else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        if (status < 0) {
+            if (++hung >= 3)
+                break; /* the verdict is in; do not wait 10 s for each of the rest */
+        } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             crashed++;
+        }
     }
 
     /* A child that execs a CUDA program. */
