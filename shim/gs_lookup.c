@@ -138,6 +138,23 @@ CUresult gs_lookup_current(struct gs_dev **out)
     return rc;
 }
 
+struct gs_dev *gs_lookup_known(bool any_stream, CUstream stream)
+{
+    if (current_dev && (any_stream || !stream || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD))
+        return current_dev;
+    CUcontext ctx = NULL;
+    bool created = !any_stream && stream && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
+    CUresult rc = created && GS_REAL(cuStreamGetCtx) ? GS_REAL(cuStreamGetCtx)(stream, &ctx)
+                                                     : GS_REAL(cuCtxGetCurrent)(&ctx);
+    if (rc != CUDA_SUCCESS || !ctx)
+        return NULL;
+    gs_lock(GS_LOCK_GATE);
+    struct gs_ctx *c = gs_ctx_get_locked(ctx);
+    struct gs_dev *d = c && !c->dead ? c->dev : NULL;
+    gs_unlock(GS_LOCK_GATE);
+    return d;
+}
+
 CUresult gs_lookup_stream(CUstream stream, int ptsz, struct gs_launch_target *t)
 {
     uintptr_t value = (uintptr_t)stream;

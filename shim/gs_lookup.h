@@ -19,6 +19,12 @@ CUresult gs_lookup_ordinal(CUdevice ordinal, struct gs_dev **out);
 /* The calling thread's cached current GPU, NULL if none is known (no
  * lookup made). */
 struct gs_dev *gs_lookup_current_known(void);
+/* The GPU a synchronization on `stream` concerns, for a thread that has
+ * not launched into it: the GPU of the stream's context (any_stream, or a
+ * default stream: the calling thread's current context), if the process
+ * has one for it already; NULL otherwise. Makes no entry and caches
+ * nothing: one driver call and the gate lock. */
+struct gs_dev *gs_lookup_known(bool any_stream, CUstream stream);
 /* The calling thread's current context may have changed. */
 void gs_lookup_forget_current(void);
 

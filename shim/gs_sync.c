@@ -60,14 +60,17 @@
 #define IDLE_STREAMS_MAX 8 /* more admitted streams than this: not checked */
 
 /* The device a synchronization on `stream` concerns: the gate the calling
- * thread last launched into that stream through, or its latest one. */
+ * thread last launched into that stream through, or its latest one; for
+ * a thread that launched nothing there (a server's thread that waits for
+ * what another launched), the GPU of the stream's context, or of its
+ * current one, if the process has it. */
 static struct gs_dev *sync_device(bool any_stream, CUstream stream, int ptsz)
 {
     for (int i = 0; i < GS_LAUNCH_CACHE; i++)
         if (gs_launch_cache[i].dev && (any_stream || (gs_launch_cache[i].stream == stream &&
                                                       gs_launch_cache[i].ptsz == ptsz)))
             return gs_launch_cache[i].dev;
-    return any_stream ? gs_lookup_current_known() : NULL;
+    return gs_lookup_known(any_stream, stream);
 }
 
 /* A timed event recorded on the only stream with admitted work as a

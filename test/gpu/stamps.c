@@ -10,11 +10,16 @@
  *       kernels of US microseconds, one stream, at most D in flight, until
  *       S seconds have passed, N kernels ran, or SIGTERM
  *   stamps infer   [--graph-kernels K] [--kernel-us US] [--think-us T]
- *                  [--seconds S | --count N] [--ready] [--wait-go] --out FILE
+ *                  [--seconds S | --count N] [--wait-in stream|event]
+ *                  [--ready] [--wait-go] --out FILE
  *       an inference server's loop: a captured graph of K kernels, then
  *       per step one graph launch and a host synchronization, T us of host
  *       work between steps (asleep), for S seconds or N steps; each step's
- *       latency on the host clock
+ *       latency on the host clock. --wait-in: the synchronization is made
+ *       by a second thread, which launched nothing (as a server's thread
+ *       that waits for what another launched): cuStreamSynchronize on the
+ *       stream, or cuEventSynchronize on an event recorded after the
+ *       graph
  *   stamps capture [--ops N] [--pause-ms MS] [--eager-us US]
  *                  [--replay-seconds S] [--wait-go] --out FILE
  *       while a second thread launches kernels of US us (eager work), a
@@ -47,6 +52,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -64,7 +70,7 @@
 
 /* The options, set once by main before any thread starts. */
 static struct {
-    const char *mode, *out;
+    const char *mode, *out, *wait_in;
     double kernel_us, seconds, think_us, pause_ms, eager_us, replay_seconds;
     long count, depth, graph_kernels, ops;
     bool ready, wait_go;
@@ -284,6 +290,66 @@ static int compare_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* --wait-in: the step's synchronization, made by a second thread. Shared
+ * with it: the stream, the event, and what it returned; `go` starts a
+ * wait, `done` says it returned. */
+static struct {
+    CUstream stream;
+    CUevent event;
+    sem_t go, done;
+    CUresult rc;
+    bool quit;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    (void)arg;
+    CUresult set = cuCtxSetCurrent(ctx);
+    for (;;) {
+        while (sem_wait(&waiter.go) != 0 && errno == EINTR) {
+        }
+        if (waiter.quit)
+            return NULL;
+        waiter.rc = set != CUDA_SUCCESS ? set
+                  : waiter.event ? cuEventSynchronize(waiter.event) : cuStreamSynchronize(waiter.stream);
+        sem_post(&waiter.done);
+    }
+}
+
+/* The step's synchronization: here, or in the waiter thread. */
+static bool step_wait(CUstream stream)
+{
+    if (!opt.wait_in)
+        return !failed(cuStreamSynchronize(stream), "cuStreamSynchronize");
+    if (waiter.event && failed(cuEventRecord(waiter.event, stream), "cuEventRecord"))
+        return false;
+    sem_post(&waiter.go);
+    while (sem_wait(&waiter.done) != 0 && errno == EINTR) {
+    }
+    return !failed(waiter.rc, waiter.event ? "cuEventSynchronize (waiter thread)" : "cuStreamSynchronize (waiter thread)");
+}
+
+static bool waiter_start(CUstream stream, pthread_t *thread)
+{
+    waiter.stream = stream;
+    if (!strcmp(opt.wait_in, "event") &&
+        failed(cuEventCreate(&waiter.event, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC), "cuEventCreate"))
+        return false;
+    if (sem_init(&waiter.go, 0, 0) != 0 || sem_init(&waiter.done, 0, 0) != 0 ||
+        pthread_create(thread, NULL, waiter_main, NULL) != 0) {
+        fprintf(stderr, "stamps: cannot start the waiter thread\n");
+        return false;
+    }
+    return true;
+}
+
+static void waiter_stop(pthread_t thread)
+{
+    waiter.quit = true;
+    sem_post(&waiter.go);
+    pthread_join(thread, NULL);
+}
+
 static int infer(void)
 {
     CUstream stream;
@@ -307,14 +373,15 @@ static int infer(void)
             return 2;
     size_t cap = 1 << 16, steps = 0;
     uint64_t *latency = malloc(cap * sizeof *latency);
-    if (!latency)
+    pthread_t waiter_thread;
+    if (!latency || (opt.wait_in && !waiter_start(stream, &waiter_thread)))
         return 2;
     ready_and_go();
     uint64_t begin = clock_ns(CLOCK_REALTIME);
     uint64_t start = clock_ns(CLOCK_MONOTONIC), stop = start + (uint64_t)(opt.seconds * 1e9);
     while (!stop_requested && (opt.count > 0 ? steps < (size_t)opt.count : clock_ns(CLOCK_MONOTONIC) < stop)) {
         uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
-        if (failed(cuGraphLaunch(exec, stream), "cuGraphLaunch") || failed(cuStreamSynchronize(stream), "cuStreamSynchronize"))
+        if (failed(cuGraphLaunch(exec, stream), "cuGraphLaunch") || !step_wait(stream))
             return 2;
         if (steps == cap) {
             uint64_t *grown = realloc(latency, 2 * cap * sizeof *latency);
@@ -329,6 +396,8 @@ static int infer(void)
     }
     double wall = (double)(clock_ns(CLOCK_MONOTONIC) - start) / 1e9;
     uint64_t end = clock_ns(CLOCK_REALTIME);
+    if (opt.wait_in)
+        waiter_stop(waiter_thread);
     FILE *f = open_out();
     if (!f)
         return 2;
@@ -465,7 +534,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "Usage: stamps run     [--kernel-us US] [--seconds S | --count N] [--depth D] [--ready] [--wait-go] --out FILE\n"
                "       stamps infer   [--graph-kernels K] [--kernel-us US] [--think-us T] [--seconds S | --count N]\n"
-               "                      [--ready] [--wait-go] --out FILE\n"
+               "                      [--wait-in stream|event] [--ready] [--wait-go] --out FILE\n"
                "       stamps capture [--ops N] [--pause-ms MS] [--eager-us US] [--replay-seconds S] [--wait-go] --out FILE\n"
                "       stamps ptx\n"
                "(see the comment at the top of test/gpu/stamps.c)\n");
@@ -515,6 +584,14 @@ int main(int argc, char **argv)
         const char *value = argv[++i];
         if (!strcmp(a, "--out")) {
             opt.out = value;
+            continue;
+        }
+        if (!strcmp(a, "--wait-in")) {
+            if (strcmp(value, "stream") && strcmp(value, "event")) {
+                fprintf(stderr, "stamps: --wait-in takes stream or event, got '%s'\n", value);
+                return 1;
+            }
+            opt.wait_in = value;
             continue;
         }
         if (!number(value, &v)) {
