@@ -612,8 +612,16 @@ static void revoke(struct sched *s, struct device *d, uint64_t now)
 static void preempt_for(struct sched *s, struct device *d, struct device_tenant *dt, uint64_t now)
 {
     if (d->state != DEV_RUNNING || !d->holder || d->holder == dt || d->gang_start || is_gang(d->holder->tenant) ||
-        d->holder->tenant->config.class == CLASS_LATENCY || dt->eligible_at > now || now >= d->deadline)
+        d->holder->tenant->config.class == CLASS_LATENCY || now >= d->deadline)
         return;
+    if (dt->eligible_at > now) {
+        /* Its limit holds it back for now: looked at again when it lets
+         * it go, if that is before the slice's next moment (on_timer).
+         * Else it waited the rest of the slice (sim seed 52). */
+        if (dt->eligible_at < d->deadline && (!d->timer_at || dt->eligible_at < d->timer_at))
+            set_timer(s, d, dt->eligible_at);
+        return;
+    }
     for (size_t i = 0; i < d->ntenants; i++) {
         const struct device_tenant *other = &d->tenants[i];
         if (other != dt && other != d->holder && waits_for(other) && other->eligible_at <= now &&
@@ -635,8 +643,8 @@ static void preempt_for(struct sched *s, struct device *d, struct device_tenant 
     d->preempting = true; /* not extended at that deadline */
     if (wait == 0)
         revoke(s, d, now);
-    else
-        set_timer(s, d, d->deadline);
+    else if (!d->timer_at || d->deadline < d->timer_at)
+        set_timer(s, d, d->deadline); /* (an earlier look stays: another latency tenant's limit) */
 }
 
 /* Whether a latency tenant waits for d and may have it (its limit). */
@@ -1176,7 +1184,17 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
         else if (s->forming_gang == d->holder->tenant)
             set_timer(s, d, gang_next_look(s)); /* a GPU not yielding: the step's end lets go */
         break;
-    case DEV_RUNNING:
+    case DEV_RUNNING: {
+        /* The slice's own moment: its deadline when preempted, else a
+         * margin before it (extend or drain). A look before it is for a
+         * latency tenant whose limit lets it go now (preempt_for). */
+        uint64_t planned = d->preempting ? d->deadline : d->deadline - extend_margin(d->holder);
+        if (now < planned) {
+            preempt_check(s, d, now);
+            if (d->state == DEV_RUNNING && !d->timer_at)
+                set_timer(s, d, planned);
+            break;
+        }
         if (d->preempting && !latency_waits(d, now))
             d->preempting = false; /* the latency tenant asks no more */
         if (d->holder->tenant->config.limit >= 1.0 && !d->preempting &&
@@ -1205,6 +1223,10 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
                 }
             }
             set_timer(s, d, d->deadline - extend_margin(d->holder));
+            /* Extended for being behind: a latency tenant waiting cuts it
+             * short when the holder passes it (sim seed 38: it waited the
+             * whole extension). */
+            preempt_check(s, d, now);
         } else if (now < d->deadline) {
             set_timer(s, d, d->deadline); /* revoke at the deadline itself */
         } else if (d->holders == 0) {
@@ -1213,6 +1235,7 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
             revoke(s, d, now);
         }
         break;
+    }
     case DEV_REVOKING:
         if (d->gang_start && now < d->slice_deadline + s->grace_ns) {
             gang_catch_up(s, d, now);
@@ -1376,6 +1399,11 @@ static void slot_stops_waiting(struct sched *s, struct sched_slot *slot, uint64_
                 dt->wait_ns += now - dt->waiting_since; /* waited, then left */
                 if (dt != d->holder)
                     deactivate_unless_waiting(d, dt, now, dt->eligible_at <= now && !is_gang(dt->tenant));
+                /* It may have been ahead of a latency tenant, which is
+                 * next now (sim seed 6596: its process was killed, and the
+                 * latency tenant waited out the batch slice). */
+                if (dt != d->holder && d->state == DEV_RUNNING)
+                    preempt_check(s, d, now);
             }
         }
     }

@@ -40,6 +40,32 @@ BUGS = {
         "tokenserver/sched.c", "    if (limit < 1.0) {\n        uint64_t until",
         "    if (limit < 0.0) {\n        uint64_t until",
         "a tenant's limit is never applied"),
+    "sched-no-preempt": (
+        "tokenserver/sched.c",
+        "static void preempt_for(struct sched *s, struct device *d, struct device_tenant *dt, uint64_t now)\n{\n",
+        "static void preempt_for(struct sched *s, struct device *d, struct device_tenant *dt, uint64_t now)\n{\n"
+        "    return;\n",
+        "a latency tenant never preempts: it waits for the batch slice to end"),
+    "sched-extension-unpreempted": (
+        "tokenserver/sched.c", "             * whole extension). */\n            preempt_check(s, d, now);",
+        "             * whole extension). */",
+        "a batch slice extended for being behind is not cut short when it passes a latency tenant waiting"),
+    "sched-leaver-unlooked": (
+        "tokenserver/sched.c", "                if (dt != d->holder && d->state == DEV_RUNNING)\n                    preempt_check(s, d, now);",
+        "",
+        "a tenant ahead of a latency tenant stops waiting, and nobody looks whether the latency tenant may "
+        "preempt now", "6596-6596"),
+    "sched-eligible-unlooked": (
+        "tokenserver/sched.c",
+        "        if (dt->eligible_at < d->deadline && (!d->timer_at || dt->eligible_at < d->timer_at))\n"
+        "            set_timer(s, d, dt->eligible_at);\n", "",
+        "a latency tenant its limit held back is not looked at again when the limit lets it go: it waits out the "
+        "batch slice"),
+    "sched-look-overwritten": (
+        "tokenserver/sched.c",
+        "    else if (!d->timer_at || d->deadline < d->timer_at)\n        set_timer(s, d, d->deadline);",
+        "    else\n        set_timer(s, d, d->deadline);",
+        "a preemption planned for one latency tenant drops the look planned for another one's limit", "447-447"),
     "gang-rank-forgotten": (
         "tokenserver/sched.c", "    if (dt && dt->refs > 0 && --dt->refs == 0) {\n        slot->tenant->devices--;",
         "    if (dt && dt->refs > 0 && dt->refs == 0) {\n        slot->tenant->devices--;",

@@ -276,6 +276,10 @@ struct figures {
     uint64_t max_wait[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* longest wait while eligible */
     uint64_t wait_since[SIM_MAX_TENANTS][SIM_MAX_GPUS];
     uint64_t max_held[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its longest slice */
+    /* a latency tenant due on a GPU a batch tenant holds (sim_check.c):
+     * since when, and the most its preemption may take meanwhile */
+    uint64_t latency_due_since[SIM_MAX_GPUS], latency_due_bound[SIM_MAX_GPUS];
+    uint64_t latency_due_waits, latency_due_max; /* episodes, the longest */
     uint64_t grants;
     uint64_t events, steps, messages;
 };

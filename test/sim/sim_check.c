@@ -11,7 +11,16 @@
  *     configuration change lowered the cap, or it allocated uncounted
  *     under `open`), and equal to what its processes count whenever no
  *     message that changes counts is on its way;
- *   - virtual times finite, no action lost for want of room.
+ *   - virtual times finite, no action lost for want of room;
+ *   - a latency tenant that is due on a GPU a batch tenant holds (it waits
+ *     there, its limit lets it, the holder has passed it in virtual time
+ *     and nothing waiting there is ahead of it) holds the GPU within what
+ *     the preemption waits for: each of the holder's processes' bound on
+ *     work ahead (a quarter more for the estimate) and one item, one
+ *     after another, and the messages and looks of a handoff
+ *     (LATENCY_SLACK_NS). Not where the holder is hostile or stopped, a
+ *     GRANT of its slice gave no bound, or the run stalls (a SIGSTOP, a
+ *     server restart, a hung holder).
  * At the end:
  *   - clean runs: busy tenants' shares of device time within 0.5 points
  *     of their weights (or, where the end cuts a round short, within the
@@ -35,6 +44,12 @@
 #define SHARE_TOLERANCE 0.005
 #define PAIR_TOLERANCE 0.015
 #define DRAIN_SLACK_NS (10 * MS)   /* a drain, the handoff, the messages */
+/* A preemption's messages and looks, over the drain itself: the REVOKE, the
+ * RELEASE and the GRANT (each up to 3 ms late in the simulated transport),
+ * the server's timer when the holder passes the latency tenant (up to
+ * 2 ms late), and the holder's gate thread and drainer rounds (a round
+ * every millisecond, each look up to 2 ms late). */
+#define LATENCY_SLACK_NS (15 * MS)
 /* A gang pays for its gathering (the GPUs kept for it), so its turns come
  * later the more its GPUs are shared: what is checked is that it always
  * comes, within this. */
@@ -89,10 +104,115 @@ static int64_t truth(const struct world *w, int t, int g)
     return sum;
 }
 
+/* ---- a latency tenant due on a batch tenant's slice --------------------------------- */
+
+/* Whether process p holds the slice on GPU g that d runs now. */
+static bool holds_slice(const struct sim_proc *p, const struct device *d, int g)
+{
+    for (int k = 0; k < p->ngpus; k++)
+        if (p->dev[k].gpu == g && p->dev[k].held_grant == d->grant)
+            return p->alive && d->holder && (int)d->holder->tenant->index == p->tenant;
+    return false;
+}
+
+/* What preempting the slice on GPU g waits for: each process of the holder
+ * tenant that holds the slice keeps at most its GRANT's bound on work
+ * ahead (and a quarter more, for the estimate) and one item on the GPU,
+ * one after another. UINT64_MAX where that is not promised: a holder
+ * process hostile or stopped, a GRANT of the slice with no bound, or work
+ * on the GPU of a process that does not hold the slice (queued where no
+ * slice the server knows of held it: a connection lost, the server down
+ * under `open`). */
+static uint64_t preemption_bound(const struct world *w, const struct device *d, int g)
+{
+    const struct sim_gpu *gpu = &w->gpu[g];
+    for (int k = 0; k < gpu->n; k++)
+        if (!holds_slice(&w->proc[gpu->q[(gpu->head + k) % SIM_QUEUE].proc], d, g))
+            return UINT64_MAX;
+    uint64_t sum = 0;
+    for (int i = 0; i < w->nprocs; i++) {
+        const struct sim_proc *p = &w->proc[i];
+        if (!holds_slice(p, d, g))
+            continue;
+        for (int k = 0; k < p->ngpus; k++) {
+            const struct shim_dev *sd = &p->dev[k];
+            if (sd->gpu != g)
+                continue;
+            if (p->stopped || p->hostile != H_NONE || sd->slice_ahead == 0)
+                return UINT64_MAX;
+            sum += sd->slice_ahead + sd->slice_ahead / 4 + p->item_len;
+        }
+    }
+    return sum;
+}
+
+/* Whether a latency tenant is due on d: one waits there and its limit lets
+ * it, the holder is a batch tenant outside any gang and has passed it in
+ * virtual time (charged up to now), and no other tenant waiting there is
+ * ahead of it (ties go to the latency tenant). */
+static bool latency_due(const struct world *w, const struct device *d, uint64_t now)
+{
+    if ((d->state != DEV_RUNNING && d->state != DEV_REVOKING) || !d->holder || d->gang_start ||
+        d->holder->tenant->config.class == CLASS_LATENCY || w->tenant[d->holder->tenant->index].gang)
+        return false;
+    const struct device_tenant *h = d->holder;
+    double holder_vtime = h->vtime;
+    if (now > d->charged_until)
+        holder_vtime += (double)(now - d->charged_until) / h->tenant->config.share;
+    double latency = INFINITY, batch = INFINITY;
+    for (size_t i = 0; i < d->ntenants; i++) {
+        const struct device_tenant *dt = &d->tenants[i];
+        if (dt == h || dt->waiting == 0 || dt->eligible_at > now)
+            continue;
+        double *least = dt->tenant->config.class == CLASS_LATENCY ? &latency : &batch;
+        if (dt->vtime < *least)
+            *least = dt->vtime;
+    }
+    return latency <= batch && latency <= holder_vtime;
+}
+
+static void check_latency_due(struct world *w)
+{
+    const struct sim_server *sv = &w->server;
+    for (int g = 0; g < w->ngpus; g++) {
+        const struct device *d = sv->gpus[g];
+        uint64_t *since = &w->fig.latency_due_since[g], *bound = &w->fig.latency_due_bound[g];
+        if (w->stalls || !d || !latency_due(w, d, w->now)) {
+            if (*since) {
+                w->fig.latency_due_waits++;
+                if (w->now - *since > w->fig.latency_due_max)
+                    w->fig.latency_due_max = w->now - *since;
+            }
+            *since = 0;
+            continue;
+        }
+        uint64_t drain = preemption_bound(w, d, g);
+        if (drain == UINT64_MAX) {
+            *since = 0; /* not promised: looked at again from the next slice */
+            continue;
+        }
+        if (!*since) {
+            *since = w->now;
+            *bound = 0;
+        }
+        if (drain + LATENCY_SLACK_NS > *bound)
+            *bound = drain + LATENCY_SLACK_NS;
+        if (w->now - *since > *bound) {
+            fail(w, "GPU %d: a latency tenant has been due for %.1f ms while tenant %s holds it, over the %.1f ms "
+                    "its preemption may take", g, (double)(w->now - *since) / 1e6, d->holder->tenant->name,
+                 (double)*bound / 1e6);
+            return;
+        }
+    }
+}
+
 void check_after_step(struct world *w)
 {
     struct sim_server *sv = &w->server;
     if (!sv->up)
+        return;
+    check_latency_due(w);
+    if (w->failed)
         return;
     /* Counts change only with the events that carry memory messages (and
      * closes): look after those, and at virtual times now and then. */
