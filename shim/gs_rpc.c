@@ -62,50 +62,51 @@ static struct gs_answer *request_locked(struct gs_dev *d, struct gs_msg *m, uint
     return NULL;
 }
 
-int gs_rpc_mem_query(struct gs_dev *d, struct gs_msg_mem_result *result)
+/* Sends m about d, numbered through id_field, until it is answered (the
+ * connection may go down meanwhile: it is asked again on the next one):
+ * the answered entry (the caller copies it and gives it back), or NULL
+ * when the caller goes on without the server (wait_connected_locked). */
+static struct gs_answer *call_locked(struct gs_dev *d, struct gs_msg *m, uint64_t *id_field)
 {
-    gs_lock(GS_LOCK_GATE);
     gs_gate_thread_start_locked();
     uint64_t first_try = gs_now_ns();
-    for (;;) { /* until answered: the connection may go down meanwhile */
-        if (!wait_connected_locked(first_try)) {
-            gs_unlock(GS_LOCK_GATE);
-            return -1;
-        }
-        struct gs_msg m = {.type = GS_MSG_MEM_QUERY};
-        m.u.mem_query.slot = (uint32_t)d->slot;
-        struct gs_answer *a = request_locked(d, &m, &m.u.mem_query.id, 0);
-        if (a) {
-            *result = a->msg.u.mem_result;
-            gs_conn_answer_give_locked(a);
-            gs_unlock(GS_LOCK_GATE);
-            return 0;
-        }
+    for (;;) {
+        if (!wait_connected_locked(first_try))
+            return NULL;
+        struct gs_answer *a = request_locked(d, m, id_field, 0);
+        if (a)
+            return a;
     }
+}
+
+int gs_rpc_mem_query(struct gs_dev *d, struct gs_msg_mem_result *result)
+{
+    struct gs_msg m = {.type = GS_MSG_MEM_QUERY};
+    m.u.mem_query.slot = (uint32_t)d->slot;
+    gs_lock(GS_LOCK_GATE);
+    struct gs_answer *a = call_locked(d, &m, &m.u.mem_query.id);
+    if (a) {
+        *result = a->msg.u.mem_result;
+        gs_conn_answer_give_locked(a);
+    }
+    gs_unlock(GS_LOCK_GATE);
+    return a ? 0 : -1;
 }
 
 int gs_rpc_lease(struct gs_dev *d, uint64_t need, uint64_t want, struct gs_msg_mem_leased *out)
 {
+    struct gs_msg m = {.type = GS_MSG_MEM_LEASE};
+    m.u.lease.slot = (uint32_t)d->slot;
+    m.u.lease.need = need;
+    m.u.lease.want = want;
     gs_lock(GS_LOCK_GATE);
-    gs_gate_thread_start_locked();
-    uint64_t first_try = gs_now_ns();
-    for (;;) { /* until answered: the connection may go down meanwhile */
-        if (!wait_connected_locked(first_try)) {
-            gs_unlock(GS_LOCK_GATE);
-            return -1;
-        }
-        struct gs_msg m = {.type = GS_MSG_MEM_LEASE};
-        m.u.lease.slot = (uint32_t)d->slot;
-        m.u.lease.need = need;
-        m.u.lease.want = want;
-        struct gs_answer *a = request_locked(d, &m, &m.u.lease.id, 0);
-        if (a) {
-            *out = a->msg.u.leased;
-            gs_conn_answer_give_locked(a);
-            gs_unlock(GS_LOCK_GATE);
-            return 0;
-        }
+    struct gs_answer *a = call_locked(d, &m, &m.u.lease.id);
+    if (a) {
+        *out = a->msg.u.leased;
+        gs_conn_answer_give_locked(a);
     }
+    gs_unlock(GS_LOCK_GATE);
+    return a ? 0 : -1;
 }
 
 int gs_rpc_usage(const uint8_t uuid[16], struct gs_msg_usage *out)
