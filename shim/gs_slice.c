@@ -179,6 +179,15 @@ static bool held_idle(const struct gs_slice *s)
     return s->state == GS_SLICE_HOLD && queue_empty(s) && s->waiters == 0 && !s->draining;
 }
 
+/* The last moment the machine knows of activity on the held slice: a
+ * launch admitted or waiting, seen by the gate thread (quiet_since_ns), or
+ * work a round saw running until it finished (last_round_end_ns). An idle
+ * spell, for the idle release, counts from then. */
+static uint64_t last_activity_ns(const struct gs_slice *s)
+{
+    return s->quiet_since_ns > s->last_round_end_ns ? s->quiet_since_ns : s->last_round_end_ns;
+}
+
 /* Nothing is queued on the held slice and less time is left than one more
  * launch (or the graph waiting) takes: the slice may end now. */
 static bool nothing_fits(const struct gs_slice *s, uint64_t now)
@@ -543,8 +552,7 @@ static void timer(struct gs_slice *s, uint64_t now, struct gs_slice_actions *out
          * spell. Work that ran until a round saw it finish counts as
          * activity: a program that waits for a long kernel and then
          * launches the next is busy, not idle. */
-        uint64_t active_at = s->quiet_since_ns > s->last_round_end_ns ? s->quiet_since_ns : s->last_round_end_ns;
-        bool idle = queue_empty(s) && s->waiters == 0 && now - active_at >= IDLE_RELEASE_NS;
+        bool idle = queue_empty(s) && s->waiters == 0 && now - last_activity_ns(s) >= IDLE_RELEASE_NS;
         if (now >= s->deadline_ns || no_fit || idle) {
             s->drain_for_idle = idle && now < s->deadline_ns && !no_fit;
             begin_drain(s, now, out);
@@ -687,8 +695,7 @@ static uint64_t idle_look_at(const struct gs_slice *s, uint64_t now)
 {
     if (!held_idle(s))
         return 0;
-    uint64_t active_at = s->quiet_since_ns > s->last_round_end_ns ? s->quiet_since_ns : s->last_round_end_ns;
-    uint64_t idle_end = active_at + IDLE_RELEASE_NS;
+    uint64_t idle_end = last_activity_ns(s) + IDLE_RELEASE_NS;
     return idle_end > now ? idle_end : 0;
 }
 
