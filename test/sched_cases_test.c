@@ -869,13 +869,58 @@ static void case_late_release_bounded(void)
     world_free(w);
 }
 
+/* Case 12. A tenant waiting ahead of a latency tenant stops waiting (its
+ * process exits) while a batch tenant that has passed the latency tenant
+ * holds the GPU: the latency tenant is next, and preempts then, rather
+ * than waiting out the batch slice (simulation seed 6596). Batch A and B
+ * busy, latency L: as case 6, L asks while B holds d and A is ahead of L;
+ * then A's process exits. */
+static void case_latency_after_leaver(void)
+{
+    const char *which = "case 12 (the tenant ahead of a latency tenant leaves)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *a = world_tenant(w, "A", 1), *b = world_tenant(w, "B", 1), *l = world_tenant(w, "L", 1);
+    l->config.class = CLASS_LATENCY;
+    struct process *a_d = world_process(w, a, true), *b_d = world_process(w, b, true);
+    struct process *l_d = world_process(w, l, false);
+    declare(w, a_d, d);
+    declare(w, b_d, d);
+    declare(w, l_d, d);
+    acquire(w, a_d, d);
+    acquire(w, b_d, d);
+    world_run_for(w, 30 * MS);
+    acquire(w, l_d, d);
+    run_until_granted(w, l_d, d, 100 * MS);
+    world_run_for(w, 25 * MS);
+    release(w, l_d, d, false);
+    world_run_for(w, 5 * MS);
+    acquire(w, l_d, d);
+    const struct device_tenant *entry_a = sched_entry_find(d, a), *entry_b = sched_entry_find(d, b);
+    const struct device_tenant *entry_l = sched_entry_find(d, l);
+    check(holds(w, b_d, d) && entry_a->vtime < entry_l->vtime, which,
+          "L asks while B holds d and A is ahead of L by %.1f ms of virtual time (the case's premise)",
+          (entry_l->vtime - entry_a->vtime) / 1e6);
+    /* B, charged up to now, passes L this much later (0: it has); its
+     * slice has this much left */
+    double b_now = entry_b->vtime + (double)(w->now - d->charged_until) / b->config.share;
+    uint64_t due = b_now >= entry_l->vtime ? 0 : (uint64_t)((entry_l->vtime - b_now) * b->config.share);
+    uint64_t left = d->deadline > w->now ? d->deadline - w->now : 0;
+    client_gone(w, a_d);
+    uint64_t wait = run_until_granted(w, l_d, d, 100 * MS);
+    check(wait <= due + CAP_GRANT_SLACK_NS && due + CAP_GRANT_SLACK_NS < left, which,
+          "L granted %.1f ms after A left: when B passes L (%.1f ms), not at the end of B's slice (%.1f ms)",
+          ms(wait), ms(due), ms(left));
+    world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     static void (*const cases[])(void) = {
         case_gang_limit, case_gather_leaves_gpu_idle, case_gang_fallback,
         case_stale_entry_floor, case_gang_gathers_for_nobody, case_latency,
         case_idle_releases_raise_floor, case_return_after_solo, case_ghost_keeps_gpu,
-        case_late_drain_limit, case_late_release_bounded,
+        case_late_drain_limit, case_late_release_bounded, case_latency_after_leaver,
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 1) {
