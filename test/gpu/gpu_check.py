@@ -121,13 +121,19 @@ def stamps_run(out, seconds=None, count=None, kernel_us=1000, depth=16, ready=Tr
 
 # ---- 1. spin at 3:1 -------------------------------------------------------------------
 
-def stamped_pair(configs, seconds, shim):
+def stamped_pair(configs, seconds, shim, preloads=None):
     """Runs stamps run in tenants a and b (or, shim False, the same pair
-    without gpuslice) over one window; their kernels, or an error text."""
+    without gpuslice) over one window, with preloads[tenant] ahead of the
+    shim where given; their kernels, or an error text."""
     tenants = Tenants(configs)
     try:
         paths = {t: tenants.node.path("%s.stamps" % t) for t in ("a", "b")}
-        start = tenants.start if shim else (lambda t, argv, **kw: tenants.start_bare(argv, **kw))
+        if shim:
+            def start(t, argv, **kw):
+                return tenants.start(t, argv, preload=(preloads or {}).get(t), **kw)
+        else:
+            def start(t, argv, **kw):
+                return tenants.start_bare(argv, **kw)
         procs = {t: start(t, stamps_run(paths[t], seconds, wait_go=True), stdin=True) for t in ("a", "b")}
         error = start_together(procs, "stamps in tenant", 60)
         if error:
@@ -1201,25 +1207,11 @@ def latency_table(missing):
 
 
 def latency_split():
-    """A latency tenant and a batch tenant, both never stopping, at 1:1:
-    the latency tenant's share of their kernel time, or an error text."""
-    tenants = Tenants({"a": "share = 1\nclass = latency\n", "b": "share = 1\n"})
-    try:
-        paths = {t: tenants.node.path("%s.stamps" % t) for t in ("a", "b")}
-        procs = {t: tenants.start(t, stamps_run(paths[t], LATENCY_SPLIT_S, wait_go=True), stdin=True,
-                                  preload=plant_for(11) if t == "b" else None) for t in paths}
-        error = start_together(procs, "stamps in tenant", 60)
-        if error:
-            return error
-        for t, p in procs.items():
-            if p.wait(LATENCY_SPLIT_S + 60) != 0:
-                return "stamps in %s failed (exit %s): %s" % (t, p.popen.returncode, p.tail())
-        kernels = {t: read_stamps(paths[t])["kernel"] for t in paths}
-        if not all(kernels.values()):
-            return "a tenant ran no kernel"
-        return pair_figures(kernels)["share_a"]
-    finally:
-        tenants.close()
+    """A latency tenant (a) and a batch tenant (b), both never stopping, at
+    1:1: the latency tenant's share of their kernel time, or an error text."""
+    kernels = stamped_pair({"a": "share = 1\nclass = latency\n", "b": "share = 1\n"}, LATENCY_SPLIT_S, True,
+                           preloads={"b": plant_for(11)})
+    return kernels if isinstance(kernels, str) else pair_figures(kernels)["share_a"]
 
 
 def row_latency(missing):
