@@ -1527,6 +1527,12 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
     case SCHED_TENANT_CHANGED:
         gang_changed(s, ev->tenant, now);
         mark_all_dirty(s);
+        /* A new share, limit or class may make a latency tenant due
+         * sooner, or now (sim seed 25415: the holder's share changed and
+         * the preemption planned with the old one came late). */
+        for (struct device *d = s->devices; d; d = d->next)
+            if (d->state == DEV_RUNNING)
+                preempt_check(s, d, now);
         break;
     case SCHED_TENANT_GONE:
         on_tenant_gone(s, ev->tenant, now);
