@@ -582,6 +582,28 @@ static void case_gang_gathers_for_nobody(void)
     world_free(w);
 }
 
+/* Cases 6 and 12 begin alike: batch A and B busy on d, latency L (shares
+ * 1). L runs 25 ms, gives the GPU back, and 5 ms later asks again, while B
+ * holds d and A, next, is 5 ms of virtual time ahead of L. Returns whether
+ * L was granted at once when it first asked (B's slice preempted). */
+static bool latency_asks_behind_a(struct world *w, struct device *d, struct process *a_d, struct process *b_d,
+                                  struct process *l_d)
+{
+    declare(w, a_d, d);
+    declare(w, b_d, d);
+    declare(w, l_d, d);
+    acquire(w, a_d, d);
+    acquire(w, b_d, d);
+    world_run_for(w, 30 * MS); /* A's slice, then B's */
+    acquire(w, l_d, d);
+    bool at_once = run_until_granted(w, l_d, d, 100 * MS) == 0;
+    world_run_for(w, 25 * MS);
+    release(w, l_d, d, false);
+    world_run_for(w, 5 * MS);
+    acquire(w, l_d, d);
+    return at_once;
+}
+
 /* Case 6. A batch slice that starts while a latency tenant waits is cut
  * short when its holder passes the latency tenant in virtual time, not run
  * to its quantum: preemption was looked at only when the latency tenant
@@ -597,20 +619,9 @@ static void case_latency_after_slice_start(void)
     l->config.class = CLASS_LATENCY;
     struct process *a_d = world_process(w, a, true), *b_d = world_process(w, b, true);
     struct process *l_d = world_process(w, l, false);
-    declare(w, a_d, d);
-    declare(w, b_d, d);
-    declare(w, l_d, d);
-    acquire(w, a_d, d);
-    acquire(w, b_d, d);
-    world_run_for(w, 30 * MS); /* A's slice, then B's */
-    acquire(w, l_d, d);
-    check(run_until_granted(w, l_d, d, 100 * MS) == 0, which,
+    check(latency_asks_behind_a(w, d, a_d, b_d, l_d), which,
           "L granted d at once when it first asks, B's slice preempted (the case's premise)");
-    world_run_for(w, 25 * MS);
-    release(w, l_d, d, false);
-    world_run_for(w, 5 * MS);
     const struct device_tenant *entry_a = sched_entry_find(d, a), *entry_l = sched_entry_find(d, l);
-    acquire(w, l_d, d);
     check(holds(w, b_d, d) && entry_a->vtime < entry_l->vtime, which,
           "L asks again while B holds d and A is ahead of L by %.1f ms of virtual time (the case's premise)",
           (entry_l->vtime - entry_a->vtime) / 1e6);
@@ -884,18 +895,7 @@ static void case_latency_after_leaver(void)
     l->config.class = CLASS_LATENCY;
     struct process *a_d = world_process(w, a, true), *b_d = world_process(w, b, true);
     struct process *l_d = world_process(w, l, false);
-    declare(w, a_d, d);
-    declare(w, b_d, d);
-    declare(w, l_d, d);
-    acquire(w, a_d, d);
-    acquire(w, b_d, d);
-    world_run_for(w, 30 * MS);
-    acquire(w, l_d, d);
-    run_until_granted(w, l_d, d, 100 * MS);
-    world_run_for(w, 25 * MS);
-    release(w, l_d, d, false);
-    world_run_for(w, 5 * MS);
-    acquire(w, l_d, d);
+    latency_asks_behind_a(w, d, a_d, b_d, l_d);
     const struct device_tenant *entry_a = sched_entry_find(d, a), *entry_b = sched_entry_find(d, b);
     const struct device_tenant *entry_l = sched_entry_find(d, l);
     check(holds(w, b_d, d) && entry_a->vtime < entry_l->vtime, which,

@@ -8,6 +8,7 @@
  * --simulate.
  */
 #include "gpuslice/protocol.h"
+#include "plant_recvmsg.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -18,19 +19,12 @@
 
 #define DELAY_NS 50000000L
 
-typedef ssize_t (*recvmsg_fn)(int, struct msghdr *, int);
-
 /* The grant id of the last GRANT seen, by whichever thread read it. */
 static _Atomic uint64_t last_grant;
 
 __attribute__((visibility("default"))) ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-    static recvmsg_fn real;
-    if (!real) {
-        void *symbol = dlsym(RTLD_NEXT, "recvmsg");
-        if (symbol)
-            memcpy(&real, &symbol, sizeof real); /* ISO C has no object-to-function cast */
-    }
+    plant_recvmsg_fn real = plant_next_recvmsg();
     if (!real) {
         errno = ENOSYS;
         return -1;

@@ -8,22 +8,16 @@
  * nothing ships it, and gpu_check.py uses it only with --simulate.
  */
 #include "gpuslice/protocol.h"
+#include "plant_recvmsg.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 
-typedef ssize_t (*recvmsg_fn)(int, struct msghdr *, int);
-
 __attribute__((visibility("default"))) ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-    static recvmsg_fn real;
-    if (!real) {
-        void *symbol = dlsym(RTLD_NEXT, "recvmsg");
-        if (symbol)
-            memcpy(&real, &symbol, sizeof real); /* ISO C has no object-to-function cast */
-    }
+    plant_recvmsg_fn real = plant_next_recvmsg();
     if (!real) {
         errno = ENOSYS;
         return -1;
