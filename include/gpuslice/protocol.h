@@ -88,9 +88,11 @@
 #define GS_PROTOCOL_MAGIC 0x434c5347u /* "GSLC" */
 /* 2: RELEASE has its own idle field; MEM_RESERVE is gone (leases replace
  * it), MEM_FREE and MEM_DECLARE carry no id, MEM_RESULT no `ok`; and
- * USAGE_QUERY and USAGE (added before any release spoke 2, so no peer of
- * version 2 lacks them). A peer of another version gets an ERROR naming
- * both. */
+ * USAGE_QUERY and USAGE, and GRANT's GS_GRANT_YIELD flag (all added
+ * before any release spoke 2, so no peer of version 2 lacks them; a flag
+ * added after a release needs a new version, since a GRANT with a flag
+ * its reader does not know is refused as malformed). A peer of another
+ * version gets an ERROR naming both. */
 #define GS_PROTOCOL_VERSION 2
 #define GS_HEADER_SIZE 16
 #define GS_NAME_MAX 64       /* tenant names, including the NUL */
