@@ -27,7 +27,8 @@ import subprocess
 import sys
 import time
 
-from testlib import BUILD, SPIN, Checks, LoadWatch, Machine, Server, parse_line, tenant_overruns, tenant_shares
+from testlib import (BUILD, SPIN, Checks, LoadWatch, Machine, Server, parse_line, tenant_overruns, tenant_shares,
+                     thread_figures)
 
 checks = Checks()
 CAPTURE_APP = os.path.join(BUILD, "test", "capture_app")
@@ -101,21 +102,8 @@ def shim_threads(pid):
     """{tid: (CPU seconds, voluntary context switches)} of the threads the
     shim added to the process: all but the main thread and fakecuda's
     workers (named fakecuda-*)."""
-    out = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                stat = f.read()
-            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(tid) != pid and not name.startswith("fakecuda"):
-            out[tid] = ((int(fields[11]) + int(fields[12])) / tick, int(status["voluntary_ctxt_switches"]))
-    return out
+    return {tid: (cpu_ns / 1e9, wakes) for tid, (name, cpu_ns, wakes) in thread_figures(pid).items()
+            if int(tid) != pid and not name.startswith("fakecuda")}
 
 
 def shim_threads_since(pid, before):
@@ -132,16 +120,8 @@ def shim_thread_cpu_seconds(pid):
 
 def drainer_wakeups(pid):
     """Voluntary context switches of the process's drainer thread(s)."""
-    total = None
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
-        except OSError:
-            continue
-        if status.get("Name", "").strip() == "gpuslice-drain":
-            total = (total or 0) + int(status["voluntary_ctxt_switches"])
-    return total
+    drainers = [wakes for name, _, wakes in thread_figures(pid).values() if name == "gpuslice-drain"]
+    return sum(drainers) if drainers else None
 
 
 # What the shim's threads may do beside a program that spins in its own

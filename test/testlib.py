@@ -137,6 +137,36 @@ def _cpu_pressure_us():
         return None
 
 
+def thread_figures(pid):
+    """{tid: (name, CPU ns, voluntary context switches)} for every live
+    thread of pid, from /proc/PID/task: CPU from schedstat (ns), or from
+    stat's ticks where the kernel keeps no schedstat; the context switches
+    are the times the thread slept. A thread that exits meanwhile is left
+    out."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tids:
+        base = "/proc/%d/task/%s/" % (pid, tid)
+        try:
+            with open(base + "stat") as f:
+                stat = f.read()
+            with open(base + "status") as f:
+                wakes = next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches:"))
+            try:
+                with open(base + "schedstat") as f:
+                    cpu_ns = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                fields = stat.rsplit(")", 1)[1].split()
+                cpu_ns = (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError, StopIteration):
+            continue
+        out[tid] = (stat[stat.index("(") + 1:stat.rindex(")")], cpu_ns, wakes)
+    return out
+
+
 class LoadWatch:
     """What the machine did while a test measured a scheduling figure:
     create one at the start of the measured window, stop() it at its end;

@@ -442,41 +442,9 @@ def row_handoff():
 
 # ---- 7. the shim's threads' CPU; launch overhead ----------------------------------------------
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def thread_cpu_ns(pid, tid):
-    base = "/proc/%d/task/%s/" % (pid, tid)
-    try:
-        with open(base + "schedstat") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    with open(base + "stat") as f:
-        after_comm = f.read().rsplit(")", 1)[1].split()
-    return (int(after_comm[11]) + int(after_comm[12])) * 1_000_000_000 // CLK_TCK
-
-
-def thread_wakeups(pid, tid):
-    """The thread's voluntary context switches: the times it slept."""
-    with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-        for line in f:
-            if line.startswith("voluntary_ctxt_switches:"):
-                return int(line.split()[1])
-    return 0
-
-
 def threads_cpu(pid):
-    """{(tid, comm): (cpu ns, wake-ups)} for every live thread of pid."""
-    result = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                comm = f.read().strip()
-            result[(tid, comm)] = (thread_cpu_ns(pid, tid), thread_wakeups(pid, tid))
-        except (OSError, ValueError):
-            continue
-    return result
+    """{(tid, name): (cpu ns, wake-ups)} for every live thread of pid."""
+    return {(tid, name): (cpu_ns, wakes) for tid, (name, cpu_ns, wakes) in testlib.thread_figures(pid).items()}
 
 
 def shim_threads_cpu():
