@@ -75,6 +75,8 @@ struct process {
     unsigned grants[MAX_GPUS];          /* GRANT actions it received (extensions and
                                            joins included) */
     uint64_t last_grant_ns[MAX_GPUS];   /* when the last of them came */
+    uint64_t last_ahead_ns[MAX_GPUS];   /* and the bound it carried (ahead_ns) */
+    uint64_t last_deadline[MAX_GPUS];   /* and its deadline */
     uint64_t waited_ns[MAX_GPUS];       /* time it spent asking for the GPU */
     uint64_t asked_ns[MAX_GPUS];        /* when it last asked (ACQUIRE, or RELEASE
                                            with more) */
@@ -214,6 +216,8 @@ static void world_step(struct world *w, struct sched_event ev)
             unsigned g = gpu_number(w, a->slot->device);
             p->grants[g]++;
             p->last_grant_ns[g] = w->now;
+            p->last_ahead_ns[g] = a->ahead_ns;
+            p->last_deadline[g] = a->at;
             break;
         }
         case SCHED_REVOKE:
@@ -914,6 +918,45 @@ static void case_latency_after_leaver(void)
     world_free(w);
 }
 
+/* Case 13. A latency tenant that declares a GPU while a batch tenant's
+ * slice runs bounds what the holder admits ahead of the GPU at once, and
+ * lifts the bound when it leaves: the holder was told only with its next
+ * slice, so for the rest of this one it kept its whole queue ahead, and a
+ * latency tenant asking then waited for it all to drain. Batch A busy
+ * alone on d; latency L declares d 5 ms into A's slice, and leaves 5 ms
+ * later. */
+static void case_latency_declared_mid_slice(void)
+{
+    const char *which = "case 13 (a latency tenant declares a GPU mid-slice)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *a = world_tenant(w, "A", 1), *l = world_tenant(w, "L", 1);
+    l->config.class = CLASS_LATENCY;
+    struct process *a_d = world_process(w, a, true), *l_d = world_process(w, l, false);
+    unsigned g = gpu_number(w, d);
+    declare(w, a_d, d);
+    acquire(w, a_d, d);
+    world_run_for(w, 5 * MS);
+    unsigned grants = a_d->grants[g];
+    uint64_t deadline = a_d->last_deadline[g];
+    check(holds(w, a_d, d) && grants == 1 && a_d->last_ahead_ns[g] == 0, which,
+          "A holds d, granted once without a bound (%u grants, ahead %.1f ms)", grants, ms(a_d->last_ahead_ns[g]));
+    declare(w, l_d, d);
+    check(a_d->grants[g] == grants + 1 && a_d->last_ahead_ns[g] == 2 * MS && a_d->last_deadline[g] == deadline &&
+              holds(w, a_d, d),
+          which, "L declares d: A is granted its slice again at once, bounded to 2 ms ahead (%.1f ms), its deadline "
+                 "unchanged (%+.1f ms)",
+          ms(a_d->last_ahead_ns[g]), ms(a_d->last_deadline[g]) - ms(deadline));
+    declare(w, l_d, d); /* named again: nothing changes */
+    check(a_d->grants[g] == grants + 1, which, "L's second declaration sends nothing (%u grants)", a_d->grants[g]);
+    world_run_for(w, 5 * MS);
+    undeclare(w, l_d, d);
+    check(a_d->grants[g] == grants + 2 && a_d->last_ahead_ns[g] == 0 && holds(w, a_d, d), which,
+          "L leaves d: A's bound is lifted at once (%u grants, ahead %.1f ms)", a_d->grants[g],
+          ms(a_d->last_ahead_ns[g]));
+    world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     static void (*const cases[])(void) = {
@@ -921,6 +964,7 @@ int main(int argc, char **argv)
         case_stale_entry_floor, case_gang_gathers_for_nobody, case_latency,
         case_idle_releases_raise_floor, case_return_after_solo, case_ghost_keeps_gpu,
         case_late_drain_limit, case_late_release_bounded, case_latency_after_leaver,
+        case_latency_declared_mid_slice,
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 1) {

@@ -162,7 +162,7 @@ static uint64_t admit_ahead(const struct sched *s, const struct device *d)
     return least;
 }
 
-static void grant_to(struct sched *s, struct sched_slot *slot, const struct device *d, uint32_t flags)
+static void grant_to(struct sched *s, struct sched_slot *slot, struct device *d, uint32_t flags)
 {
     /* A latency tenant gives its slice back once idle: asking again
      * preempts (GS_GRANT_YIELD). */
@@ -170,9 +170,27 @@ static void grant_to(struct sched *s, struct sched_slot *slot, const struct devi
         flags |= GS_GRANT_YIELD;
     slot->wants = false;
     slot->holds = d->grant;
+    d->ahead_granted = admit_ahead(s, d);
     struct sched_action a = {.type = SCHED_GRANT, .slot = slot, .grant = d->grant, .at = d->deadline, .flags = flags,
-                             .ahead_ns = admit_ahead(s, d)};
+                             .ahead_ns = d->ahead_granted};
     sched_emit(s, &a);
+}
+
+/* The bound on what d's batch holder admits ahead of the GPU changed
+ * mid-slice: a latency tenant declared d or left it, or a tenant's class
+ * or preempt_ms changed. The holders get the new bound now, in a GRANT of
+ * the same slice with the same deadline (an extension by nothing), not
+ * with their next slice: until then a holder granted without a bound kept
+ * admitting its whole queue ahead of the GPU, and the latency tenant's
+ * first step waited for all of it to drain (17 ms beside 1 ms kernels 16
+ * deep, where the bound is 2 ms). What it admitted before still drains. */
+static void bound_changed(struct sched *s, struct device *d)
+{
+    if (d->state != DEV_RUNNING || admit_ahead(s, d) == d->ahead_granted)
+        return;
+    for (size_t i = 0; i < d->nslots; i++)
+        if (d->slots[i]->holds == d->grant)
+            grant_to(s, d->slots[i], d, 0);
 }
 
 /* ---- tenants on a GPU ---------------------------------------------------------- */
@@ -1436,6 +1454,7 @@ static void on_declare(struct sched *s, struct sched_slot *slot, struct device *
     if (dt->refs++ == 0) {
         slot->tenant->devices++;
         gang_changed(s, slot->tenant, now);
+        bound_changed(s, d);
     }
 }
 
@@ -1465,6 +1484,7 @@ static void on_undeclare(struct sched *s, struct sched_slot *slot, bool lives_on
         else if (d->holder == dt && d->state != DEV_IDLE && d->holders == 0)
             end_slice(s, d, now, now);
         gang_changed(s, slot->tenant, now);
+        bound_changed(s, d);
     }
 }
 
@@ -1531,8 +1551,10 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
          * sooner, or now (sim seed 25415: the holder's share changed and
          * the preemption planned with the old one came late). */
         for (struct device *d = s->devices; d; d = d->next)
-            if (d->state == DEV_RUNNING)
+            if (d->state == DEV_RUNNING) {
+                bound_changed(s, d);
                 preempt_check(s, d, now);
+            }
         break;
     case SCHED_TENANT_GONE:
         on_tenant_gone(s, ev->tenant, now);

@@ -179,6 +179,8 @@ struct device {
     bool backfilled;           /* ran a backfill for the gathering gang */
     bool preempting;           /* the slice's deadline was brought forward
                                   for a latency tenant: not extended */
+    uint64_t ahead_granted;    /* the bound on admitted work (ahead_ns) the
+                                  slice's holders were last granted */
     struct device *dirty_next, *timer_next;
     struct device *next;
     uint64_t slices, handoffs;

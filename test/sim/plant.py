@@ -68,9 +68,8 @@ BUGS = {
         "a preemption planned for one latency tenant drops the look planned for another one's limit", "447-447"),
     "sched-change-unlooked": (
         "tokenserver/sched.c",
-        "        for (struct device *d = s->devices; d; d = d->next)\n            if (d->state == DEV_RUNNING)\n"
-        "                preempt_check(s, d, now);\n        break;",
-        "        break;",
+        "                bound_changed(s, d);\n                preempt_check(s, d, now);\n            }\n        break;",
+        "                bound_changed(s, d);\n            }\n        break;",
         "a holder's new share does not move the preemption planned with its old one", "25415-25415"),
     "gang-rank-forgotten": (
         "tokenserver/sched.c", "    if (dt && dt->refs > 0 && --dt->refs == 0) {\n        slot->tenant->devices--;",
