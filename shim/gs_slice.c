@@ -421,9 +421,14 @@ static void launch(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t
 static void grant(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t now, struct gs_slice_actions *out)
 {
     bool join = (ev->flags & GS_GRANT_JOIN) && s->state == GS_SLICE_WANT;
-    if (ev->grant == s->last_released && !join)
-        return; /* an extension of a slice already given back */
     bool extension = ev->grant == s->grant && (s->state == GS_SLICE_HOLD || s->state == GS_SLICE_DRAIN);
+    /* An extension of a slice already given back, sent before the RELEASE
+     * reached the server. Not one of a slice given back and joined again:
+     * that is held, and its extensions (a new deadline, a new bound on
+     * work ahead) count (simulation seed 5899: a holder that had joined
+     * again ignored its bound for the rest of its slice). */
+    if (ev->grant == s->last_released && !join && !extension)
+        return;
     if (!extension && s->state != GS_SLICE_WANT)
         return;
     if (!extension) {

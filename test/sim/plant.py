@@ -71,6 +71,11 @@ BUGS = {
         "                bound_changed(s, d);\n                preempt_check(s, d, now);\n            }\n        break;",
         "                bound_changed(s, d);\n            }\n        break;",
         "a holder's new share does not move the preemption planned with its old one", "25415-25415"),
+    "sched-bound-unchanged": (
+        "tokenserver/sched.c", "static void bound_changed(struct sched *s, struct device *d)\n{\n",
+        "static void bound_changed(struct sched *s, struct device *d)\n{\n    return;\n",
+        "a batch holder is told of a latency tenant that names its GPU only with its next slice: until then it "
+        "admits without a bound"),
     "gang-rank-forgotten": (
         "tokenserver/sched.c", "    if (dt && dt->refs > 0 && --dt->refs == 0) {\n        slot->tenant->devices--;",
         "    if (dt && dt->refs > 0 && dt->refs == 0) {\n        slot->tenant->devices--;",
@@ -96,6 +101,11 @@ BUGS = {
         "shim/gs_slice.c", "            s->round_owed_at = now + MEASURE_INTERVAL_NS;\n",
         "            ;\n",
         "a launch admitted after a wait owes no round: nothing sees its work finish until the deadline"),
+    "shim-rejoined-unextended": (
+        "shim/gs_slice.c", "    if (ev->grant == s->last_released && !join && !extension)\n",
+        "    if (ev->grant == s->last_released && !join)\n",
+        "a process that gave its slice back and joined it again ignores the slice's extensions (a new deadline, "
+        "a bound on work ahead)", "5899-5899"),
     "shim-ahead-ignored": (
         "shim/gs_slice.c", "    s->ahead_ns = ev->ahead_ns;", "    s->ahead_ns = 0;",
         "the shim ignores the GRANT's bound on what it admits ahead of the GPU (a preemption waits for its queue)"),

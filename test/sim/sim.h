@@ -280,6 +280,9 @@ struct figures {
      * since when, and the most its preemption may take meanwhile */
     uint64_t latency_due_since[SIM_MAX_GPUS], latency_due_bound[SIM_MAX_GPUS];
     uint64_t latency_due_waits, latency_due_max; /* episodes, the longest */
+    /* a batch holder of d's slice unbounded while a latency tenant names
+     * d (sim_check.c): since when; 0 none */
+    uint64_t unbounded_since[SIM_MAX_GPUS];
     uint64_t grants;
     uint64_t events, steps, messages;
 };

@@ -20,7 +20,12 @@
  *     after another, and the messages and looks of a handoff
  *     (LATENCY_SLACK_NS). Not where the holder is hostile or stopped, a
  *     GRANT of its slice gave no bound, or the run stalls (a SIGSTOP, a
- *     server restart, a hung holder).
+ *     server restart, a hung holder);
+ *   - while a latency tenant names a GPU, each process holding a batch
+ *     slice there has a bound on work ahead in its slice machine within
+ *     BOUND_NOTICE_NS, also when the slice began before the latency tenant
+ *     named the GPU (not a hostile or stopped holder, not where the run
+ *     stalls).
  * At the end:
  *   - clean runs: busy tenants' shares of device time within 0.5 points
  *     of their weights (or, where the end cuts a round short, within the
@@ -50,6 +55,10 @@
  * 2 ms late), and the holder's gate thread and drainer rounds (a round
  * every millisecond, each look up to 2 ms late). */
 #define LATENCY_SLACK_NS (15 * MS)
+/* A batch holder is bounded this soon after a latency tenant names its
+ * GPU: the server's GRANT on its way (up to 3 ms late in the simulated
+ * transport), and room for a DECLARE and a GRANT crossing. */
+#define BOUND_NOTICE_NS (8 * MS)
 /* A gang pays for its gathering (the GPUs kept for it), so its turns come
  * later the more its GPUs are shared: what is checked is that it always
  * comes, within this. */
@@ -206,12 +215,60 @@ static void check_latency_due(struct world *w)
     }
 }
 
+/* Whether a process holding d's batch slice has no bound on work ahead
+ * in its slice machine while a latency tenant names d. Not a holder that
+ * is hostile or stopped, nor a gang's or a latency tenant's slice. */
+static bool batch_holder_unbounded(const struct world *w, const struct device *d, int g)
+{
+    if (d->state != DEV_RUNNING || !d->holder || d->gang_start ||
+        d->holder->tenant->config.class == CLASS_LATENCY || w->tenant[d->holder->tenant->index].gang)
+        return false;
+    bool named = false;
+    for (size_t i = 0; i < d->ntenants && !named; i++)
+        named = d->tenants[i].refs > 0 && d->tenants[i].tenant->config.class == CLASS_LATENCY;
+    if (!named)
+        return false;
+    for (int i = 0; i < w->nprocs; i++) {
+        const struct sim_proc *p = &w->proc[i];
+        if (!holds_slice(p, d, g) || p->stopped || p->hostile != H_NONE)
+            continue;
+        for (int k = 0; k < p->ngpus; k++)
+            if (p->dev[k].gpu == g && p->dev[k].held_grant == d->grant && p->dev[k].slice.ahead_ns == 0)
+                return true;
+    }
+    return false;
+}
+
+static void check_holder_bounded(struct world *w)
+{
+    const struct sim_server *sv = &w->server;
+    for (int g = 0; g < w->ngpus; g++) {
+        const struct device *d = sv->gpus[g];
+        uint64_t *since = &w->fig.unbounded_since[g];
+        if (w->stalls || !d || !batch_holder_unbounded(w, d, g)) {
+            *since = 0;
+            continue;
+        }
+        if (!*since)
+            *since = w->now;
+        if (w->now - *since > BOUND_NOTICE_NS) {
+            fail(w, "GPU %d: a latency tenant names it, and a process of tenant %s has held its slice without a "
+                    "bound on work ahead for %.1f ms (over %.1f ms)",
+                 g, d->holder->tenant->name, (double)(w->now - *since) / 1e6, (double)BOUND_NOTICE_NS / 1e6);
+            return;
+        }
+    }
+}
+
 void check_after_step(struct world *w)
 {
     struct sim_server *sv = &w->server;
     if (!sv->up)
         return;
     check_latency_due(w);
+    if (w->failed)
+        return;
+    check_holder_bounded(w);
     if (w->failed)
         return;
     /* Counts change only with the events that carry memory messages (and
