@@ -155,14 +155,21 @@ static uint64_t preemption_bound(const struct world *w, const struct device *d, 
     return sum;
 }
 
+/* Whether d's slice is a batch tenant's outside any gang: one a latency
+ * tenant may preempt, and whose holders it bounds. */
+static bool batch_slice(const struct world *w, const struct device *d)
+{
+    return d->holder && !d->gang_start && d->holder->tenant->config.class != CLASS_LATENCY &&
+           !w->tenant[d->holder->tenant->index].gang;
+}
+
 /* Whether a latency tenant is due on d: one waits there and its limit lets
  * it, the holder is a batch tenant outside any gang and has passed it in
  * virtual time (charged up to now), and no other tenant waiting there is
  * ahead of it (ties go to the latency tenant). */
 static bool latency_due(const struct world *w, const struct device *d, uint64_t now)
 {
-    if ((d->state != DEV_RUNNING && d->state != DEV_REVOKING) || !d->holder || d->gang_start ||
-        d->holder->tenant->config.class == CLASS_LATENCY || w->tenant[d->holder->tenant->index].gang)
+    if ((d->state != DEV_RUNNING && d->state != DEV_REVOKING) || !batch_slice(w, d))
         return false;
     const struct device_tenant *h = d->holder;
     double holder_vtime = h->vtime;
@@ -220,8 +227,7 @@ static void check_latency_due(struct world *w)
  * is hostile or stopped, nor a gang's or a latency tenant's slice. */
 static bool batch_holder_unbounded(const struct world *w, const struct device *d, int g)
 {
-    if (d->state != DEV_RUNNING || !d->holder || d->gang_start ||
-        d->holder->tenant->config.class == CLASS_LATENCY || w->tenant[d->holder->tenant->index].gang)
+    if (d->state != DEV_RUNNING || !batch_slice(w, d))
         return false;
     bool named = false;
     for (size_t i = 0; i < d->ntenants && !named; i++)
