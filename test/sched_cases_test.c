@@ -957,6 +957,38 @@ static void case_latency_declared_mid_slice(void)
     world_free(w);
 }
 
+/* Case 14. A tenant's configuration change moves a preemption planned
+ * with the old one: the holder's share halved mid-slice makes it pass the
+ * latency tenant waiting in half the time, and the revoke must come then,
+ * not when the old share said (simulation seed 25415: 17.6 ms late). As
+ * case 6: L asks again while B holds d and A, next, is 5 ms of virtual
+ * time ahead of L; as A's slice begins, A's share goes from 1 to 0.5. */
+static void case_latency_share_changed(void)
+{
+    const char *which = "case 14 (the holder's share changes while a latency tenant waits)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *a = world_tenant(w, "A", 1), *b = world_tenant(w, "B", 1), *l = world_tenant(w, "L", 1);
+    l->config.class = CLASS_LATENCY;
+    struct process *a_d = world_process(w, a, true), *b_d = world_process(w, b, true);
+    struct process *l_d = world_process(w, l, false);
+    latency_asks_behind_a(w, d, a_d, b_d, l_d);
+    const struct device_tenant *entry_a = sched_entry_find(d, a), *entry_l = sched_entry_find(d, l);
+    run_until_granted(w, a_d, d, 100 * MS);
+    uint64_t started = a_d->last_grant_ns[0];
+    double gap = entry_l->vtime - entry_a->vtime; /* virtual ns: A passes L after gap * share */
+    check(holds(w, a_d, d) && gap > 2 * MS && l_d->grants[0] == l_d->grants_asked[0], which,
+          "A's slice begins with L waiting and A %.1f ms of virtual time ahead of it (the case's premise)", gap / 1e6);
+    a->config.share = 0.5;
+    world_step(w, (struct sched_event){.type = SCHED_TENANT_CHANGED, .tenant = a});
+    uint64_t wait = run_until_granted(w, l_d, d, 100 * MS), granted = l_d->last_grant_ns[0] - started;
+    uint64_t due = (uint64_t)(gap * 0.5), old_due = (uint64_t)gap;
+    check(wait < 100 * MS && granted <= due + CAP_GRANT_SLACK_NS && granted < old_due, which,
+          "L granted %.1f ms into A's slice: when A passes L at its new share (%.1f ms), not its old (%.1f ms)",
+          ms(granted), ms(due), ms(old_due));
+    world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     static void (*const cases[])(void) = {
@@ -964,7 +996,7 @@ int main(int argc, char **argv)
         case_stale_entry_floor, case_gang_gathers_for_nobody, case_latency,
         case_idle_releases_raise_floor, case_return_after_solo, case_ghost_keeps_gpu,
         case_late_drain_limit, case_late_release_bounded, case_latency_after_leaver,
-        case_latency_declared_mid_slice,
+        case_latency_declared_mid_slice, case_latency_share_changed,
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 1) {

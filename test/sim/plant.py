@@ -66,11 +66,6 @@ BUGS = {
         "    else if (!d->timer_at || d->deadline < d->timer_at)\n        set_timer(s, d, d->deadline);",
         "    else\n        set_timer(s, d, d->deadline);",
         "a preemption planned for one latency tenant drops the look planned for another one's limit", "447-447"),
-    "sched-change-unlooked": (
-        "tokenserver/sched.c",
-        "                bound_changed(s, d);\n                preempt_check(s, d, now);\n            }\n        break;",
-        "                bound_changed(s, d);\n            }\n        break;",
-        "a holder's new share does not move the preemption planned with its old one", "25415-25415"),
     "sched-bound-unchanged": (
         "tokenserver/sched.c", "static void bound_changed(struct sched *s, struct device *d)\n{\n",
         "static void bound_changed(struct sched *s, struct device *d)\n{\n    return;\n",
