@@ -989,6 +989,66 @@ static void case_latency_share_changed(void)
     world_free(w);
 }
 
+/* Case 15. A limit set while a slice runs judges that slice from then on,
+ * not from its start. T, busy and alone on d with no limit, holds one
+ * slice for 2 s (extended: nobody else wants d); then its limit becomes
+ * 0.5. Its slice ends at the next deadline, and it may hold d half the
+ * time from the change on: granted again within 2 quanta, not 4 s later
+ * (the 2 s held before the change, judged by the new limit: sched_fuzz's
+ * liveness check saw 8.4 s held and then a limit of 0.25 keep the GPU
+ * idle 25 s). And the limit binds: T holds at most half of the next
+ * second. Then the limit goes back to 1 while T waits out a window of
+ * 0.1: it is granted at once, not when the old limit would have let it. */
+static void case_limit_set_mid_slice(void)
+{
+    const char *which = "case 15 (a limit set while a slice runs)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *t = world_tenant(w, "T", 1);
+    struct process *p = world_process(w, t, true);
+    declare(w, p, d);
+    acquire(w, p, d);
+    world_run_for(w, 2000 * MS);
+    check(holds(w, p, d) && p->grants[0] > 50, which, "T holds d after 2 s alone, its slice extended (%u grants)",
+          p->grants[0]);
+    uint64_t changed = w->now, held_before = held_ns(d, t);
+    t->config.limit = 0.5;
+    world_step(w, (struct sched_event){.type = SCHED_TENANT_CHANGED, .tenant = t});
+    unsigned grants = p->grants[0];
+    uint64_t first_slice_end = 0;
+    while (w->now < changed + 5000 * MS && p->grants[0] == grants) {
+        world_run_for(w, MS);
+        if (!first_slice_end && !holds(w, p, d))
+            first_slice_end = w->now;
+    }
+    uint64_t regranted = p->last_grant_ns[0] - changed;
+    check(first_slice_end && regranted <= 2 * QUANTUM_NS + CAP_GRANT_SLACK_NS, which,
+          "T granted again %.1f ms after its limit became 0.5 (at most 2 quanta, %.1f ms; not 4 s)", ms(regranted),
+          ms(2 * QUANTUM_NS));
+    uint64_t from = w->now, held_from = held_ns(d, t);
+    world_run_for(w, 1000 * MS);
+    double part = (double)(held_ns(d, t) - held_from) / (double)(w->now - from);
+    check(part > 0.45 && part <= 0.5 + (double)QUANTUM_NS / 1e9, which,
+          "T held %.3f of the second after (limit 0.5; %.1f s held before the change)", part,
+          (double)held_before / 1e9);
+    /* the limit lowered to 0.1: a window of 9 slices' time to wait out */
+    t->config.limit = 0.1;
+    world_step(w, (struct sched_event){.type = SCHED_TENANT_CHANGED, .tenant = t});
+    while (w->now < from + 3000 * MS && holds(w, p, d))
+        world_run_for(w, MS);
+    world_run_for(w, 2 * MS);
+    const struct device_tenant *dt = sched_entry_find(d, t);
+    bool waits = !holds(w, p, d) && dt->eligible_at > w->now + 50 * MS;
+    check(waits, which, "T waits %.1f ms for its limit of 0.1 after a slice", ms(dt->eligible_at - w->now));
+    t->config.limit = 1.0;
+    asks(w, p, 0);
+    world_step(w, (struct sched_event){.type = SCHED_TENANT_CHANGED, .tenant = t});
+    uint64_t wait = run_until_granted(w, p, d, 1000 * MS);
+    check(waits && wait <= CAP_GRANT_SLACK_NS, which, "T granted %.1f ms after its limit went back to 1 (at once)",
+          ms(wait));
+    world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     static void (*const cases[])(void) = {
@@ -996,7 +1056,7 @@ int main(int argc, char **argv)
         case_stale_entry_floor, case_gang_gathers_for_nobody, case_latency,
         case_idle_releases_raise_floor, case_return_after_solo, case_ghost_keeps_gpu,
         case_late_drain_limit, case_late_release_bounded, case_latency_after_leaver,
-        case_latency_declared_mid_slice, case_latency_share_changed,
+        case_latency_declared_mid_slice, case_latency_share_changed, case_limit_set_mid_slice,
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 1) {

@@ -580,7 +580,10 @@ static void end_slice(struct sched *s, struct device *d, uint64_t ended, uint64_
      * the time since the slice began. */
     double limit = dt->tenant->config.limit;
     if (limit < 1.0) {
-        uint64_t until = dt->cap_from + saturate_ns((double)(used + dt->cap_debt_ns) / limit);
+        /* A limit set while the slice ran judges it from then on
+         * (limit_changed moved cap_from past the slice's start). */
+        uint64_t held = dt->cap_from <= d->slice_start ? used : end > dt->cap_from ? end - dt->cap_from : 0;
+        uint64_t until = dt->cap_from + saturate_ns((double)(held + dt->cap_debt_ns) / limit);
         dt->cap_debt_ns = 0;
         dt->cap_until = until;
         dt->eligible_at = until > now ? until : now;
@@ -1526,6 +1529,33 @@ static void remove_entry(struct device *d, size_t i, uint64_t now)
         d->holder = holder - 1;
 }
 
+/* The tenant of dt has a new limit: it holds from now on, and judges
+ * nothing held before. Its slice running on d, if any, is judged from now
+ * (before, a tenant alone under limit 1 whose slice had been extended for
+ * seconds was held back for four times that once a limit of 0.25 came:
+ * 25 s after 8.4 s held, its next grant still not due after 20 s of the
+ * GPU idle, sched_fuzz's liveness check). A window it waits out now is
+ * recomputed with the new limit: as long as the old limit would have had
+ * it wait for the same held time (a limit raised lets it go sooner, one
+ * lowered holds it longer). */
+static void limit_changed(struct sched *s, struct device *d, struct device_tenant *dt, uint64_t now)
+{
+    double old = dt->cap_limit, limit = dt->tenant->config.limit;
+    dt->cap_limit = limit;
+    if (old == limit)
+        return;
+    if (d->holder == dt && (d->state == DEV_RUNNING || d->state == DEV_REVOKING)) {
+        dt->cap_from = now > d->slice_start ? now : d->slice_start;
+        return;
+    }
+    if (dt->eligible_at <= now || old >= 1.0 || dt->cap_until <= dt->cap_from)
+        return;
+    double held = (double)(dt->cap_until - dt->cap_from) * old;
+    dt->cap_until = dt->cap_from + saturate_ns(limit < 1.0 ? held / limit : held);
+    dt->eligible_at = dt->cap_until > now ? dt->cap_until : now;
+    mark_dirty(s, d);
+}
+
 static void on_tenant_gone(struct sched *s, struct sched_tenant *t, uint64_t now)
 {
     if (s->forming_gang == t)
@@ -1545,6 +1575,11 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
     s->nactions = 0;
     switch (ev->type) {
     case SCHED_TENANT_CHANGED:
+        for (struct device *d = s->devices; d; d = d->next) {
+            struct device_tenant *dt = sched_entry_find(d, ev->tenant);
+            if (dt)
+                limit_changed(s, d, dt, now);
+        }
         gang_changed(s, ev->tenant, now);
         mark_all_dirty(s);
         /* A new share, limit or class may make a latency tenant due

@@ -109,6 +109,9 @@ struct device_tenant {
                                   ends (cap_from + held / limit) */
     uint64_t cap_debt_ns;      /* late drain to count toward its limit when
                                   the slice it holds now ends */
+    double cap_limit;          /* the limit in force for its windows: what
+                                  a change of the tenant's limit is told
+                                  from (limit_changed) */
     /* A slice its holders kept past deadline + grace: taken back then and
      * charged up to then; their late releases say when the drain ended,
      * and the rest is charged (charge_late_drain). */

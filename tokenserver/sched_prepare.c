@@ -98,6 +98,7 @@ struct device_tenant *sched_entry_get(struct device *d, struct sched_tenant *t)
     memset(dt, 0, sizeof *dt);
     dt->tenant = t;
     dt->tenant_waits = t->waiting > 0;
+    dt->cap_limit = t->config.limit;
     dt->overruns = overruns;
     d->entry_of[t->index] = (uint32_t)d->ntenants;
     return dt;

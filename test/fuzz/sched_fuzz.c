@@ -155,9 +155,60 @@ static void check_state(void)
 
 static void close_client(struct fuzz_client *c, bool lives_on);
 
+/* --trace: every step's event and actions on stderr (replay only). */
+static bool tracing;
+
+static void trace_step(const struct sched_event *ev)
+{
+    static const char *events[] = {"tenant-changed", "tenant-gone", "declare", "undeclare", "client-gone",
+                                   "acquire", "release", "timer", "mem-lease", "mem-free", "mem-declare",
+                                   "mem-query", "wake", "process-gone"};
+    static const char *actions[] = {"grant", "revoke", "set-timer", "leased", "mem-result", "recall",
+                                    "drop", "late", "over-cap", "set-wake"};
+    fprintf(stderr, "%10.3f %s", (double)node.now / 1e6, events[ev->type]);
+    if (ev->slot)
+        fprintf(stderr, " client %d/%s slot %u", (int)((struct fuzz_client *)ev->slot->owner - node.clients),
+                ev->slot->tenant->name, ev->slot->number);
+    if (ev->device)
+        fprintf(stderr, " gpu %d", gpu_of(ev->device));
+    if (ev->tenant)
+        fprintf(stderr, " %s share %g limit %g quantum %.0f ms", ev->tenant->name, ev->tenant->config.share,
+                ev->tenant->config.limit, (double)ev->tenant->config.quantum_ns / 1e6);
+    if (ev->type == SCHED_RELEASE)
+        fprintf(stderr, " grant %llu%s idle %llu", (unsigned long long)ev->grant, ev->more ? " more" : "",
+                (unsigned long long)ev->idle_ns);
+    fprintf(stderr, "\n");
+    for (size_t i = 0; i < node.s.nactions; i++) {
+        const struct sched_action *a = &node.s.actions[i];
+        fprintf(stderr, "             -> %s", actions[a->type]);
+        if (a->slot)
+            fprintf(stderr, " client %d slot %u", (int)((struct fuzz_client *)a->slot->owner - node.clients),
+                    a->slot->number);
+        if (a->device)
+            fprintf(stderr, " gpu %d", gpu_of(a->device));
+        if (a->type == SCHED_GRANT || a->type == SCHED_REVOKE)
+            fprintf(stderr, " grant %llu", (unsigned long long)a->grant);
+        if (a->at)
+            fprintf(stderr, " at %.3f", (double)a->at / 1e6);
+        fprintf(stderr, "\n");
+    }
+    for (const struct device *d = node.s.devices; d; d = d->next) {
+        fprintf(stderr, "             gpu %d state %d grant %llu holder %s holders %u timer %.3f:", gpu_of(d),
+                (int)d->state, (unsigned long long)d->grant, d->holder ? d->holder->tenant->name : "-",
+                d->holders, (double)d->timer_at / 1e6);
+        for (size_t k = 0; k < d->ntenants; k++)
+            fprintf(stderr, " %s(w%u%s elig %.3f vt %.3f)", d->tenants[k].tenant->name, d->tenants[k].waiting,
+                    d->tenants[k].active ? " active" : "", (double)d->tenants[k].eligible_at / 1e6,
+                    d->tenants[k].vtime / 1e6);
+        fprintf(stderr, "\n");
+    }
+}
+
 static void step(const struct sched_event *ev)
 {
     sched_step(&node.s, ev, node.now);
+    if (tracing)
+        trace_step(ev);
     for (size_t i = 0; i < node.s.nactions; i++) {
         const struct sched_action *a = &node.s.actions[i];
         action_counts[a->type]++;
@@ -915,12 +966,17 @@ int main(int argc, char **argv)
         print_counts();
         return 0;
     }
-    for (int i = 1; i < argc; i++) {
+    int first = 1;
+    if (argc > 1 && strcmp(argv[1], "--trace") == 0) {
+        tracing = true;
+        first = 2;
+    }
+    for (int i = first; i < argc; i++) {
         size_t n = read_file(argv[i], buf, sizeof buf);
         LLVMFuzzerTestOneInput(buf, n);
     }
     release_all();
-    printf("%d inputs replayed with every check holding; actions:", argc - 1);
+    printf("%d inputs replayed with every check holding; actions:", argc - first);
     print_counts();
     return 0;
 }

@@ -37,8 +37,8 @@ BUGS = {
         "static void schedule(struct sched *s, struct device *d, uint64_t now)\n{\n    if (d->state == DEV_RESERVED)\n        return;",
         "a GPU is granted while another tenant holds it"),
     "no-limit": (
-        "tokenserver/sched.c", "    if (limit < 1.0) {\n        uint64_t until",
-        "    if (limit < 0.0) {\n        uint64_t until",
+        "tokenserver/sched.c", "    if (limit < 1.0) {\n        /* A limit set while",
+        "    if (limit < 0.0) {\n        /* A limit set while",
         "a tenant's limit is never applied"),
     "sched-no-preempt": (
         "tokenserver/sched.c",
