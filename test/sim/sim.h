@@ -34,7 +34,14 @@
 #define SIM_MAX_PROCS 48
 #define SIM_MAX_CONNS 128      /* connections ever made in a run */
 #define SIM_RANKS 4            /* GPUs one process may use */
-#define SIM_QUEUE 512          /* work items a GPU holds queued */
+#define SIM_MOST_IN_FLIGHT 32  /* items one process has in flight at most (its
+                                  depth, 2..16, or its batch, 1..32) */
+/* Work items a GPU holds queued: room for every process's items at once.
+ * Under policy `open`, while the server is down, every process launches
+ * ungated, and a GPU's queue holds all they have in flight (512 was too
+ * few: 40 processes of one GPU filled it 326 ms into a server restart). */
+#define SIM_QUEUE 2048
+_Static_assert(SIM_QUEUE >= SIM_MAX_PROCS * SIM_MOST_IN_FLIGHT, "a GPU's queue holds every process's items");
 #define SIM_EVENTS 4096        /* events pending at once */
 #define MS 1000000ull
 #define MIB (1ull << 20)
@@ -205,6 +212,7 @@ struct sim_proc {
     int64_t next_collective; /* gang ranks */
     int group;               /* gang: ranks of one job share it */
     uint64_t start_at, stop_at;
+    uint64_t died_at;        /* killed then; 0 while alive */
     /* memory behaviour */
     bool uses_memory;
     uint64_t alloc_size;
@@ -214,6 +222,7 @@ struct sim_proc {
     uint64_t held_ns, hold_since; /* its own clock of held time */
     /* figures */
     uint64_t first_wait_start, first_wait_ns; /* its first slice's wait after a pause */
+    bool first_wait_limited; /* its tenant had a limit when that wait began */
     bool ghosted;            /* the server keeps its count without a connection */
     bool lease_lost;         /* a lease's answer was lost with its connection: the server may
                               * count the lease until the process declares again */
@@ -236,6 +245,9 @@ struct fault {
     enum fault_kind kind;
     uint64_t at, len;
     int target;
+    bool scripted;           /* F_CONFIG: `config` is the tenant's new one
+                                (a named case's); else a random change */
+    struct tenant_config config;
 };
 
 /* ---- the server ------------------------------------------------------------------ */
@@ -308,6 +320,7 @@ struct world {
     int wanting[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its processes waiting for it */
     bool over_cap_excused[SIM_MAX_TENANTS];      /* uncounted allocations under `open` */
     bool limit_changed[SIM_MAX_TENANTS];
+    uint64_t limit_changed_at[SIM_MAX_TENANTS]; /* its limit's last change */
     bool stalls;             /* faults that stop the world's progress for a while
                                 (SIGSTOP, a server restart, a hung holder) */
     uint64_t warmup;         /* figures count from here */
@@ -334,8 +347,11 @@ struct world {
 };
 
 /* sim_world.c */
-/* One run of `duration` simulated ns. */
-void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t duration);
+/* What a run's node is made of: scenario_make (from the seed), or a named
+ * case's (sim_cases.c). */
+typedef void scenario_fn(struct world *w);
+/* One run of `duration` simulated ns on the node `make` makes. */
+void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t duration, scenario_fn *make);
 void post(struct world *w, uint64_t at, enum ev_kind kind, int a, uint64_t gen);
 void post_msg(struct world *w, uint64_t at, enum ev_kind kind, int a, const struct gs_msg *m, uint64_t sent);
 void trace(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -343,6 +359,23 @@ void fail(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2
 
 /* sim_scenario.c */
 void scenario_make(struct world *w);
+/* The parts of a node, for scenario_make and the named cases: a tenant
+ * (t<n>: share, no limit, a 20 ms quantum, batch), a process of it (on
+ * GPU 0, items of 1 ms, depth 8, batch 4, from time 0), a fault. */
+struct tenant_plan *scenario_tenant(struct world *w, double share);
+struct sim_proc *scenario_proc(struct world *w, int tenant, enum app_kind app);
+struct fault *scenario_fault(struct world *w, enum fault_kind kind, int target, uint64_t at, uint64_t len);
+/* Traces what the node is made of (its first lines), as `kind`. */
+void scenario_describe(struct world *w, const char *kind);
+
+/* sim_cases.c: the named cases (sim --case NAME) */
+struct sim_case {
+    const char *name;
+    const char *what;        /* what it shows, in a line */
+    scenario_fn *make;
+};
+extern const struct sim_case sim_cases[];
+extern const int sim_ncases;
 
 /* sim_server.c */
 void server_start(struct world *w);

@@ -257,6 +257,7 @@ void app_step(struct world *w, struct sim_proc *p)
             post(w, p->idle_until, EV_APP, p->id, p->app_gen);
             p->returning = true;
             p->first_wait_start = w->now;
+            p->first_wait_limited = w->tenant[p->tenant].config.limit < 1.0;
         }
         while (p->in_flight[0] < p->depth && launch(w, p, 0))
             p->first_wait_start = 0; /* admitted at once: no wait */

@@ -131,13 +131,19 @@ static bool holds_slice(const struct sim_proc *p, const struct device *d, int g)
  * process hostile or stopped, a GRANT of the slice with no bound, or work
  * on the GPU of a process that does not hold the slice (queued where no
  * slice the server knows of held it: a connection lost, the server down
- * under `open`). */
+ * under `open`; a holder's own such work too, whatever its slice admits
+ * now). */
 static uint64_t preemption_bound(const struct world *w, const struct device *d, int g)
 {
     const struct sim_gpu *gpu = &w->gpu[g];
-    for (int k = 0; k < gpu->n; k++)
-        if (!holds_slice(&w->proc[gpu->q[(gpu->head + k) % SIM_QUEUE].proc], d, g))
+    for (int k = 0; k < gpu->n; k++) {
+        const struct item *it = &gpu->q[(gpu->head + k) % SIM_QUEUE];
+        /* (an item queued outside any slice is no slice's: one of a holder
+         * that launched it while its connection was lost, before this
+         * slice, included) */
+        if (it->excused || !holds_slice(&w->proc[it->proc], d, g))
             return UINT64_MAX;
+    }
     uint64_t sum = 0;
     for (int i = 0; i < w->nprocs; i++) {
         const struct sim_proc *p = &w->proc[i];
@@ -214,6 +220,12 @@ static void check_latency_due(struct world *w)
         if (drain + LATENCY_SLACK_NS > *bound)
             *bound = drain + LATENCY_SLACK_NS;
         if (w->now - *since > *bound) {
+            for (int k = 0; k < w->gpu[g].n; k++) {
+                const struct item *it = &w->gpu[g].q[(w->gpu[g].head + k) % SIM_QUEUE];
+                trace(w, "GPU %d queue %d: proc %d %.3f ms%s submitted %.6f started %.6f", g, k, it->proc,
+                      (double)it->len / 1e6, it->excused ? " excused" : "", (double)it->submitted / 1e9,
+                      (double)it->started / 1e9);
+            }
             fail(w, "GPU %d: a latency tenant has been due for %.1f ms while tenant %s holds it, over the %.1f ms "
                     "its preemption may take", g, (double)(w->now - *since) / 1e6, d->holder->tenant->name,
                  (double)*bound / 1e6);
@@ -489,7 +501,22 @@ void check_end(struct world *w)
             uint64_t busy = 0;
             for (int g = 0; g < w->ngpus; g++)
                 busy += w->gpu[g].busy_tenant[t];
-            if (busy == 0) {
+            /* Its ranks run collectives only while all of them live (an
+             * NCCL communicator): it is promised its turn once all have
+             * been up for GANG_PROGRESS_NS together. A rank killed sooner
+             * leaves a gang that may never have run (a rank killed 0.28 s
+             * after the last one started). */
+            uint64_t all_up = 0, first_death = w->now;
+            for (int i = 0; i < w->nprocs; i++) {
+                const struct sim_proc *p = &w->proc[i];
+                if (p->tenant != t)
+                    continue;
+                if (p->start_at > all_up)
+                    all_up = p->start_at;
+                if (p->died_at && p->died_at < first_death)
+                    first_death = p->died_at;
+            }
+            if (busy == 0 && first_death >= all_up + GANG_PROGRESS_NS) {
                 fail(w, "gang %s never ran", tp->name);
                 return;
             }
@@ -498,9 +525,11 @@ void check_end(struct world *w)
     for (int i = 0; i < w->nprocs; i++) {
         const struct sim_proc *p = &w->proc[i];
         int g = p->dev[0].gpu;
-        if (!p->returning || !p->first_wait_ns || w->tenant[p->tenant].config.limit < 1.0 ||
-            w->tenant[p->tenant].hostile)
-            continue; /* a limit may hold it back */
+        /* (first_wait_ns counts only the waits no limit had a say in:
+         * one that began under a limit, or saw the limit change, may be
+         * the limit's doing, sim_shim.c) */
+        if (!p->returning || !p->first_wait_ns || w->tenant[p->tenant].hostile)
+            continue;
         /* a process of a tenant of several may also wait out its own
          * tenant's slice, which it could not join once it drained */
         /* its tenant's slice, which it could not join once it was being

@@ -2,9 +2,12 @@
  * sim: the deterministic simulation of a node, from the command line.
  *
  *   sim [--seed N | --seeds FIRST-LAST] [--seconds S] [--jobs J] [--trace]
+ *   sim --case NAME [--seed N] [--trace]   (or --cases: every named case)
  *
- * Each seed is one run (sim_world.c); a run that breaks an invariant prints
- * its seed, what broke, and the command that replays it with its trace.
+ * Each seed is one run (sim_world.c) of the node scenario_make makes of it;
+ * a named case (sim_cases.c) is a node written by hand. A run that breaks
+ * an invariant prints its seed, what broke, and the command that replays
+ * it with its trace.
  * Exit status: 0 when every run kept every invariant, 1 when one did not,
  * 2 on a usage error.
  */
@@ -23,6 +26,8 @@ static void usage(FILE *f)
     fprintf(f,
 "Usage: sim [--seed N | --seeds FIRST-LAST] [--seconds S] [--jobs J] [--first-failure]\n"
 "           [--trace]\n"
+"       sim --case NAME [--seed N] [--seconds S] [--trace]\n"
+"       sim --cases\n"
 "\n"
 "Runs the deterministic simulation of a node: gpuslice-server's scheduler\n"
 "(the real code) with simulated processes, GPUs, messages and faults, one\n"
@@ -37,6 +42,8 @@ static void usage(FILE *f)
 "                      process at its own: the smallest such seed of those\n"
 "                      run is printed last)\n"
 "  --trace             print every run's events (for one seed)\n"
+"  --case NAME         a named case instead of the seed's node (its random\n"
+"                      details from --seed, default 1); --cases: each of them\n"
 "  -h, --help          show this help\n"
 "\n"
 "Exit status: 0 if every run kept every invariant, 1 if one did not (its\n"
@@ -62,6 +69,7 @@ static double wall_s(void)
 }
 
 static bool first_failure; /* set once from the command line */
+static const struct sim_case *named; /* --case: set once from the command line */
 
 /* Runs seeds first, first + stride, ... up to last; prints failures.
  * *failed_seed: the first seed that failed (0 if none). */
@@ -76,11 +84,13 @@ static int run_seeds(uint64_t first, uint64_t last, uint64_t stride, unsigned fl
     int failures = 0;
     for (uint64_t seed = first; seed <= last; seed += stride) {
         w->end = 0;
-        world_run_for(w, seed, flags, seconds * 1000 * MS);
+        world_run_for(w, seed, flags, seconds * 1000 * MS, named ? named->make : scenario_make);
         *events += w->fig.events;
         if (w->failed) {
-            printf("seed %llu: FAILED %s\n  replay: sim --seed %llu --seconds %llu --trace\n",
-                   (unsigned long long)seed, w->failure, (unsigned long long)seed, (unsigned long long)seconds);
+            printf("%s%s%sseed %llu: FAILED %s\n  replay: sim %s%s--seed %llu --seconds %llu --trace\n",
+                   named ? "case " : "", named ? named->name : "", named ? ", " : "", (unsigned long long)seed,
+                   w->failure, named ? "--case " : "", named ? named->name : "", (unsigned long long)seed,
+                   (unsigned long long)seconds);
             fflush(stdout);
             if (!failures)
                 *failed_seed = seed;
@@ -99,10 +109,24 @@ int main(int argc, char **argv)
 {
     uint64_t first = 1, last = 1, jobs = 1, seconds = 10;
     unsigned flags = 0;
+    bool all_cases = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--trace") == 0) {
+        if (strcmp(a, "--case") == 0 && v) {
+            for (int k = 0; k < sim_ncases && !named; k++)
+                if (strcmp(sim_cases[k].name, v) == 0)
+                    named = &sim_cases[k];
+            if (!named) {
+                fprintf(stderr, "sim: no case named '%s'; the cases:\n", v);
+                for (int k = 0; k < sim_ncases; k++)
+                    fprintf(stderr, "  %-32s %s\n", sim_cases[k].name, sim_cases[k].what);
+                return 2;
+            }
+            i++;
+        } else if (strcmp(a, "--cases") == 0) {
+            all_cases = true;
+        } else if (strcmp(a, "--trace") == 0) {
             flags |= SIM_TRACE;
         } else if (strcmp(a, "--first-failure") == 0) {
             first_failure = true;
@@ -138,6 +162,17 @@ int main(int argc, char **argv)
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (all_cases) {
+        int failed = 0;
+        for (int k = 0; k < sim_ncases; k++) {
+            uint64_t events = 0, failed_seed = 0;
+            named = &sim_cases[k];
+            int f = run_seeds(first, first, 1, flags, seconds, &events, &failed_seed);
+            printf("case %s (%s): %s\n", named->name, named->what, f ? "FAILED" : "every invariant held");
+            failed += f != 0;
+        }
+        return failed ? 1 : 0;
+    }
     double start = wall_s();
     uint64_t runs = last - first + 1, events = 0, failed_seed = 0;
     int failures = 0;
@@ -181,8 +216,8 @@ int main(int argc, char **argv)
                 failures++;
         }
     }
-    printf("sim: %llu runs of %llu simulated s (seeds %llu-%llu), %llu events, %s, %.1f s\n",
-           (unsigned long long)runs, (unsigned long long)seconds, (unsigned long long)first, (unsigned long long)last,
+    printf("sim: %s%s%llu runs of %llu simulated s (seeds %llu-%llu), %llu events, %s, %.1f s\n",
+           named ? named->name : "", named ? ": " : "", (unsigned long long)runs, (unsigned long long)seconds, (unsigned long long)first, (unsigned long long)last,
            (unsigned long long)events, failures ? "FAILED" : "every invariant held", wall_s() - start);
     if (failed_seed)
         printf("sim: first failing seed %llu\n", (unsigned long long)failed_seed);

@@ -21,7 +21,7 @@ enum run_kind { RUN_CLEAN, RUN_MIXED, RUN_GANGS, RUN_HOSTILE };
 
 static const double shares[] = {1, 1, 2, 3, 10};
 
-static struct tenant_plan *add_tenant(struct world *w, double share)
+struct tenant_plan *scenario_tenant(struct world *w, double share)
 {
     struct tenant_plan *t = &w->tenant[w->ntenants];
     snprintf(t->name, sizeof t->name, "t%d", w->ntenants);
@@ -31,7 +31,7 @@ static struct tenant_plan *add_tenant(struct world *w, double share)
     return t;
 }
 
-static struct sim_proc *add_proc(struct world *w, int tenant, enum app_kind app)
+struct sim_proc *scenario_proc(struct world *w, int tenant, enum app_kind app)
 {
     struct sim_proc *p = &w->proc[w->nprocs];
     p->id = w->nprocs++;
@@ -82,17 +82,21 @@ static void some_memory(struct world *w, struct sim_proc *p)
     p->alloc_size = rng_range(&w->rng, 1, 256) * MIB;
 }
 
-static void add_fault(struct world *w, enum fault_kind kind, int target)
+struct fault *scenario_fault(struct world *w, enum fault_kind kind, int target, uint64_t at, uint64_t len)
 {
-    if (w->nfaults >= 16)
-        return;
+    if (w->nfaults >= (int)(sizeof w->fault / sizeof w->fault[0]))
+        return NULL;
     struct fault *f = &w->fault[w->nfaults++];
-    f->kind = kind;
-    f->target = target;
-    f->at = rng_range(&w->rng, w->end / 20, w->end - w->end / 10);
-    f->len = rng_range(&w->rng, 10 * MS, 800 * MS);
+    *f = (struct fault){.kind = kind, .target = target, .at = at, .len = len};
     if (kind == F_STOP || kind == F_SERVER_RESTART)
         w->stalls = true;
+    return f;
+}
+
+static void add_fault(struct world *w, enum fault_kind kind, int target)
+{
+    uint64_t at = rng_range(&w->rng, w->end / 20, w->end - w->end / 10);
+    scenario_fault(w, kind, target, at, rng_range(&w->rng, 10 * MS, 800 * MS));
 }
 
 static void clean_run(struct world *w)
@@ -100,7 +104,7 @@ static void clean_run(struct world *w)
     int n = (int)rng_range(&w->rng, 2, 4);
     uint64_t quantum = rng_range(&w->rng, 5, 40) * MS;
     for (int t = 0; t < n; t++) {
-        struct tenant_plan *tp = add_tenant(w, shares[rng_range(&w->rng, 0, 3)]);
+        struct tenant_plan *tp = scenario_tenant(w, shares[rng_range(&w->rng, 0, 3)]);
         /* one quantum for all: each slice costs a handoff, which a tenant of
          * shorter slices pays more often (DESIGN.md) */
         tp->config.quantum_ns = quantum;
@@ -108,7 +112,7 @@ static void clean_run(struct world *w)
          * how much (the shares below hold all the same) */
         if (rng_chance(&w->rng, 0.3))
             tp->config.class = CLASS_LATENCY;
-        struct sim_proc *p = add_proc(w, t, APP_DEEP);
+        struct sim_proc *p = scenario_proc(w, t, APP_DEEP);
         p->item_len = rng_range(&w->rng, 2, 50) * 100 * US;
         p->depth = (int)rng_range(&w->rng, 4, 16);
     }
@@ -120,7 +124,7 @@ static void mixed_run(struct world *w)
     w->ngpus = (int)rng_range(&w->rng, 1, 3);
     int n = (int)rng_range(&w->rng, 2, 6);
     for (int t = 0; t < n; t++) {
-        struct tenant_plan *tp = add_tenant(w, shares[rng_range(&w->rng, 0, 4)]);
+        struct tenant_plan *tp = scenario_tenant(w, shares[rng_range(&w->rng, 0, 4)]);
         tp->config.quantum_ns = rng_range(&w->rng, 5, 50) * MS;
         if (rng_chance(&w->rng, 0.25))
             tp->config.limit = (double)rng_range(&w->rng, 20, 90) / 100.0;
@@ -134,7 +138,7 @@ static void mixed_run(struct world *w)
         int procs = rng_chance(&w->rng, 0.1) ? 16 : (int)rng_range(&w->rng, 1, 3);
         int gpu = (int)rng_range(&w->rng, 0, (uint64_t)w->ngpus - 1);
         for (int k = 0; k < procs && w->nprocs < SIM_MAX_PROCS - 8; k++) {
-            struct sim_proc *p = add_proc(w, t, APP_DEEP);
+            struct sim_proc *p = scenario_proc(w, t, APP_DEEP);
             some_app(w, p);
             some_memory(w, p);
             p->dev[0].gpu = rng_chance(&w->rng, 0.8) ? gpu : (int)rng_range(&w->rng, 0, (uint64_t)w->ngpus - 1);
@@ -156,13 +160,13 @@ static void gang_run(struct world *w)
     int gangs = (int)rng_range(&w->rng, 1, 2), group = 1;
     for (int k = 0; k < gangs; k++) {
         int t = w->ntenants;
-        struct tenant_plan *tp = add_tenant(w, shares[rng_range(&w->rng, 0, 2)]);
+        struct tenant_plan *tp = scenario_tenant(w, shares[rng_range(&w->rng, 0, 2)]);
         tp->config.quantum_ns = rng_range(&w->rng, 10, 40) * MS;
         tp->gang = true;
         int ranks = (int)rng_range(&w->rng, 2, (uint64_t)w->ngpus);
         uint64_t len = rng_range(&w->rng, 2, 20) * 100 * US;
         for (int r = 0; r < ranks; r++) {
-            struct sim_proc *p = add_proc(w, t, APP_RANK);
+            struct sim_proc *p = scenario_proc(w, t, APP_RANK);
             p->group = group;
             p->item_len = len;
             p->depth = (int)rng_range(&w->rng, 2, 8);
@@ -175,9 +179,9 @@ static void gang_run(struct world *w)
     int others = (int)rng_range(&w->rng, 1, 3);
     for (int k = 0; k < others; k++) {
         int t = w->ntenants;
-        struct tenant_plan *tp = add_tenant(w, shares[rng_range(&w->rng, 0, 2)]);
+        struct tenant_plan *tp = scenario_tenant(w, shares[rng_range(&w->rng, 0, 2)]);
         tp->config.quantum_ns = rng_range(&w->rng, 10, 40) * MS;
-        struct sim_proc *p = add_proc(w, t, APP_DEEP);
+        struct sim_proc *p = scenario_proc(w, t, APP_DEEP);
         some_app(w, p);
         p->dev[0].gpu = (int)rng_range(&w->rng, 0, (uint64_t)w->ngpus - 1);
     }
@@ -189,9 +193,9 @@ static void hostile_run(struct world *w)
 {
     w->ngpus = (int)rng_range(&w->rng, 1, 2);
     for (int k = 0; k < 2; k++) {
-        struct tenant_plan *tp = add_tenant(w, k == 0 ? shares[rng_range(&w->rng, 0, 3)] : 1);
+        struct tenant_plan *tp = scenario_tenant(w, k == 0 ? shares[rng_range(&w->rng, 0, 3)] : 1);
         tp->config.quantum_ns = 20 * MS;
-        struct sim_proc *p = add_proc(w, w->ntenants - 1, APP_DEEP);
+        struct sim_proc *p = scenario_proc(w, w->ntenants - 1, APP_DEEP);
         p->item_len = rng_range(&w->rng, 2, 30) * 100 * US;
         p->depth = 8;
     }
@@ -200,7 +204,7 @@ static void hostile_run(struct world *w)
     w->honest_b = 1;
     int bad = (int)rng_range(&w->rng, 1, 3);
     for (int k = 0; k < bad; k++) {
-        struct tenant_plan *tp = add_tenant(w, shares[rng_range(&w->rng, 0, 4)]);
+        struct tenant_plan *tp = scenario_tenant(w, shares[rng_range(&w->rng, 0, 4)]);
         tp->hostile = true;
         tp->config.quantum_ns = rng_range(&w->rng, 5, 40) * MS;
         if (rng_chance(&w->rng, 0.3))
@@ -210,7 +214,7 @@ static void hostile_run(struct world *w)
         enum hostile_kind kind = (enum hostile_kind)rng_range(&w->rng, H_LIAR, H_KINDS - 1);
         int conns = kind == H_FLOOD || kind == H_DEVICE_FLOOD ? (int)rng_range(&w->rng, 1, 4) : 1;
         for (int c = 0; c < conns; c++) {
-            struct sim_proc *p = add_proc(w, w->ntenants - 1, APP_HOSTILE);
+            struct sim_proc *p = scenario_proc(w, w->ntenants - 1, APP_HOSTILE);
             p->hostile = kind;
             p->dev[0].gpu = (int)rng_range(&w->rng, 0, (uint64_t)w->ngpus - 1);
             if (kind == H_HOLDER)
@@ -232,10 +236,15 @@ void scenario_make(struct world *w)
     case RUN_GANGS: gang_run(w); break;
     case RUN_HOSTILE: hostile_run(w); break;
     }
+    scenario_describe(w, kind == RUN_CLEAN ? "clean" : kind == RUN_MIXED ? "mixed" : kind == RUN_GANGS ? "gang"
+                                                                                                  : "hostile");
+}
+
+void scenario_describe(struct world *w, const char *kind)
+{
     trace(w, "seed %llu: %s run, %d GPUs, %d tenants, %d processes, %d faults, policy %s",
-          (unsigned long long)w->seed,
-          kind == RUN_CLEAN ? "clean" : kind == RUN_MIXED ? "mixed" : kind == RUN_GANGS ? "gang" : "hostile",
-          w->ngpus, w->ntenants, w->nprocs, w->nfaults, w->policy == ON_DOWN_OPEN ? "open" : "wait");
+          (unsigned long long)w->seed, kind, w->ngpus, w->ntenants, w->nprocs, w->nfaults,
+          w->policy == ON_DOWN_OPEN ? "open" : "wait");
     for (int t = 0; t < w->ntenants; t++) {
         struct tenant_plan *tp = &w->tenant[t];
         tp->share_most = tp->share_least = tp->config.share;
@@ -262,6 +271,7 @@ void proc_kill(struct world *w, struct sim_proc *p)
     trace(w, "proc %d: killed", p->id);
     shim_gone(w, p);
     p->alive = false;
+    p->died_at = w->now;
     gpu_kill(w, p->id);
     close_from_proc(w, p->conn);
     p->conn = -1;
@@ -274,7 +284,7 @@ static void fork_proc(struct world *w, struct sim_proc *parent)
 {
     if (w->nprocs >= SIM_MAX_PROCS || !parent->alive || parent->app == APP_RANK || parent->app == APP_HOSTILE)
         return;
-    struct sim_proc *child = add_proc(w, parent->tenant, parent->app);
+    struct sim_proc *child = scenario_proc(w, parent->tenant, parent->app);
     child->item_len = parent->item_len;
     child->depth = parent->depth;
     child->batch = parent->batch;
@@ -317,15 +327,22 @@ void proc_fault(struct world *w, int f)
         trace(w, "server: killed; back in %llu ms", (unsigned long long)(ft->len / MS));
         /* the next server knows nothing of the limits' windows (and under
          * `open` the processes ran ungated meanwhile) */
-        for (int t = 0; t < w->ntenants; t++)
+        for (int t = 0; t < w->ntenants; t++) {
             w->limit_changed[t] = true;
+            w->limit_changed_at[t] = w->now;
+        }
         server_stop(w);
         post(w, w->now + ft->len, EV_SERVER_START, 0, 0);
         break;
     case F_CONFIG: {
         struct tenant_plan *tp = &w->tenant[ft->target];
-        uint64_t r = rng_next(&w->rng) % 4;
-        if (r == 0)
+        double limit = tp->config.limit;
+        uint64_t r = ft->scripted ? 4 : rng_next(&w->rng) % 4;
+        if (r == 4) {
+            tp->config = ft->config;
+            if (tp->config.limit != limit)
+                w->limit_changed[ft->target] = true;
+        } else if (r == 0)
             tp->config.share = shares[rng_range(&w->rng, 0, 4)];
         else if (r == 1) {
             tp->config.limit = rng_chance(&w->rng, 0.5) ? 1.0 : (double)rng_range(&w->rng, 20, 90) / 100.0;
@@ -336,6 +353,8 @@ void proc_fault(struct world *w, int f)
             tp->config.memory = rng_chance(&w->rng, 0.3) ? 0 : rng_range(&w->rng, 64, 2048) * MIB;
             tp->cap_lowered = true; /* may now be below what it holds */
         }
+        if (tp->config.limit != limit)
+            w->limit_changed_at[ft->target] = w->now;
         if (tp->config.share > tp->share_most)
             tp->share_most = tp->config.share;
         if (tp->config.share < tp->share_least)

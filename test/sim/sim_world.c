@@ -259,7 +259,7 @@ static void handle(struct world *w, struct event *e)
     }
 }
 
-void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t duration)
+void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t duration, scenario_fn *make)
 {
     memset(w, 0, offsetof(struct world, free_list));
     w->seed = seed;
@@ -269,7 +269,7 @@ void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t dura
     w->nfree = SIM_EVENTS;
     for (int i = 0; i < SIM_EVENTS; i++)
         w->free_list[i] = SIM_EVENTS - 1 - i;
-    scenario_make(w);
+    make(w);
     server_start(w);
     for (int i = 0; i < w->nprocs; i++) {
         struct sim_proc *p = &w->proc[i];

@@ -1,0 +1,62 @@
+# Shared by scripts/fuzz (the gate) and scripts/explore: the four libFuzzer
+# targets, how each is built and what it starts from.
+#
+#   FUZZERS                      the targets' names, in the order they run
+#   fuzzer_corpus NAME           its seed corpus (test/fuzz/...)
+#   fuzzer_max_len NAME          the largest input it is given
+#   build_fuzzers DIR [replay]   builds every target into DIR with clang,
+#                                ASan and UBSan (installs clang with
+#                                apt-get when it is missing); `replay`:
+#                                for the gate (below)
+#   FUZZ_REPLAY_OPTIONS          libFuzzer's options for the gate
+#
+# What makes a run replay: addresses differ from run to run (ASLR, the
+# environment's size, when the allocator is purged), and two things turn
+# them into inputs: UBSan's pointer-overflow check (its branches test
+# addresses: coverage) and libFuzzer's table of recent comparisons (which
+# holds compared pointers: mutations). The gate's build leaves the first
+# out and its options the second (the meson ASan+UBSan build replays every
+# corpus with the check); scripts/explore keeps both.
+#
+# Needs scripts/lib.sh (die, apt_install) sourced first.
+
+FUZZERS=(protocol_fuzz config_fuzz http_fuzz sched_fuzz)
+
+fuzzer_corpus() {
+    case $1 in
+    protocol_fuzz) echo test/fuzz/corpus ;;
+    config_fuzz) echo test/fuzz/config_corpus ;;
+    http_fuzz) echo test/fuzz/http_corpus ;;
+    sched_fuzz) echo test/fuzz/sched_corpus ;;
+    *) die "no fuzzer $1" ;;
+    esac
+}
+
+fuzzer_max_len() {
+    case $1 in
+    protocol_fuzz) echo 70000 ;;
+    config_fuzz) echo 4096 ;;
+    http_fuzz) echo 16384 ;;
+    sched_fuzz) echo 8192 ;;
+    *) die "no fuzzer $1" ;;
+    esac
+}
+
+FUZZ_REPLAY_OPTIONS=(-reload=0 -use_cmp=0 -purge_allocator_interval=-1)
+
+build_fuzzers() {
+    local dir=$1
+    command -v clang >/dev/null 2>&1 || apt_install clang
+    mkdir -p "$dir"
+    local flags=(-std=c11 -g -O1 -D_GNU_SOURCE -DGS_LIBFUZZER -fsanitize=fuzzer,address,undefined
+                 -fno-sanitize-recover=undefined -Iinclude -Itokenserver)
+    [ "${2:-}" != replay ] || flags+=(-fno-sanitize=pointer-overflow)
+    clang "${flags[@]}" test/fuzz/protocol_fuzz.c include/gpuslice/protocol.c -o "$dir/protocol_fuzz" &&
+    clang "${flags[@]}" test/fuzz/config_fuzz.c tokenserver/config.c include/gpuslice/rules.c -lm \
+        -o "$dir/config_fuzz" &&
+    clang "${flags[@]}" test/fuzz/http_fuzz.c tokenserver/metrics/http_request.c -Itokenserver/metrics \
+        -o "$dir/http_fuzz" &&
+    clang "${flags[@]}" test/fuzz/sched_fuzz.c include/gpuslice/protocol.c tokenserver/sched.c \
+        tokenserver/sched_prepare.c tokenserver/memory.c tokenserver/histogram.c -lm -o "$dir/sched_fuzz" ||
+        die "building the fuzzers failed"
+}
