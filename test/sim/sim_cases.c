@@ -128,6 +128,67 @@ static void open_restart_many_processes(struct world *w)
     scenario_describe(w, "open-restart-many-processes (named case)");
 }
 
+/* Open: found by a fresh seed (208216), not fixed yet. Four tenants of
+ * share 1 on one GPU: three under limits (0.68, 0.58, and 0.42 for a
+ * latency tenant) with short slices, and t3, unlimited, of 16 processes
+ * whose drains stretch each of its slices to about 190 ms. The limited
+ * three take their slices one after another and are then all within their
+ * limits' windows at once, so t3, far ahead in virtual time, is the only
+ * one that may have the GPU; each comes back from its window raised only
+ * to the others in the running. t3 so holds about 70 % of the GPU and runs
+ * 360 ms of virtual time ahead of them. When t0 (share 10) arrives at 4.1
+ * s, at the floor, t3 waits 4.7 s, past the design's bound (3.1 s), which
+ * assumes a tenant starts waiting at most one slice ahead. meson runs it
+ * as should_fail: when the scheduler (or the bound, with DESIGN.md saying
+ * why) is fixed, it passes, and must become an ordinary test. */
+static void limited_neighbours_run_ahead(struct world *w)
+{
+    node(w, 1, ON_DOWN_WAIT);
+    static const struct {
+        double share, limit;
+        uint64_t quantum_ms;
+        enum tenant_class class;
+    } tenants[] = {{10, 1, 37, CLASS_BATCH}, {1, 0.68, 23, CLASS_BATCH}, {1, 0.58, 9, CLASS_BATCH},
+                   {1, 1, 49, CLASS_BATCH}, {1, 0.42, 39, CLASS_LATENCY}};
+    for (size_t t = 0; t < sizeof tenants / sizeof tenants[0]; t++) {
+        struct tenant_plan *tp = scenario_tenant(w, tenants[t].share);
+        tp->config.limit = tenants[t].limit;
+        tp->config.quantum_ns = tenants[t].quantum_ms * MS;
+        tp->config.class = tenants[t].class;
+        tp->config.gang = GANG_OFF;
+    }
+    /* tenant, app, item (us), depth, batch, host (us), start (ms) */
+    static const struct {
+        int tenant;
+        enum app_kind app;
+        uint64_t item_us;
+        int depth, batch;
+        uint64_t host_us, start_ms;
+    } procs[] = {
+        {0, APP_SYNC, 20, 7, 4, 994, 4116},    {1, APP_SYNC, 500, 2, 1, 4380, 0},
+        {1, APP_BURSTS, 50, 2, 1, 2984, 0},    {1, APP_DEEP, 2000, 6, 1, 617, 0},
+        {2, APP_SYNC, 20000, 2, 4, 3215, 0},   {2, APP_SYNC, 200, 12, 1, 3068, 0},
+        {2, APP_SYNC, 5000, 6, 4, 4131, 4661}, {3, APP_DEEP, 50000, 2, 32, 3748, 0},
+        {3, APP_DEEP, 200, 10, 32, 2500, 3062}, {3, APP_DEEP, 200, 11, 32, 338, 3508},
+        {3, APP_BURSTS, 2000, 4, 32, 989, 0},  {3, APP_DEEP, 5000, 3, 1, 3844, 0},
+        {3, APP_DEEP, 200, 15, 1, 895, 4705},  {3, APP_BURSTS, 20, 14, 1, 2013, 2725},
+        {3, APP_DEEP, 50000, 2, 1, 4920, 136}, {3, APP_SYNC, 5000, 8, 1, 3571, 0},
+        {3, APP_DEEP, 1000, 15, 1, 2408, 0},   {3, APP_BURSTS, 50, 14, 32, 3216, 0},
+        {3, APP_SYNC, 50000, 2, 32, 1375, 0},  {3, APP_BURSTS, 5000, 10, 32, 2752, 0},
+        {3, APP_DEEP, 200, 5, 32, 2857, 1836}, {3, APP_SYNC, 20000, 2, 1, 821, 0},
+        {3, APP_SYNC, 2000, 11, 4, 2254, 2788}, {4, APP_DEEP, 500, 10, 4, 1246, 0},
+    };
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+        struct sim_proc *p = scenario_proc(w, procs[i].tenant, procs[i].app);
+        p->item_len = procs[i].item_us * US;
+        p->depth = procs[i].depth;
+        p->batch = procs[i].batch;
+        p->host_ns = procs[i].host_us * US;
+        p->start_at = procs[i].start_ms * MS;
+    }
+    scenario_describe(w, "limited-neighbours-run-ahead (named case, open)");
+}
+
 const struct sim_case sim_cases[] = {
     {"gang-rank-killed-early", "a gang whose rank died before the job formed is not owed a turn",
      gang_rank_killed_early},
@@ -137,5 +198,7 @@ const struct sim_case sim_cases[] = {
      latency_behind_ungated_work},
     {"open-restart-many-processes", "a GPU's queue holds every process's items when all run ungated",
      open_restart_many_processes},
+    {"limited-neighbours-run-ahead", "OPEN: a tenant run ahead while its limited neighbours wait out their "
+     "windows waits past its bound", limited_neighbours_run_ahead},
 };
 const int sim_ncases = (int)(sizeof sim_cases / sizeof sim_cases[0]);
