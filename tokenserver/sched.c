@@ -1164,6 +1164,11 @@ static void schedule(struct sched *s, struct device *d, uint64_t now)
             return;
         }
     }
+    /* best is the least in the running now (those a limit holds back are
+     * not): the floor is at least its virtual time, so that a tenant back
+     * from its limit starts no lower than where the GPU's virtual time
+     * went while it could not have it */
+    raise_floor(d, now);
     start_slice(s, d, best, now, now, UINT64_MAX);
     preempt_check(s, d, now); /* a latency tenant behind it may cut it short */
 }
