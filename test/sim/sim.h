@@ -223,6 +223,7 @@ struct sim_proc {
     /* figures */
     uint64_t first_wait_start, first_wait_ns; /* its first slice's wait after a pause */
     bool first_wait_limited; /* its tenant had a limit when that wait began */
+    bool first_wait_excused; /* work no slice admitted was on its GPU during it */
     bool ghosted;            /* the server keeps its count without a connection */
     bool lease_lost;         /* a lease's answer was lost with its connection: the server may
                               * count the lease until the process declares again */
@@ -425,6 +426,8 @@ void gpu_event(struct world *w, int g, uint64_t gen);
 void gpu_kill(struct world *w, int proc);
 void gpu_excuse(struct world *w, int proc);
 int gpu_tenant_in_flight(const struct world *w, int g, int except_tenant);
+/* Whether g has work queued outside any slice (excused). */
+bool gpu_excused_queued(const struct world *w, int g);
 
 /* sim_hostile.c */
 void hostile_start(struct world *w, struct sim_proc *p);

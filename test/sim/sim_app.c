@@ -90,6 +90,11 @@ void gpu_submit(struct world *w, int gi, struct sim_proc *p, uint64_t len, int64
         return;
     }
     check_submit(w, gi, p, excused);
+    /* a process back from a pause that waits behind this waits for work
+     * no slice admitted: not its bound's concern */
+    for (int i = 0; excused && i < w->nprocs; i++)
+        if (w->proc[i].first_wait_start && w->proc[i].dev[0].gpu == gi)
+            w->proc[i].first_wait_excused = true;
     struct item *it = at(g, g->n++);
     *it = (struct item){.proc = p->id, .tenant = p->tenant, .len = len, .collective = collective, .excused = excused,
                         .submitted = w->now};
@@ -162,6 +167,15 @@ void gpu_excuse(struct world *w, int proc)
             if (at(g, k)->proc == proc)
                 at(g, k)->excused = true;
     }
+}
+
+bool gpu_excused_queued(const struct world *w, int gi)
+{
+    const struct sim_gpu *g = &w->gpu[gi];
+    for (int k = 0; k < g->n; k++)
+        if (g->q[(g->head + k) % SIM_QUEUE].excused)
+            return true;
+    return false;
 }
 
 int gpu_tenant_in_flight(const struct world *w, int gi, int except_tenant)
@@ -258,6 +272,7 @@ void app_step(struct world *w, struct sim_proc *p)
             p->returning = true;
             p->first_wait_start = w->now;
             p->first_wait_limited = w->tenant[p->tenant].config.limit < 1.0;
+            p->first_wait_excused = gpu_excused_queued(w, p->dev[0].gpu);
         }
         while (p->in_flight[0] < p->depth && launch(w, p, 0))
             p->first_wait_start = 0; /* admitted at once: no wait */

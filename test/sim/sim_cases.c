@@ -192,6 +192,60 @@ static void limited_neighbours_run_ahead(struct world *w)
     scenario_describe(w, "limited-neighbours-run-ahead (named case)");
 }
 
+/* A tenant alone on its GPU under a limit of 0.23, whose policy is
+ * `open`: one process keeps a deep queue of 1 ms items, the other runs
+ * batches of 32 items of 50 ms. The second loses its connection at 8.9 s
+ * and, ungated meanwhile, queues a whole batch (1.6 s of work); the
+ * first's next slice then drains behind it, past its grace, to the run's
+ * end. The check judged the tenant's held time against its limit and
+ * failed (3.0 s of 10 s, over 0.23); under `open` a process with no server
+ * runs ungated, so the limit is not promised for its tenant from then on,
+ * as after a server restart (fresh seed 31089834). */
+static void open_reconnect_under_limit(struct world *w)
+{
+    node(w, 1, ON_DOWN_WAIT);
+    struct tenant_plan *t = scenario_tenant(w, 10);
+    t->config.limit = 0.23;
+    t->config.quantum_ns = 42 * MS;
+    t->config.on_server_down = ON_DOWN_OPEN;
+    deep(w, 0, 0, 1 * MS, 7);
+    struct sim_proc *p = scenario_proc(w, 0, APP_SYNC);
+    p->item_len = 50 * MS;
+    p->batch = 32;
+    p->host_ns = 7 * US;
+    scenario_fault(w, F_RECONNECT, 1, 8900 * MS, 0);
+    scenario_describe(w, "open-reconnect-under-limit (named case)");
+}
+
+/* A tenant alone on its GPU under `open`: one process runs batches of 32
+ * items of 50 ms, four others come and go in bursts (items of 20 ms). The
+ * first loses its connection now and then and, ungated meanwhile, queues a
+ * whole batch (1.6 s of work). A burst that comes back then waits for its
+ * first slice behind that work: its tenant's slice drains only once the
+ * work before it has run. The check judged that wait by the bound of a
+ * slice and its siblings' drains and failed (615 ms, over 480; fresh seed
+ * 31036171); a wait with work no slice admitted on the GPU is not counted
+ * (sim_app.c marks it). */
+static void returning_behind_ungated_work(struct world *w)
+{
+    node(w, 1, ON_DOWN_OPEN);
+    struct tenant_plan *t = scenario_tenant(w, 1);
+    t->config.quantum_ns = 42 * MS;
+    struct sim_proc *batch = scenario_proc(w, 0, APP_SYNC);
+    batch->item_len = 50 * MS;
+    batch->batch = 32;
+    batch->host_ns = 725 * US;
+    for (int k = 0; k < 4; k++) {
+        struct sim_proc *bursts = scenario_proc(w, 0, APP_BURSTS);
+        bursts->item_len = 20 * MS;
+        bursts->depth = 2;
+    }
+    deep(w, 0, 0, 1 * MS, 16);
+    for (int k = 0; k < 11; k++)
+        scenario_fault(w, F_RECONNECT, 0, (1000 + 800 * (uint64_t)k) * MS, 0);
+    scenario_describe(w, "returning-behind-ungated-work (named case)");
+}
+
 const struct sim_case sim_cases[] = {
     {"gang-rank-killed-early", "a gang whose rank died before the job formed is not owed a turn",
      gang_rank_killed_early},
@@ -201,6 +255,10 @@ const struct sim_case sim_cases[] = {
      latency_behind_ungated_work},
     {"open-restart-many-processes", "a GPU's queue holds every process's items when all run ungated",
      open_restart_many_processes},
+    {"returning-behind-ungated-work", "a process back from a pause behind work no slice admitted is not owed "
+     "its bound", returning_behind_ungated_work},
+    {"open-reconnect-under-limit", "a tenant's limit is not promised once a process of it ran ungated",
+     open_reconnect_under_limit},
     {"limited-neighbours-run-ahead", "a tenant that ran while its limited neighbours waited out their "
      "windows is not owed for it", limited_neighbours_run_ahead},
 };

@@ -318,6 +318,13 @@ void proc_fault(struct world *w, int f)
     case F_RECONNECT:
         if (p && p->alive && p->conn >= 0 && p->app != APP_HOSTILE) {
             trace(w, "proc %d: reconnects", p->id);
+            /* under `open` it runs ungated until it is back, and what it
+             * queues meanwhile holds up its siblings' drains: its tenant's
+             * limit is not promised (as for a server restart) */
+            if (shim_policy_open(w, p)) {
+                w->limit_changed[p->tenant] = true;
+                w->limit_changed_at[p->tenant] = w->now;
+            }
             close_from_proc(w, p->conn);
             shim_disconnected(w, p);
             shim_schedule(w, p);

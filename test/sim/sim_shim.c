@@ -159,9 +159,10 @@ static void want_end(struct world *w, struct sim_proc *p, int i)
     wait_update(w, t, g);
     if (p->returning && p->first_wait_start) {
         /* (a wait that began under a limit, or saw the limit change, may
-         * be the limit's doing: not counted) */
+         * be the limit's doing, and one with work no slice admitted on the
+         * GPU may wait for that work: not counted) */
         uint64_t first = w->now - p->first_wait_start;
-        if (first > p->first_wait_ns && !p->first_wait_limited &&
+        if (first > p->first_wait_ns && !p->first_wait_limited && !p->first_wait_excused &&
             w->limit_changed_at[p->tenant] < p->first_wait_start)
             p->first_wait_ns = first;
         p->first_wait_start = 0;
