@@ -224,6 +224,8 @@ struct sim_proc {
     uint64_t first_wait_start, first_wait_ns; /* its first slice's wait after a pause */
     bool first_wait_limited; /* its tenant had a limit when that wait began */
     bool first_wait_excused; /* work no slice admitted was on its GPU during it */
+    bool first_wait_behind;  /* it had work of its own in flight when it began */
+    bool longest_wait_behind; /* first_wait_behind of the wait in first_wait_ns */
     bool ghosted;            /* the server keeps its count without a connection */
     bool lease_lost;         /* a lease's answer was lost with its connection: the server may
                               * count the lease until the process declares again */

@@ -273,6 +273,7 @@ void app_step(struct world *w, struct sim_proc *p)
             p->first_wait_start = w->now;
             p->first_wait_limited = w->tenant[p->tenant].config.limit < 1.0;
             p->first_wait_excused = gpu_excused_queued(w, p->dev[0].gpu);
+            p->first_wait_behind = p->in_flight[0] > 0;
         }
         while (p->in_flight[0] < p->depth && launch(w, p, 0))
             p->first_wait_start = 0; /* admitted at once: no wait */

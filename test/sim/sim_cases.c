@@ -246,6 +246,47 @@ static void returning_behind_ungated_work(struct world *w)
     scenario_describe(w, "returning-behind-ungated-work (named case)");
 }
 
+/* One tenant of 15 processes alone on its GPU with a quantum of 5 ms: its
+ * slice is extended again and again, and the GPU runs its processes' work
+ * one item after another. One comes back from a pause with items of 20 ms
+ * while its last burst's are still queued behind its siblings' (about 240
+ * ms of them): its first launch waits for those to finish, then its own
+ * turn in the queue. The check allowed one drain of the tenant's queue and
+ * failed (560 ms, over 526; fresh seed 41005110); a process with work of
+ * its own in flight when it comes back is allowed that work's drain too. */
+static void returning_behind_own_work(struct world *w)
+{
+    node(w, 1, ON_DOWN_WAIT);
+    struct tenant_plan *t = scenario_tenant(w, 10);
+    t->config.quantum_ns = 5 * MS;
+    static const struct {
+        enum app_kind app;
+        uint64_t item_us;
+        int depth, batch;
+        uint64_t host_us, start_ms, alloc_mib;
+    } procs[] = {
+        {APP_DEEP, 2000, 15, 1, 1541, 0, 0},      {APP_DEEP, 200, 2, 4, 1115, 0, 0},
+        {APP_BURSTS, 200, 2, 1, 2643, 0, 146},    {APP_DEEP, 5000, 11, 32, 1001, 0, 210},
+        {APP_DEEP, 500, 10, 1, 3123, 1327, 17},   {APP_SYNC, 50000, 2, 4, 1738, 0, 0},
+        {APP_SYNC, 5000, 3, 4, 2742, 0, 0},       {APP_BURSTS, 20000, 2, 32, 2315, 0, 0},
+        {APP_SYNC, 50, 3, 4, 130, 0, 13},         {APP_BURSTS, 1000, 5, 1, 1506, 0, 0},
+        {APP_BURSTS, 50, 12, 4, 942, 3528, 255},  {APP_DEEP, 1000, 6, 32, 4257, 1547, 81},
+        {APP_BURSTS, 1000, 8, 4, 3265, 4709, 242}, {APP_SYNC, 50000, 2, 4, 3359, 0, 225},
+        {APP_SYNC, 50000, 2, 32, 2210, 0, 146},
+    };
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+        struct sim_proc *p = scenario_proc(w, 0, procs[i].app);
+        p->item_len = procs[i].item_us * US;
+        p->depth = procs[i].depth;
+        p->batch = procs[i].batch;
+        p->host_ns = procs[i].host_us * US;
+        p->start_at = procs[i].start_ms * MS;
+        p->uses_memory = procs[i].alloc_mib > 0;
+        p->alloc_size = procs[i].alloc_mib * MIB;
+    }
+    scenario_describe(w, "returning-behind-own-work (named case)");
+}
+
 const struct sim_case sim_cases[] = {
     {"gang-rank-killed-early", "a gang whose rank died before the job formed is not owed a turn",
      gang_rank_killed_early},
@@ -259,6 +300,8 @@ const struct sim_case sim_cases[] = {
      "its bound", returning_behind_ungated_work},
     {"open-reconnect-under-limit", "a tenant's limit is not promised once a process of it ran ungated",
      open_reconnect_under_limit},
+    {"returning-behind-own-work", "a process back from a pause with its own work still queued waits for it "
+     "first", returning_behind_own_work},
     {"limited-neighbours-run-ahead", "a tenant that ran while its limited neighbours waited out their "
      "windows is not owed for it", limited_neighbours_run_ahead},
 };

@@ -163,8 +163,10 @@ static void want_end(struct world *w, struct sim_proc *p, int i)
          * GPU may wait for that work: not counted) */
         uint64_t first = w->now - p->first_wait_start;
         if (first > p->first_wait_ns && !p->first_wait_limited && !p->first_wait_excused &&
-            w->limit_changed_at[p->tenant] < p->first_wait_start)
+            w->limit_changed_at[p->tenant] < p->first_wait_start) {
             p->first_wait_ns = first;
+            p->longest_wait_behind = p->first_wait_behind;
+        }
         p->first_wait_start = 0;
     }
 }
