@@ -21,11 +21,12 @@
  * Input: records of one byte (what happens, and to which client) and, for
  * a message, one length byte and that many bytes of a datagram.
  *
- * Built as a libFuzzer target (scripts/fuzz), and with a main() that
- * replays the files named (the corpus), or with --random N SEED runs N
- * inputs made by mutating the corpus files with a seeded generator (the
- * meson test does both); --write-corpus DIR writes the seed corpus
- * (test/fuzz/sched_corpus).
+ * Built as a libFuzzer target (scripts/fuzz, scripts/explore), and with a
+ * main() that replays the files named (the corpus; --trace first prints
+ * every step's event, actions and GPUs, to read a finding), or with
+ * --random N SEED runs N inputs made by mutating the corpus files with a
+ * seeded generator (the meson test does both); --write-corpus DIR writes
+ * the seed corpus (test/fuzz/sched_corpus).
  */
 #include <math.h>
 #include <stdbool.h>

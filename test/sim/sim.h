@@ -7,6 +7,7 @@
  *
  *   sim_world.c    the clock, the event queue, the random source, a run
  *   sim_scenario.c what a seed makes: GPUs, tenants, processes, faults
+ *   sim_cases.c    the named cases: nodes written by hand (sim --case)
  *   sim_server.c   the server's side: the scheduler's steps and actions,
  *                  what clients.c and devices.c do in the real server
  *   sim_shim.c     a process's side of the protocol: the shim's real slice

@@ -541,9 +541,9 @@ void check_end(struct world *w)
                 drain += q->item_len * (uint64_t)q->depth; /* one GPU, one after another */
         }
         /* and where its own work of the burst before was still queued,
-         * behind its siblings', that work's drain first (fresh seed
-         * 41005110: 15 processes of one tenant, its items of 20 ms each
-         * behind 240 ms of theirs) */
+         * behind its siblings', that work's drain first (the named case
+         * returning-behind-own-work: 15 processes of one tenant, its items
+         * of 20 ms each behind 240 ms of theirs) */
         if (p->longest_wait_behind)
             drain *= 2;
         uint64_t bound = wait_bound(w, p->tenant, g) + w->tenant[p->tenant].config.quantum_ns + drain + DRAIN_SLACK_NS;
