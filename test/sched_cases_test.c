@@ -1049,6 +1049,36 @@ static void case_limit_set_mid_slice(void)
     world_free(w);
 }
 
+/* Case 16. A gang whose limit holds it back on one GPU is granted when the
+ * limit lets it go, whichever of its GPUs its rank asks on. G (limit 0.5)
+ * holds d alone for 10 ms, so its limit keeps it off d for 10 ms more;
+ * then its process names e too (G is a gang now) and asks for e, idle.
+ * The gang gathers once d lets it: nothing looked at d when the rank
+ * asked on e, so no timer was armed for it, and the rank waited for ever
+ * (sched_fuzz's liveness check, corpus liveness-gang-limit-elsewhere). */
+static void case_gang_limit_elsewhere(void)
+{
+    const char *which = "case 16 (a gang its limit holds back on another GPU)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w), *e = world_gpu(w);
+    struct sched_tenant *g = world_tenant(w, "G", 1);
+    g->config.limit = 0.5;
+    struct process *p = world_process(w, g, false);
+    declare(w, p, d);
+    acquire(w, p, d);
+    uint64_t began = w->now;
+    world_run_for(w, 10 * MS);
+    release(w, p, d, false);
+    declare(w, p, e);
+    acquire(w, p, e);
+    uint64_t wait = run_until_granted(w, p, e, 1000 * MS);
+    uint64_t granted = wait < 1000 * MS ? p->last_grant_ns[1] - began : w->now - began;
+    check(wait < 1000 * MS && granted >= 20 * MS && granted <= 20 * MS + CAP_GRANT_SLACK_NS, which,
+          "G's rank %s e %.1f ms after G's slice on d began (20: 10 ms held at limit 0.5)",
+          wait < 1000 * MS ? "granted" : "still not granted", ms(granted));
+    world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     static void (*const cases[])(void) = {
@@ -1057,6 +1087,7 @@ int main(int argc, char **argv)
         case_idle_releases_raise_floor, case_return_after_solo, case_ghost_keeps_gpu,
         case_late_drain_limit, case_late_release_bounded, case_latency_after_leaver,
         case_latency_declared_mid_slice, case_latency_share_changed, case_limit_set_mid_slice,
+        case_gang_limit_elsewhere,
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 1) {

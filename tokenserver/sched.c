@@ -251,8 +251,15 @@ static void add_waiting(struct sched *s, struct device_tenant *dt, int delta, ui
         return;
     for (struct device *e = s->devices; e; e = e->next) {
         struct device_tenant *mine = sched_entry_find(e, t);
-        if (mine)
-            mine->tenant_waits = t->waiting > 0;
+        if (!mine)
+            continue;
+        mine->tenant_waits = t->waiting > 0;
+        /* A gang now waits for each of its GPUs: each is looked at, so
+         * that one where its limit holds it back arms a timer for when
+         * it lets it go (else a rank asking on another GPU, idle, waited
+         * for ever: sched_fuzz's corpus, liveness-gang-limit-elsewhere) */
+        if (t->waiting > 0 && is_gang(t))
+            mark_dirty(s, e);
     }
     /* A gathering gang none of whose processes waits any more (the one
      * that asked exited) gathers for nobody: it gives up. */
