@@ -33,6 +33,29 @@ static struct sim_proc *deep(struct world *w, int tenant, int gpu, uint64_t len,
     return p;
 }
 
+/* Processes written as rows: what a seed's node was, by hand. */
+struct proc_row {
+    int tenant;
+    enum app_kind app;
+    uint64_t item_us;
+    int depth, batch;
+    uint64_t host_us, start_ms, alloc_mib; /* alloc_mib 0: no device memory */
+};
+
+static void add_procs(struct world *w, const struct proc_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct sim_proc *p = scenario_proc(w, rows[i].tenant, rows[i].app);
+        p->item_len = rows[i].item_us * US;
+        p->depth = rows[i].depth;
+        p->batch = rows[i].batch;
+        p->host_ns = rows[i].host_us * US;
+        p->start_at = rows[i].start_ms * MS;
+        p->uses_memory = rows[i].alloc_mib > 0;
+        p->alloc_size = rows[i].alloc_mib * MIB;
+    }
+}
+
 /* A gang's rank killed 0.2 s in, before its other rank had started: the
  * job's communicator never forms, so the gang never runs. The check said
  * "gang t0 never ran"; it now asks a gang to run only once all its ranks
@@ -161,34 +184,21 @@ static void limited_neighbours_run_ahead(struct world *w)
         tp->config.gang = GANG_OFF;
     }
     /* tenant, app, item (us), depth, batch, host (us), start (ms) */
-    static const struct {
-        int tenant;
-        enum app_kind app;
-        uint64_t item_us;
-        int depth, batch;
-        uint64_t host_us, start_ms;
-    } procs[] = {
-        {0, APP_SYNC, 20, 7, 4, 994, 4116},    {1, APP_SYNC, 500, 2, 1, 4380, 0},
-        {1, APP_BURSTS, 50, 2, 1, 2984, 0},    {1, APP_DEEP, 2000, 6, 1, 617, 0},
-        {2, APP_SYNC, 20000, 2, 4, 3215, 0},   {2, APP_SYNC, 200, 12, 1, 3068, 0},
-        {2, APP_SYNC, 5000, 6, 4, 4131, 4661}, {3, APP_DEEP, 50000, 2, 32, 3748, 0},
-        {3, APP_DEEP, 200, 10, 32, 2500, 3062}, {3, APP_DEEP, 200, 11, 32, 338, 3508},
-        {3, APP_BURSTS, 2000, 4, 32, 989, 0},  {3, APP_DEEP, 5000, 3, 1, 3844, 0},
-        {3, APP_DEEP, 200, 15, 1, 895, 4705},  {3, APP_BURSTS, 20, 14, 1, 2013, 2725},
-        {3, APP_DEEP, 50000, 2, 1, 4920, 136}, {3, APP_SYNC, 5000, 8, 1, 3571, 0},
-        {3, APP_DEEP, 1000, 15, 1, 2408, 0},   {3, APP_BURSTS, 50, 14, 32, 3216, 0},
-        {3, APP_SYNC, 50000, 2, 32, 1375, 0},  {3, APP_BURSTS, 5000, 10, 32, 2752, 0},
-        {3, APP_DEEP, 200, 5, 32, 2857, 1836}, {3, APP_SYNC, 20000, 2, 1, 821, 0},
-        {3, APP_SYNC, 2000, 11, 4, 2254, 2788}, {4, APP_DEEP, 500, 10, 4, 1246, 0},
+    static const struct proc_row procs[] = {
+        {0, APP_SYNC, 20, 7, 4, 994, 4116, 0},    {1, APP_SYNC, 500, 2, 1, 4380, 0, 0},
+        {1, APP_BURSTS, 50, 2, 1, 2984, 0, 0},    {1, APP_DEEP, 2000, 6, 1, 617, 0, 0},
+        {2, APP_SYNC, 20000, 2, 4, 3215, 0, 0},   {2, APP_SYNC, 200, 12, 1, 3068, 0, 0},
+        {2, APP_SYNC, 5000, 6, 4, 4131, 4661, 0}, {3, APP_DEEP, 50000, 2, 32, 3748, 0, 0},
+        {3, APP_DEEP, 200, 10, 32, 2500, 3062, 0}, {3, APP_DEEP, 200, 11, 32, 338, 3508, 0},
+        {3, APP_BURSTS, 2000, 4, 32, 989, 0, 0},  {3, APP_DEEP, 5000, 3, 1, 3844, 0, 0},
+        {3, APP_DEEP, 200, 15, 1, 895, 4705, 0},  {3, APP_BURSTS, 20, 14, 1, 2013, 2725, 0},
+        {3, APP_DEEP, 50000, 2, 1, 4920, 136, 0}, {3, APP_SYNC, 5000, 8, 1, 3571, 0, 0},
+        {3, APP_DEEP, 1000, 15, 1, 2408, 0, 0},   {3, APP_BURSTS, 50, 14, 32, 3216, 0, 0},
+        {3, APP_SYNC, 50000, 2, 32, 1375, 0, 0},  {3, APP_BURSTS, 5000, 10, 32, 2752, 0, 0},
+        {3, APP_DEEP, 200, 5, 32, 2857, 1836, 0}, {3, APP_SYNC, 20000, 2, 1, 821, 0, 0},
+        {3, APP_SYNC, 2000, 11, 4, 2254, 2788, 0}, {4, APP_DEEP, 500, 10, 4, 1246, 0, 0},
     };
-    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
-        struct sim_proc *p = scenario_proc(w, procs[i].tenant, procs[i].app);
-        p->item_len = procs[i].item_us * US;
-        p->depth = procs[i].depth;
-        p->batch = procs[i].batch;
-        p->host_ns = procs[i].host_us * US;
-        p->start_at = procs[i].start_ms * MS;
-    }
+    add_procs(w, procs, sizeof procs / sizeof procs[0]);
     scenario_describe(w, "limited-neighbours-run-ahead (named case)");
 }
 
@@ -259,31 +269,18 @@ static void returning_behind_own_work(struct world *w)
     node(w, 1, ON_DOWN_WAIT);
     struct tenant_plan *t = scenario_tenant(w, 10);
     t->config.quantum_ns = 5 * MS;
-    static const struct {
-        enum app_kind app;
-        uint64_t item_us;
-        int depth, batch;
-        uint64_t host_us, start_ms, alloc_mib;
-    } procs[] = {
-        {APP_DEEP, 2000, 15, 1, 1541, 0, 0},      {APP_DEEP, 200, 2, 4, 1115, 0, 0},
-        {APP_BURSTS, 200, 2, 1, 2643, 0, 146},    {APP_DEEP, 5000, 11, 32, 1001, 0, 210},
-        {APP_DEEP, 500, 10, 1, 3123, 1327, 17},   {APP_SYNC, 50000, 2, 4, 1738, 0, 0},
-        {APP_SYNC, 5000, 3, 4, 2742, 0, 0},       {APP_BURSTS, 20000, 2, 32, 2315, 0, 0},
-        {APP_SYNC, 50, 3, 4, 130, 0, 13},         {APP_BURSTS, 1000, 5, 1, 1506, 0, 0},
-        {APP_BURSTS, 50, 12, 4, 942, 3528, 255},  {APP_DEEP, 1000, 6, 32, 4257, 1547, 81},
-        {APP_BURSTS, 1000, 8, 4, 3265, 4709, 242}, {APP_SYNC, 50000, 2, 4, 3359, 0, 225},
-        {APP_SYNC, 50000, 2, 32, 2210, 0, 146},
+    /* tenant, app, item (us), depth, batch, host (us), start (ms), memory (MiB) */
+    static const struct proc_row procs[] = {
+        {0, APP_DEEP, 2000, 15, 1, 1541, 0, 0},      {0, APP_DEEP, 200, 2, 4, 1115, 0, 0},
+        {0, APP_BURSTS, 200, 2, 1, 2643, 0, 146},    {0, APP_DEEP, 5000, 11, 32, 1001, 0, 210},
+        {0, APP_DEEP, 500, 10, 1, 3123, 1327, 17},   {0, APP_SYNC, 50000, 2, 4, 1738, 0, 0},
+        {0, APP_SYNC, 5000, 3, 4, 2742, 0, 0},       {0, APP_BURSTS, 20000, 2, 32, 2315, 0, 0},
+        {0, APP_SYNC, 50, 3, 4, 130, 0, 13},         {0, APP_BURSTS, 1000, 5, 1, 1506, 0, 0},
+        {0, APP_BURSTS, 50, 12, 4, 942, 3528, 255},  {0, APP_DEEP, 1000, 6, 32, 4257, 1547, 81},
+        {0, APP_BURSTS, 1000, 8, 4, 3265, 4709, 242}, {0, APP_SYNC, 50000, 2, 4, 3359, 0, 225},
+        {0, APP_SYNC, 50000, 2, 32, 2210, 0, 146},
     };
-    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
-        struct sim_proc *p = scenario_proc(w, 0, procs[i].app);
-        p->item_len = procs[i].item_us * US;
-        p->depth = procs[i].depth;
-        p->batch = procs[i].batch;
-        p->host_ns = procs[i].host_us * US;
-        p->start_at = procs[i].start_ms * MS;
-        p->uses_memory = procs[i].alloc_mib > 0;
-        p->alloc_size = procs[i].alloc_mib * MIB;
-    }
+    add_procs(w, procs, sizeof procs / sizeof procs[0]);
     scenario_describe(w, "returning-behind-own-work (named case)");
 }
 
