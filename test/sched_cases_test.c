@@ -1079,6 +1079,37 @@ static void case_gang_limit_elsewhere(void)
     world_free(w);
 }
 
+/* Case 17. A gang does not take a GPU at every turn from a holder behind
+ * it there. Gang G (share 1) with a busy rank on d and on e, plain T
+ * (share 10, busy) on e. Each time G's slice ended, T got e and G, alone
+ * on d, was next there and next everywhere (T held e, so it did not
+ * wait): it gathered, and e was reserved for it when T's slice ended,
+ * however far behind G T was. G held half of e against a weight of 1/11
+ * (the simulation's named case gang-behind-holder). */
+static void case_gang_behind_holder(void)
+{
+    const char *which = "case 17 (a gang gathers while a holder behind it holds its GPU)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w), *e = world_gpu(w);
+    struct sched_tenant *g = world_tenant(w, "G", 1), *t = world_tenant(w, "T", 10);
+    struct process *g_d = world_process(w, g, true), *g_e = world_process(w, g, true);
+    struct process *t_e = world_process(w, t, true);
+    declare(w, g_d, d);
+    declare(w, g_e, e);
+    declare(w, t_e, e);
+    acquire(w, g_d, d);
+    acquire(w, g_e, e);
+    acquire(w, t_e, e);
+    const uint64_t window = 2000 * MS;
+    world_run_for(w, window);
+    uint64_t held_g = held_ns(e, g), held_t = held_ns(e, t);
+    check(held_g <= window * 14 / 100 && held_g > 0, which,
+          "G held e for %.0f ms of %.0f: its weight 1/11 (9 %%, +5 points), and not nothing", ms(held_g), ms(window));
+    check(held_g + held_t >= window * 95 / 100, which, "e held %.0f ms of %.0f by the two busy tenants",
+          ms(held_g + held_t), ms(window));
+    world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     static void (*const cases[])(void) = {
@@ -1087,7 +1118,7 @@ int main(int argc, char **argv)
         case_idle_releases_raise_floor, case_return_after_solo, case_ghost_keeps_gpu,
         case_late_drain_limit, case_late_release_bounded, case_latency_after_leaver,
         case_latency_declared_mid_slice, case_latency_share_changed, case_limit_set_mid_slice,
-        case_gang_limit_elsewhere,
+        case_gang_limit_elsewhere, case_gang_behind_holder,
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 1) {

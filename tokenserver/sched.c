@@ -804,8 +804,14 @@ static void gang_try_start(struct sched *s, uint64_t now)
             /* Like a tenant back from its limit, a gang back from waiting
              * for its other GPUs banks nothing here for the time others
              * used this one meanwhile, beyond the one slice by which the
-             * tenant ahead of it here passed it (which is its due). */
-            double others = min_running_vtime(d, d->holder, now) - longest_turn(d, d->holder);
+             * tenant ahead of it here passed it (which is its due): it
+             * starts no lower than the others in the running nor than the
+             * floor, which other gangs that ran here meanwhile raised (the
+             * named case gangs-one-held-elsewhere). */
+            double others = min_running_vtime(d, d->holder, now);
+            if (d->vtime_floor > others)
+                others = d->vtime_floor;
+            others -= longest_turn(d, d->holder);
             if (others > d->holder->vtime)
                 d->holder->vtime = others;
             start_slice(s, d, d->holder, d->slice_start, now, UINT64_MAX);
@@ -868,10 +874,14 @@ static struct sched_tenant *gang_to_form(const struct sched *s, struct sched_ten
 
 /* Whether the gang t is next on every one of its GPUs: no tenant that is
  * not a gang waits there, may have a slice, and is behind it in virtual
- * time. Only then does it gather: a gang that gathered while another
- * tenant came first on one of its GPUs would keep the others reserved for
- * nothing, be charged for them, and so fall behind there in turn (each
- * gathering giving up, for good). Those ahead of it run meanwhile, and
+ * time, and none holds one there that would still be behind it charged
+ * for the rest of its slice (it comes first again when the slice ends, if
+ * it asks again: the named case gang-behind-holder). Only then does it
+ * gather: a gang that gathered while another tenant came first on one of
+ * its GPUs would keep the others reserved for nothing, be charged for
+ * them, and so fall behind there in turn (each gathering giving up, for
+ * good); or, reserving each GPU as its slice ended, take the GPU from a
+ * tenant behind it at every turn. Those ahead of it run meanwhile, and
  * their virtual times pass its own, which stand still while it waits. */
 static bool gang_next_everywhere(const struct sched *s, const struct sched_tenant *t, uint64_t now)
 {
@@ -885,6 +895,12 @@ static bool gang_next_everywhere(const struct sched *s, const struct sched_tenan
             const struct device_tenant *dt = &d->tenants[i];
             if (dt != mine && !is_gang(dt->tenant) && waits_for(dt) && dt->eligible_at <= now &&
                 dt->vtime < mine->vtime)
+                return false;
+        }
+        const struct device_tenant *h = d->holder;
+        if ((d->state == DEV_RUNNING || d->state == DEV_REVOKING) && h != mine && !is_gang(h->tenant)) {
+            uint64_t left = d->deadline > d->charged_until ? d->deadline - d->charged_until : 0;
+            if (vtime_add(h->vtime, (double)left / h->tenant->config.share) < mine->vtime)
                 return false;
         }
     }

@@ -97,6 +97,7 @@ struct item {
     bool excused;            /* queued outside any slice the server knows of
                                 (server down under `open`, in flight when a
                                 connection or a slice was lost) */
+    bool ungated;            /* queued ungated: no server answered under `open` */
     uint64_t started;        /* 0 until it reaches the engine */
     uint64_t submitted;
 };
@@ -108,6 +109,7 @@ struct sim_gpu {
     uint64_t busy_ns[SIM_MAX_PROCS];
     uint64_t busy_tenant[SIM_MAX_TENANTS];
     uint64_t last_tenant_end[SIM_MAX_TENANTS];
+    uint64_t ungated_busy_ns; /* device time of ungated items, ended ones */
 };
 
 /* ---- tenants and processes ----------------------------------------------------- */
@@ -291,6 +293,7 @@ struct figures {
     uint64_t held[SIM_MAX_TENANTS][SIM_MAX_GPUS];      /* by the server's grants */
     uint64_t max_wait[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* longest wait while eligible */
     uint64_t wait_since[SIM_MAX_TENANTS][SIM_MAX_GPUS];
+    uint64_t wait_ungated_at[SIM_MAX_TENANTS][SIM_MAX_GPUS]; /* gpu_ungated_busy then */
     uint64_t max_held[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its longest slice */
     /* a latency tenant due on a GPU a batch tenant holds (sim_check.c):
      * since when, and the most its preemption may take meanwhile */
@@ -405,11 +408,16 @@ void shim_disconnected(struct world *w, struct sim_proc *p);
 /* The process is gone (killed): its holds and waits end. */
 void shim_gone(struct world *w, struct sim_proc *p);
 /* The application wants to launch an item on its GPU number i: admitted
- * through a slice (the caller queues it), admitted ungated (the caller
- * queues it excused: no slice the server knows of), or it must wait (the
- * shim calls app_admitted when it may ask again). */
-enum shim_admit { SHIM_WAIT, SHIM_GATED, SHIM_UNGATED };
+ * through a slice (the caller queues it), admitted past the slice's
+ * deadline before the gate thread looked (an overrun) or ungated with no
+ * server under `open` (the caller queues either excused: no slice the
+ * server knows of), or it must wait (the shim calls app_admitted when it
+ * may ask again). */
+enum shim_admit { SHIM_WAIT, SHIM_GATED, SHIM_OVERRUN, SHIM_UNGATED };
 enum shim_admit shim_launch(struct world *w, struct sim_proc *p, int i);
+/* Tenant t's wait for GPU g so far, less the device time spent meanwhile
+ * on work queued ungated (a wait must be running). */
+uint64_t wait_so_far(const struct world *w, int t, int g);
 /* One of its items finished; it was submitted at `submitted`. */
 void shim_item_done(struct world *w, struct sim_proc *p, int i, uint64_t submitted);
 void shim_synced(struct world *w, struct sim_proc *p, int i);
@@ -424,13 +432,15 @@ bool shim_policy_open(struct world *w, const struct sim_proc *p);
 void app_step(struct world *w, struct sim_proc *p);
 void app_admitted(struct world *w, struct sim_proc *p, int i);
 void app_alloc_done(struct world *w, struct sim_proc *p, int which, bool ok);
-void gpu_submit(struct world *w, int g, struct sim_proc *p, uint64_t len, int64_t collective, bool excused);
+void gpu_submit(struct world *w, int g, struct sim_proc *p, uint64_t len, int64_t collective, enum shim_admit admit);
 void gpu_event(struct world *w, int g, uint64_t gen);
 void gpu_kill(struct world *w, int proc);
 void gpu_excuse(struct world *w, int proc);
 int gpu_tenant_in_flight(const struct world *w, int g, int except_tenant);
 /* Whether g has work queued outside any slice (excused). */
 bool gpu_excused_queued(const struct world *w, int g);
+/* The device time g has spent so far on items queued ungated. */
+uint64_t gpu_ungated_busy(const struct world *w, int g);
 
 /* sim_hostile.c */
 void hostile_start(struct world *w, struct sim_proc *p);

@@ -82,8 +82,9 @@ static void start_head(struct world *w, int gi)
     }
 }
 
-void gpu_submit(struct world *w, int gi, struct sim_proc *p, uint64_t len, int64_t collective, bool excused)
+void gpu_submit(struct world *w, int gi, struct sim_proc *p, uint64_t len, int64_t collective, enum shim_admit admit)
 {
+    bool excused = admit != SHIM_GATED;
     struct sim_gpu *g = &w->gpu[gi];
     if (g->n >= SIM_QUEUE) {
         fail(w, "GPU %d: %d items queued: something grows without bound", gi, g->n);
@@ -97,7 +98,7 @@ void gpu_submit(struct world *w, int gi, struct sim_proc *p, uint64_t len, int64
             w->proc[i].first_wait_excused = true;
     struct item *it = at(g, g->n++);
     *it = (struct item){.proc = p->id, .tenant = p->tenant, .len = len, .collective = collective, .excused = excused,
-                        .submitted = w->now};
+                        .ungated = admit == SHIM_UNGATED, .submitted = w->now};
     if (g->n == 1)
         start_head(w, gi);
 }
@@ -111,6 +112,8 @@ static void finish_head(struct world *w, int gi)
     uint64_t busy = w->now - it.started;
     g->busy_ns[it.proc] += busy;
     g->busy_tenant[it.tenant] += busy;
+    if (it.ungated)
+        g->ungated_busy_ns += busy;
     g->last_tenant_end[it.tenant] = w->now;
     struct sim_proc *p = &w->proc[it.proc];
     for (int i = 0; i < p->ngpus; i++)
@@ -178,6 +181,14 @@ bool gpu_excused_queued(const struct world *w, int gi)
     return false;
 }
 
+uint64_t gpu_ungated_busy(const struct world *w, int gi)
+{
+    const struct sim_gpu *g = &w->gpu[gi];
+    const struct item *h = g->n ? &g->q[g->head] : NULL;
+    uint64_t running = h && h->ungated && h->started && h->started < w->now ? w->now - h->started : 0;
+    return g->ungated_busy_ns + running;
+}
+
 int gpu_tenant_in_flight(const struct world *w, int gi, int except_tenant)
 {
     const struct sim_gpu *g = &w->gpu[gi];
@@ -206,7 +217,7 @@ static bool launch(struct world *w, struct sim_proc *p, int i)
         return false;
     int64_t coll = p->app == APP_RANK ? p->next_collective++ : -1;
     p->in_flight[i]++;
-    gpu_submit(w, p->dev[i].gpu, p, item_len(w, p), coll, admit == SHIM_UNGATED);
+    gpu_submit(w, p->dev[i].gpu, p, item_len(w, p), coll, admit);
     return true;
 }
 

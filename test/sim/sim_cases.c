@@ -284,6 +284,154 @@ static void returning_behind_own_work(struct world *w)
     scenario_describe(w, "returning-behind-own-work (named case)");
 }
 
+/* Six tenants on one GPU under `open`. t3 (share 10) has a process that
+ * runs batches of 32 items of 50 ms; it loses its connection late in the
+ * run and, ungated meanwhile, queues the rest of a batch (over a second of
+ * work) ahead of everyone. Each slice after that drains behind it and ends
+ * at the grace period: t0 waited 1.59 s for its next slice, over its bound
+ * of 1.56 s (fresh seed 51061449, its connection lost at 8.74 s; at 9.2 s
+ * here, where the check failed on 3 of seeds 1-8). The server neither knew
+ * of that work nor could take the GPU back from it: a wait is now measured
+ * less the device time spent meanwhile on work queued ungated (sim_shim.c,
+ * wait_so_far). */
+static void waiting_behind_ungated_work(struct world *w)
+{
+    node(w, 1, ON_DOWN_OPEN);
+    static const struct {
+        double share, limit;
+        uint64_t quantum_ms, memory_mib;
+    } tenants[] = {{1, 1, 30, 0}, {1, 0.2, 32, 0}, {3, 1, 50, 253}, {10, 1, 15, 0}, {1, 0.67, 5, 1489}, {1, 1, 24, 1614}};
+    for (size_t t = 0; t < sizeof tenants / sizeof tenants[0]; t++) {
+        struct tenant_plan *tp = scenario_tenant(w, tenants[t].share);
+        tp->config.limit = tenants[t].limit;
+        tp->config.quantum_ns = tenants[t].quantum_ms * MS;
+        tp->config.memory = tenants[t].memory_mib * MIB;
+    }
+    /* tenant, app, item (us), depth, batch, host (us), start (ms), memory (MiB) */
+    static const struct proc_row procs[] = {
+        {0, APP_SYNC, 50000, 2, 1, 4962, 0, 0},    {0, APP_DEEP, 1000, 4, 32, 4372, 0, 69},
+        {0, APP_BURSTS, 2000, 15, 1, 762, 0, 0},   {1, APP_DEEP, 20000, 2, 4, 1903, 2538, 0},
+        {2, APP_SYNC, 50, 2, 4, 1965, 0, 0},       {2, APP_SYNC, 50, 14, 4, 4250, 0, 0},
+        {2, APP_SYNC, 2000, 4, 1, 781, 0, 0},      {3, APP_SYNC, 50000, 2, 32, 3812, 0, 0},
+        {3, APP_SYNC, 20, 7, 4, 1432, 1025, 217},  {4, APP_DEEP, 20000, 2, 1, 3628, 0, 228},
+        {5, APP_BURSTS, 50000, 2, 1, 3096, 0, 189},
+    };
+    add_procs(w, procs, sizeof procs / sizeof procs[0]);
+    scenario_fault(w, F_RECONNECT, 7, 9200 * MS, 0);
+    scenario_describe(w, "waiting-behind-ungated-work (named case)");
+}
+
+/* A clean run: three tenants of shares 1, 2 and 1 (the last a latency
+ * tenant, whose turns preempt the others' slices), deep queues, one
+ * quantum of 40 ms. The run ended 26 ms into a slice of t0, with t1 next:
+ * t1 had 49.43 % of the device time against a weight of 50 %, 51 ms
+ * short. The check allowed the larger of one slice of t1's (50 ms) and
+ * its part of a round of the others' (50 ms), below what fair queuing
+ * promises: half of its own slice and half of each other's, 75 ms
+ * (DESIGN.md, "How close to the weights"; fresh seed 31031273). Where
+ * the end falls is up to the seed: the old check failed on 6 of seeds
+ * 1-200 (meson runs the 200, about a second). */
+static void share_lag_mid_slice(struct world *w)
+{
+    node(w, 1, ON_DOWN_OPEN);
+    static const struct {
+        double share;
+        enum tenant_class class;
+        uint64_t item_us;
+        int depth;
+    } tenants[] = {{1, CLASS_BATCH, 1100, 16}, {2, CLASS_BATCH, 4100, 13}, {1, CLASS_LATENCY, 500, 10}};
+    for (size_t t = 0; t < sizeof tenants / sizeof tenants[0]; t++) {
+        struct tenant_plan *tp = scenario_tenant(w, tenants[t].share);
+        tp->config.quantum_ns = 40 * MS;
+        tp->config.class = tenants[t].class;
+        deep(w, (int)t, 0, tenants[t].item_us * US, tenants[t].depth);
+    }
+    w->clean = true;
+    scenario_describe(w, "share-lag-mid-slice (named case)");
+}
+
+/* A gang of two ranks on GPUs 0 and 1 (share 1, a quantum of 10 ms; its
+ * ranks' collectives wait for each other up to the timeout, so each of
+ * its slices drains for about 100 ms), and t1 with a deep queue on GPU 1.
+ * Each time the gang asked while t1 held GPU 1, it was next everywhere
+ * (t1 held a slice, so it did not wait) and gathered, and GPU 1 was
+ * reserved for it when t1's slice ended, however far behind it t1 was in
+ * virtual time. Its rank on GPU 0 is then killed, and the tenant, a gang
+ * no more, waits on GPU 1 while t1 catches up: in fresh seed 61034498
+ * (t1 of share 2, the rank killed at 4.2 s, the gang 2.6 s of virtual
+ * time ahead there) 5.5 s, over the 5 s a gang is promised; two more
+ * fresh seeds met the same. Here t1 has share 10 and the rank dies at 3
+ * s: the old scheduler broke the bound on 13 of seeds 1-16. A gang now
+ * gathers only once no holder of one of its GPUs would still be behind
+ * it at the end of its slice (tokenserver/sched.c,
+ * gang_next_everywhere). */
+static void gang_behind_holder(struct world *w)
+{
+    node(w, 2, ON_DOWN_OPEN);
+    struct tenant_plan *gang = scenario_tenant(w, 1);
+    gang->config.quantum_ns = 10 * MS;
+    gang->gang = true;
+    for (int r = 0; r < 2; r++) {
+        struct sim_proc *p = scenario_proc(w, 0, APP_RANK);
+        p->group = 1;
+        p->dev[0].gpu = r;
+        p->item_len = 300 * US;
+        p->depth = 6 - r;
+        p->start_at = r * 149 * MS;
+    }
+    struct tenant_plan *t1 = scenario_tenant(w, 10);
+    t1->config.quantum_ns = 32 * MS;
+    struct sim_proc *p = deep(w, 1, 1, 5 * MS, 9);
+    p->batch = 32;
+    p->host_ns = 2013 * US;
+    scenario_fault(w, F_KILL, 0, 3000 * MS, 0);
+    scenario_describe(w, "gang-behind-holder (named case)");
+}
+
+/* Two gangs on GPUs 0 and 1: t0 (share 1) and t1 (share 2), which also
+ * needs GPU 2, where plain t2 (share 2) keeps a deep queue. t1 was often
+ * not next on GPU 2 while t0 ran on GPUs 0 and 1, and its virtual time
+ * there stood still; at its starts it was raised only to the tenants in
+ * the running that were not gangs, none on GPUs 0 and 1. By 4.4 s it was
+ * 2.7 s of virtual time behind t0 there. t2 is killed at 4.7 s; t1, free
+ * of GPU 2, spent what it had banked, and t0 waited 5.3 s for its turn,
+ * over the 5 s a gang is promised (fresh seed 61050101). A gang starting
+ * on a GPU now starts no lower than the GPU's floor either, which t0's
+ * slices raised, less the longest slice (tokenserver/sched.c,
+ * gang_try_start). The old scheduler broke the bound on 9 of seeds 1-16,
+ * seed 1 not among them (meson runs 1-8). */
+static void gangs_one_held_elsewhere(struct world *w)
+{
+    node(w, 3, ON_DOWN_WAIT);
+    static const struct {
+        double share;
+        uint64_t quantum_ms;
+        bool gang;
+    } tenants[] = {{1, 27, true}, {2, 13, true}, {2, 22, false}};
+    for (size_t t = 0; t < sizeof tenants / sizeof tenants[0]; t++) {
+        struct tenant_plan *tp = scenario_tenant(w, tenants[t].share);
+        tp->config.quantum_ns = tenants[t].quantum_ms * MS;
+        tp->gang = tenants[t].gang;
+    }
+    static const struct {
+        int tenant, gpu, depth;
+        uint64_t item_us, start_ms;
+    } ranks[] = {{0, 0, 8, 2000, 0}, {0, 1, 3, 2000, 71}, {1, 0, 2, 700, 0}, {1, 1, 8, 700, 241}, {1, 2, 2, 700, 86}};
+    for (size_t r = 0; r < sizeof ranks / sizeof ranks[0]; r++) {
+        struct sim_proc *p = scenario_proc(w, ranks[r].tenant, APP_RANK);
+        p->group = 1 + ranks[r].tenant;
+        p->dev[0].gpu = ranks[r].gpu;
+        p->depth = ranks[r].depth;
+        p->item_len = ranks[r].item_us * US;
+        p->start_at = ranks[r].start_ms * MS;
+    }
+    struct sim_proc *p = deep(w, 2, 2, 1 * MS, 16);
+    p->batch = 32;
+    p->host_ns = 2885 * US;
+    scenario_fault(w, F_KILL, p->id, 4665 * MS, 0);
+    scenario_describe(w, "gangs-one-held-elsewhere (named case)");
+}
+
 const struct sim_case sim_cases[] = {
     {"gang-rank-killed-early", "a gang whose rank died before the job formed is not owed a turn",
      gang_rank_killed_early},
@@ -301,5 +449,13 @@ const struct sim_case sim_cases[] = {
      "first", returning_behind_own_work},
     {"limited-neighbours-run-ahead", "a tenant that ran while its limited neighbours waited out their "
      "windows is not owed for it", limited_neighbours_run_ahead},
+    {"waiting-behind-ungated-work", "the GPU's time on work queued ungated is not counted in a tenant's wait",
+     waiting_behind_ungated_work},
+    {"share-lag-mid-slice", "a share is judged at the end within the lag fair queuing allows",
+     share_lag_mid_slice},
+    {"gang-behind-holder", "a gang does not gather while a holder behind it would come first after its slice",
+     gang_behind_holder},
+    {"gangs-one-held-elsewhere", "a gang that waited for another GPU banks nothing against a gang that ran "
+     "meanwhile", gangs_one_held_elsewhere},
 };
 const int sim_ncases = (int)(sizeof sim_cases / sizeof sim_cases[0]);

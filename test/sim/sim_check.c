@@ -29,14 +29,15 @@
  * At the end:
  *   - clean runs: busy tenants' shares of device time within 0.5 points
  *     of their weights (or, where the end cuts a round short, within the
- *     lag a fair queue allows: one of its slices, or its part of a round
- *     of the others');
+ *     lag a fair queue allows: 1 - its weight's part of one of its
+ *     slices, and its weight's part of one slice of each other tenant);
  *   - hostile runs: the two honest tenants' ratio within 1.5 points (the
  *     hostile ones take slices between theirs, so each gets fewer), or
  *     within one slice of the exact split where they get few slices;
  *   - limits hold in held time (one slice of slack at the window's ends);
  *   - no honest tenant waited for its GPU longer than the bound of its
- *     GPU (below), where nothing stopped the world meanwhile;
+ *     GPU (below), where nothing stopped the world meanwhile (a wait less
+ *     the device time spent meanwhile on work queued ungated: wait_so_far);
  *   - every gang progressed;
  *   - a tenant coming back after a pause waited no longer for its first
  *     slice than the bound.
@@ -419,18 +420,20 @@ void check_end(struct world *w)
             double got = (double)(w->gpu[0].busy_tenant[t] - w->busy_at_warmup[0][t]) / busy;
             double want = w->tenant[t].config.share / weights;
             /* within 0.5 points, or, where the run's end cuts a round
-             * short, within the lag a fair queue allows at an instant: one
-             * slice of its own, or its part of one round of the others'
-             * slices (each may have run once while it waited) */
-            double short_ns = fabs(got - want) * busy;
+             * short, within the lag a fair queue allows over an interval
+             * (DESIGN.md, "Fairness"): for each other tenant u, the
+             * difference of their device times over their weights is at
+             * most a slice of each over its weight, so t's device time is
+             * off its weight's part of the whole by at most
+             *   (1 - want) * its slice + want * the others' slices */
+            double off_ns = fabs(got - want) * busy;
             double others_round = 0;
             for (int u = 0; u < w->ntenants; u++)
                 if (u != t)
                     others_round += (double)(w->tenant[u].config.quantum_ns + DRAIN_SLACK_NS);
-            double slice_ns = (double)(w->tenant[t].config.quantum_ns + DRAIN_SLACK_NS);
-            if (want * others_round > slice_ns)
-                slice_ns = want * others_round;
-            if (fabs(got - want) > SHARE_TOLERANCE && short_ns > slice_ns) {
+            double own_slice = (double)(w->tenant[t].config.quantum_ns + DRAIN_SLACK_NS);
+            double lag_ns = (1 - want) * own_slice + want * others_round;
+            if (fabs(got - want) > SHARE_TOLERANCE && off_ns > lag_ns) {
                 fail(w, "clean run: tenant %s got %.2f %% of the device time, its weight is %.2f %%",
                      w->tenant[t].name, 100 * got, 100 * want);
                 return;
@@ -488,8 +491,8 @@ void check_end(struct world *w)
             continue; /* a limit holds it back by design (its own check above) */
         for (int g = 0; g < w->ngpus; g++) {
             uint64_t waited = w->fig.max_wait[t][g];
-            if (w->fig.wait_since[t][g] && w->now - w->fig.wait_since[t][g] > waited)
-                waited = w->now - w->fig.wait_since[t][g];
+            if (w->fig.wait_since[t][g] && wait_so_far(w, t, g) > waited)
+                waited = wait_so_far(w, t, g);
             uint64_t bound = wait_bound(w, t, g);
             if (waited > bound) {
                 fail(w, "tenant %s waited %.1f ms for GPU %d, over the bound of %.1f ms", tp->name,

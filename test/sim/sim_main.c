@@ -87,9 +87,9 @@ static int run_seeds(uint64_t first, uint64_t last, uint64_t stride, unsigned fl
         world_run_for(w, seed, flags, seconds * 1000 * MS, named ? named->make : scenario_make);
         *events += w->fig.events;
         if (w->failed) {
-            printf("%s%s%sseed %llu: FAILED %s\n  replay: sim %s%s--seed %llu --seconds %llu --trace\n",
+            printf("%s%s%sseed %llu: FAILED %s\n  replay: sim %s%s%s--seed %llu --seconds %llu --trace\n",
                    named ? "case " : "", named ? named->name : "", named ? ", " : "", (unsigned long long)seed,
-                   w->failure, named ? "--case " : "", named ? named->name : "", (unsigned long long)seed,
+                   w->failure, named ? "--case " : "", named ? named->name : "", named ? " " : "", (unsigned long long)seed,
                    (unsigned long long)seconds);
             fflush(stdout);
             if (!failures)

@@ -249,17 +249,24 @@ void scenario_describe(struct world *w, const char *kind)
         struct tenant_plan *tp = &w->tenant[t];
         tp->share_most = tp->share_least = tp->config.share;
         tp->quantum_most = tp->config.quantum_ns;
-        trace(w, "tenant %s: share %g limit %g quantum %llu ms memory %llu MiB%s%s%s", tp->name, tp->config.share,
+        trace(w, "tenant %s: share %g limit %g quantum %llu ms memory %llu MiB%s%s%s%s", tp->name, tp->config.share,
               tp->config.limit, (unsigned long long)(tp->config.quantum_ns / MS),
               (unsigned long long)(tp->config.memory / MIB), tp->gang ? " gang" : "", tp->hostile ? " hostile" : "",
-              tp->config.class == CLASS_LATENCY ? " latency" : "");
+              tp->config.class == CLASS_LATENCY ? " latency" : "",
+              tp->config.on_server_down == ON_DOWN_OPEN   ? " policy open"
+              : tp->config.on_server_down == ON_DOWN_WAIT ? " policy wait"
+                                                          : "");
     }
     for (int i = 0; i < w->nprocs; i++) {
         const struct sim_proc *p = &w->proc[i];
-        trace(w, "proc %d: tenant %d app %d hostile %d gpu %d item %llu us depth %d batch %d host %llu us%s", i,
-              p->tenant, p->app, p->hostile, p->dev[0].gpu, (unsigned long long)(p->item_len / US), p->depth,
-              p->batch, (unsigned long long)(p->host_ns / US), p->uses_memory ? " memory" : "");
+        trace(w, "proc %d: tenant %d app %d hostile %d gpu %d item %llu us depth %d batch %d host %llu us start %llu ms "
+              "memory %llu MiB", i, p->tenant, p->app, p->hostile, p->dev[0].gpu,
+              (unsigned long long)(p->item_len / US), p->depth, p->batch, (unsigned long long)(p->host_ns / US),
+              (unsigned long long)(p->start_at / MS), (unsigned long long)(p->uses_memory ? p->alloc_size / MIB : 0));
     }
+    for (int f = 0; f < w->nfaults; f++)
+        trace(w, "fault %d: kind %d target %d at %llu ms for %llu ms", f, (int)w->fault[f].kind, w->fault[f].target,
+              (unsigned long long)(w->fault[f].at / MS), (unsigned long long)(w->fault[f].len / MS));
 }
 
 /* ---- faults -------------------------------------------------------------------- */

@@ -107,6 +107,18 @@ static bool holding(enum gs_slice_state st)
 
 /* ---- held time and waits, for the figures ----------------------------------- */
 
+/* How long tenant t's wait for GPU g has lasted, less the device time
+ * that GPU spent meanwhile on work queued ungated (no server answered
+ * under `open`): the server could neither know of it nor take the GPU back
+ * from it, so it is not the scheduler's wait (the named case
+ * waiting-behind-ungated-work). */
+uint64_t wait_so_far(const struct world *w, int t, int g)
+{
+    uint64_t wall = w->now - w->fig.wait_since[t][g];
+    uint64_t ungated = gpu_ungated_busy(w, g) - w->fig.wait_ungated_at[t][g];
+    return ungated < wall ? wall - ungated : 0;
+}
+
 /* A tenant waits for a GPU while one of its processes there wants a slice
  * and none holds one; recomputed after every change of either count. */
 static void wait_update(struct world *w, int t, int g)
@@ -114,11 +126,14 @@ static void wait_update(struct world *w, int t, int g)
     bool waiting = w->wanting[t][g] > 0 && w->holding[t][g] == 0;
     if (waiting && !w->fig.wait_since[t][g]) {
         w->fig.wait_since[t][g] = w->now;
+        w->fig.wait_ungated_at[t][g] = gpu_ungated_busy(w, g);
     } else if (!waiting && w->fig.wait_since[t][g]) {
-        uint64_t waited = w->now - w->fig.wait_since[t][g];
+        uint64_t waited = wait_so_far(w, t, g);
         if (waited > w->fig.max_wait[t][g]) {
             w->fig.max_wait[t][g] = waited;
-            trace(w, "tenant %s: waited %.3f ms for GPU %d (its longest yet)", w->tenant[t].name, (double)waited / 1e6, g);
+            uint64_t behind = w->now - w->fig.wait_since[t][g] - waited;
+            trace(w, "tenant %s: waited %.3f ms for GPU %d (its longest yet)%s", w->tenant[t].name, (double)waited / 1e6,
+                  g, behind ? ", not counting its time behind ungated work" : "");
         }
         w->fig.wait_since[t][g] = 0;
     }
@@ -431,7 +446,7 @@ static enum shim_admit launched(struct world *w, struct sim_proc *p, int i)
         /* No clock on the fast path: until the gate thread looks, a launch
          * within the budget goes through. An overrun, not the slice's. */
         if (p->gate_due && p->gate_due <= d->held_deadline)
-            return SHIM_UNGATED;
+            return SHIM_OVERRUN;
         fail(w, "proc %d: a launch on GPU %d admitted %.3f ms past its slice's deadline, the gate thread not due "
              "to look until %.3f ms past it", p->id, d->gpu, (double)(w->now - d->held_deadline) / 1e6,
              p->gate_due ? ((double)p->gate_due - (double)d->held_deadline) / 1e6 : -1.0);
