@@ -15,6 +15,8 @@ STATUS_REQUEST, STATUS_REPLY = 9, 10
 MEM_FREE, MEM_QUERY, MEM_DECLARE, MEM_RESULT = 12, 13, 14, 15
 MEM_LEASE, MEM_LEASED, MEM_RECALL = 16, 17, 18
 LEASE_REFUSED, LEASE_GRANTED, LEASE_RETRY = 0, 1, 2
+USAGE_QUERY, USAGE = 19, 20
+USAGE_OK, USAGE_LIMITED = 0, 1
 RELEASE_MORE = 1
 
 
@@ -45,6 +47,11 @@ def decode(data):
         return mtype, {"slot": struct.unpack("<I", b)[0]}
     if mtype == STATUS_REPLY:
         return mtype, {"text": b}
+    if mtype == USAGE:
+        mid, status, cap, used, window, busy, total, n = struct.unpack_from("<QIQQQQII", b)
+        procs = [struct.unpack_from("<IQ", b, 52 + 12 * i) for i in range(n)]
+        return mtype, {"id": mid, "status": status, "cap": cap, "used": used, "window_ns": window, "busy_ns": busy,
+                       "procs_total": total, "procs": procs}
     return mtype, {}
 
 
@@ -103,6 +110,10 @@ class Client:
     def query(self, slot, mid):
         """MEM_QUERY: answered with MEM_RESULT."""
         self.send(MEM_QUERY, struct.pack("<IQ", slot, mid))
+
+    def usage(self, uuid, mid):
+        """USAGE_QUERY for the GPU uuid: answered with USAGE."""
+        self.send(USAGE_QUERY, struct.pack("<Q", mid) + bytes(uuid))
 
     def lease(self, slot, mid, need, want=None):
         """MEM_LEASE: answered with MEM_LEASED."""

@@ -405,13 +405,10 @@ double device_tenant_recent_share(const struct device *d, const struct device_te
     return device_tenant_share_over(d, dt, now, SHARE_WINDOW_NS);
 }
 
-double device_tenant_share_over(const struct device *d, const struct device_tenant *dt, uint64_t now, uint64_t window)
+/* The time dt held d over the `span` before now (the running slice
+ * included), in ns. */
+static double held_over(const struct device *d, const struct device_tenant *dt, uint64_t now, uint64_t span)
 {
-    uint64_t span = now > d->created_ns ? now - d->created_ns : 0;
-    if (window > SHARE_WINDOW_NS)
-        window = SHARE_WINDOW_NS;
-    if (span > window || span == 0)
-        span = window;
     if (span > now)
         span = now; /* (a clock that began less than a window ago) */
     uint64_t start = now - span, first = start / BUCKET_NS, last = now / BUCKET_NS;
@@ -425,8 +422,29 @@ double device_tenant_share_over(const struct device *d, const struct device_tena
     /* the running slice, not charged yet */
     if (d->state != DEV_IDLE && d->holder == dt && now > d->charged_until)
         held += (double)(now - (d->charged_until > start ? d->charged_until : start));
-    double share = held / (double)span;
+    return held;
+}
+
+double device_tenant_share_over(const struct device *d, const struct device_tenant *dt, uint64_t now, uint64_t window)
+{
+    uint64_t span = now > d->created_ns ? now - d->created_ns : 0;
+    if (window > SHARE_WINDOW_NS)
+        window = SHARE_WINDOW_NS;
+    if (span > window || span == 0)
+        span = window;
+    if (span > now)
+        span = now;
+    double share = span ? held_over(d, dt, now, span) / (double)span : 0;
     return share > 1.0 ? 1.0 : share;
+}
+
+uint64_t device_tenant_held_over(const struct device *d, const struct device_tenant *dt, uint64_t now,
+                                 uint64_t window)
+{
+    if (window > SHARE_WINDOW_NS)
+        window = SHARE_WINDOW_NS;
+    double held = held_over(d, dt, now, window);
+    return held < (double)window ? (uint64_t)held : window;
 }
 
 static void record_overrun(struct device_tenant *dt, uint64_t overrun)

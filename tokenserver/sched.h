@@ -354,6 +354,10 @@ bool sched_in_line(const struct device_tenant *dt);
 double device_tenant_recent_share(const struct device *d, const struct device_tenant *dt, uint64_t now);
 /* The same over the last `window` ns (at most SHARE_WINDOW_NS). */
 double device_tenant_share_over(const struct device *d, const struct device_tenant *dt, uint64_t now, uint64_t window);
+/* The time the entry held d over the last `window` ns (at most
+ * SHARE_WINDOW_NS), whenever d was first used: at most `window`. */
+uint64_t device_tenant_held_over(const struct device *d, const struct device_tenant *dt, uint64_t now,
+                                 uint64_t window);
 /* The 99th percentile of (release - deadline) over the last slices, in ns;
  * a slice released before its deadline counts as 0. */
 uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);

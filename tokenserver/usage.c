@@ -11,7 +11,9 @@
  * and its own connections (tenant.members), never another tenant's. A GPU
  * the tenant does not use, or that the server does not know, is answered
  * with the tenant's cap and zeros, so an answer tells nothing about who
- * else uses a GPU.
+ * else uses a GPU. The window is always USAGE_WINDOW_NS: one that ended
+ * at the GPU's first use told whether another tenant had used it in the
+ * last second (test/hardening_usage_window_test.py).
  *
  * Pids: a process is listed with the pid it gave in its HELLO (its own,
  * in its PID namespace) when it is in the asker's PID namespace (the
@@ -117,14 +119,10 @@ void usage_answer(struct client *c, const struct gs_msg_usage_query *q)
     struct device *d = find_device(q->uuid);
     const struct device_tenant *dt = d ? sched_entry_find(d, &t->sched) : NULL;
     if (dt) {
-        uint64_t span = now > d->created_ns ? now - d->created_ns : 0;
-        if (span > 0 && span < u->window_ns)
-            u->window_ns = span;
-        double share = device_tenant_share_over(d, dt, now, USAGE_WINDOW_NS);
+        /* over the whole window whenever the GPU was first used: how long
+         * ago that was is another tenant's business */
         u->used = dt->mem_used;
-        u->busy_ns = (uint64_t)(share * (double)u->window_ns);
-        if (u->busy_ns > u->window_ns)
-            u->busy_ns = u->window_ns;
+        u->busy_ns = device_tenant_held_over(d, dt, now, USAGE_WINDOW_NS);
         for (const struct client *m = t->members; m; m = m->member_next) {
             bool on = false;
             uint64_t bytes = 0;
