@@ -295,6 +295,23 @@ function withEnv (p, where, value) {
   p.spec[where] = [...(p.spec[where] || []), {name: 'env-' + where.toLowerCase(), image: 'x', env}]
   return p
 }
+// Adds a container whose NVIDIA_VISIBLE_DEVICES the policy cannot read:
+// how = 'expand' ($(DEV), DEV naming team-b before it), 'fieldRef' (the
+// pod's own annotation, which names team-b).
+function withIndirectEnv (p, how) {
+  const env = how === 'expand'
+    ? [{name: 'DEV', value: 'gpuslice.io/tenant=team-b'}, {name: 'NVIDIA_VISIBLE_DEVICES', value: '$(DEV)'}]
+    : [{name: 'NVIDIA_VISIBLE_DEVICES', valueFrom: {fieldRef: {fieldPath: "metadata.annotations['devices']"}}}]
+  if (how !== 'expand') p.metadata.annotations = {...(p.metadata.annotations || {}), devices: 'gpuslice.io/tenant=team-b'}
+  p.spec.containers = [...p.spec.containers, {name: 'indirect', image: 'x', env}]
+  return p
+}
+// Adds a hostPath volume of `path`, mounted by the first container.
+function withHostPath (p, path) {
+  p.spec.volumes = [...(p.spec.volumes || []), {name: 'host', hostPath: {path}}]
+  p.spec.containers[0].volumeMounts = [{name: 'host', mountPath: '/host'}]
+  return p
+}
 // A DRA claim from a ResourceClaimTemplate, used by the pod's first container.
 function withClaim (p) {
   p.spec.resourceClaims = [{name: 'gpu', resourceClaimTemplateName: 'one-gpu'}]
@@ -303,6 +320,7 @@ function withClaim (p) {
 }
 const A = ns('team-a', 'team-a')
 const plain = ns('default')
+const system = {metadata: {name: 'gpuslice-system', labels: {'gpuslice.io/system': 'true'}}}
 const cases = [
   ['names its own tenant', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a'}), A, true],
   ['names another tenant', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-b'}), A, false, 'team-a'],
@@ -370,7 +388,44 @@ const cases = [
   ['adds a debugging container to a pod that names its tenant', withEnv(pod({'cdi.k8s.io/gpuslice':
     'gpuslice.io/tenant=team-a'}), 'ephemeralContainers', undefined), A, true],
   ['sets NVIDIA_VISIBLE_DEVICES=all in a namespace without a tenant', withEnv(pod(null, false), 'containers', 'all'),
-    plain, true]
+    plain, true],
+  // The third security review's bypasses (issue 40), each admitted before:
+  // another tenant named where the policy did not read, and the host's
+  // device and run directories mounted.
+  ['names another tenant through $(VAR) in NVIDIA_VISIBLE_DEVICES', withIndirectEnv(pod(null, false), 'expand'), plain,
+    false, 'nor set it with valueFrom or $(VAR)'],
+  ['names another tenant through a fieldRef to its annotation', withIndirectEnv(pod(null, false), 'fieldRef'), plain,
+    false, 'nor set it with valueFrom or $(VAR)'],
+  ['names another tenant through $(VAR) beside its own tenant', withIndirectEnv(pod({'cdi.k8s.io/gpuslice':
+    'gpuslice.io/tenant=team-a'}), 'expand'), A, false, 'NVIDIA_VISIBLE_DEVICES'],
+  ['names another tenant through a fieldRef beside its own tenant', withIndirectEnv(pod({'cdi.k8s.io/gpuslice':
+    'gpuslice.io/tenant=team-a'}), 'fieldRef'), A, false, 'NVIDIA_VISIBLE_DEVICES'],
+  ['names another tenant under NVIDIA\'s CDI prefix', pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a',
+    'nvidia.cdi.k8s.io/gpu': 'gpuslice.io/tenant=team-b'}), A, false, 'may name only the gpuslice tenant team-a'],
+  ['names a tenant under NVIDIA\'s CDI prefix from a namespace without one', pod({'nvidia.cdi.k8s.io/gpu':
+    'gpuslice.io/tenant=team-b'}, false), plain, false, 'has no gpuslice.io/tenant label'],
+  ['names its own tenant under NVIDIA\'s CDI prefix', pod({'nvidia.cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a'}),
+    A, true],
+  ['mounts the run directory', withHostPath(pod({'cdi.k8s.io/gpuslice': 'gpuslice.io/tenant=team-a'}), '/run/gpuslice'),
+    A, false, 'may not mount from the host'],
+  ['mounts the run directory from a namespace without a tenant', withHostPath(pod(null, false), '/run/gpuslice'), plain,
+    false, 'may not mount from the host'],
+  ['mounts another tenant\'s directory', withHostPath(pod(null, false), '/var/run/gpuslice/tenants/team-b/'), plain,
+    false, 'may not mount from the host'],
+  ['mounts the device directory', withHostPath(pod(null, false), '/dev'), plain, false, 'may not mount from the host'],
+  ['mounts a GPU\'s device node', withHostPath(pod(null, false), '/dev/nvidia0'), A, false,
+    'may not mount from the host'],
+  ['mounts the host\'s root', withHostPath(pod(null, false), '/'), plain, false, 'may not mount from the host'],
+  ['mounts /run', withHostPath(pod(null, false), '/run/'), plain, false, 'may not mount from the host'],
+  ['mounts the run directory by a path with //', withHostPath(pod(null, false), '/run//gpuslice'), plain, false,
+    'may not mount from the host'],
+  ['mounts the run directory by a path with ..', withHostPath(pod(null, false), '/var/lib/../../run/gpuslice'), plain,
+    false, 'may not mount from the host'],
+  ['mounts the CDI directory', withHostPath(pod(null, false), '/etc/cdi'), plain, false, 'may not mount from the host'],
+  ['mounts a data directory', withHostPath(pod(null, false), '/var/lib/data'), plain, true],
+  ['mounts a directory named like /devices', withHostPath(pod(null, false), '/devices'), plain, true],
+  ['mounts the run directory in gpuslice\'s own namespace', withHostPath(pod(null, false), '/run/gpuslice'), system,
+    true]
 ]
 for (const [what, p, n, allowed, message] of cases) {
   let result
@@ -394,6 +449,17 @@ for (const p of examplePods) {
   const theirs = admit(policy.spec, p, exampleNs[other])
   expect(own.allowed && !theirs.allowed, `CEL: example pod ${p.metadata.name} is allowed in ${p.metadata.namespace}` +
          ` and denied in ${other}`)
+}
+// gpuslice's own pods (the DaemonSet's, the uninstall Job's) mount the run
+// directory: admitted in its namespace as shipped, denied in a tenant's.
+const systemNs = docs.find(d => d.file === 'namespace.yaml' && d.obj.kind === 'Namespace').obj
+for (const d of docs.filter(d => d.obj.kind === 'DaemonSet' || d.obj.kind === 'Job')) {
+  const p = {metadata: {name: d.obj.metadata.name, namespace: systemNs.metadata.name,
+    ...d.obj.spec.template.metadata}, spec: d.obj.spec.template.spec}
+  const own = admit(policy.spec, p, systemNs)
+  const theirs = admit(policy.spec, p, A)
+  expect(own.allowed && !theirs.allowed, `CEL: ${d.obj.kind} ${d.obj.metadata.name}'s pod is allowed in ` +
+         `${systemNs.metadata.name} (${own.message || 'allowed'}) and denied in team-a (${theirs.message || 'allowed'})`)
 }
 // Negative control: a policy that forgot one CDI key lets a claim through.
 const weakened = JSON.parse(JSON.stringify(policy.spec))
