@@ -2,9 +2,9 @@
  * Accepting connections on the tenants' sockets within the limits:
  * connections per tenant (--max-clients-per-tenant), all together
  * (--max-clients), and the descriptors the process has (RLIMIT_NOFILE,
- * less one per tenant's socket, one per device's timer up to
- * --max-devices, and FD_RESERVE for everything else: the admin socket and
- * its connections, reading the configuration).
+ * less one per tenant's socket and FD_RESERVE for everything else: the
+ * loop's, the admin socket and its connections, the metrics listener and
+ * its connections, reading the configuration; timers take none).
  *
  * A connection over a limit gets an ERROR saying which, and is closed. Out
  * of descriptors (EMFILE and the like, which a wrong count could still
@@ -67,7 +67,8 @@ static void on_resume(void *arg)
 int accept_init(void)
 {
     take_spare();
-    if (spare_fd < 0 || timer_init(&resume_timer, on_resume, NULL) != 0) {
+    timer_init(&resume_timer, on_resume, NULL);
+    if (spare_fd < 0) {
         slog(LOG_ERR, "cannot start: %s", strerror(errno));
         return -1;
     }
@@ -123,7 +124,7 @@ void accept_spare_back(void)
 
 unsigned long accept_client_budget(void)
 {
-    unsigned long others = (unsigned long)ntenants + options.max_devices + FD_RESERVE;
+    unsigned long others = (unsigned long)ntenants + FD_RESERVE;
     unsigned long left = options.nofile > others ? options.nofile - others : 0;
     return left < options.max_clients ? left : options.max_clients;
 }

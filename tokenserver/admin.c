@@ -228,10 +228,7 @@ static void on_admin_resume(void *arg)
 
 int admin_open(void)
 {
-    if (timer_init(&admin_resume, on_admin_resume, NULL) != 0) {
-        slog(LOG_ERR, "timerfd: %s", strerror(errno));
-        return -1;
-    }
+    timer_init(&admin_resume, on_admin_resume, NULL);
     if (rundir_listen(rundir_admin_dir(), "admin.sock", 0600, 16, &admin_sock) != 0) {
         slog(LOG_ERR, "cannot listen on %s/admin.sock: %s", options.run_dir, strerror(errno));
         return -1;

@@ -76,10 +76,7 @@ static struct device *device_new(const uint8_t uuid[16])
     struct gpu *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
-    if (timer_init(&g->timer, gpu_timer, g) != 0) {
-        free(g);
-        return NULL;
-    }
+    timer_init(&g->timer, gpu_timer, g);
     memcpy(g->d.uuid, uuid, 16);
     g->d.id = next_device_id++;
     sched_device_add(&server_sched, &g->d, now_ns());

@@ -17,7 +17,6 @@
 
 /* The scheduler's wake-up (SET_WAKE); owned by the loop's thread. */
 static struct timer wake_timer;
-static bool wake_timer_ready;
 
 static void wake_fired(void *arg)
 {
@@ -28,23 +27,9 @@ static void wake_fired(void *arg)
 
 static void set_wake(uint64_t at)
 {
-    if (!wake_timer_ready) {
-        if (timer_init(&wake_timer, wake_fired, NULL) != 0) {
-            slog(LOG_ERR, "timerfd: %s; leases that wait for the restart's recovery are answered within a second "
-                          "of its end instead", strerror(errno));
-            return; /* dispatch_wake_overdue, every second, wakes it */
-        }
-        wake_timer_ready = true;
-    }
+    if (!wake_timer.fn)
+        timer_init(&wake_timer, wake_fired, NULL);
     timer_at(&wake_timer, at);
-}
-
-void dispatch_wake_overdue(uint64_t now)
-{
-    if (server_sched.wake_asked && now >= server_sched.recovering_until) {
-        struct sched_event ev = {.type = SCHED_WAKE};
-        sched_run(&ev);
-    }
 }
 
 static struct client *client_of(const struct sched_slot *slot)

@@ -1,6 +1,7 @@
 /*
  * The server's event loop: one epoll set, watches that call back with the
- * ready events, and one-shot timers on timerfds.
+ * ready events, and one timerfd set for the earliest of the timers
+ * (timers.c), reprogrammed before each wait when that changed.
  *
  * A callback may close another watch whose event is still waiting in the
  * same batch (a tenant removed, a device freed): loop_del forgets such
@@ -29,6 +30,9 @@ static bool stopping;
 static struct epoll_event batch[LOOP_BATCH];
 static int batch_next, batch_len;
 static uint64_t round_number;
+/* The timerfd, and the time it is set for (0: disarmed). */
+static struct loop_watch timer_watch = {.fd = -1};
+static uint64_t timer_programmed;
 
 uint64_t now_ns(void)
 {
@@ -37,10 +41,46 @@ uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static void timers_due(void *arg, uint32_t events)
+{
+    (void)arg;
+    (void)events;
+    uint64_t expirations;
+    if (read(timer_watch.fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+        slog(LOG_WARN, "timerfd: read: %s", strerror(errno));
+    timer_programmed = 0; /* it went off (or was set again: then set anew) */
+    timers_fire(now_ns());
+}
+
+/* Sets the timerfd for the earliest timer, if that changed. */
+static void program_timer(void)
+{
+    uint64_t next = timers_next();
+    if (next == timer_programmed)
+        return;
+    struct itimerspec its = {0};
+    if (next) {
+        its.it_value.tv_sec = (time_t)(next / 1000000000ull);
+        its.it_value.tv_nsec = (long)(next % 1000000000ull);
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1;
+    }
+    /* (fails only on a bad argument: a value out of range) */
+    if (timerfd_settime(timer_watch.fd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
+        slog(LOG_ERR, "timerfd_settime: %s", strerror(errno));
+    timer_programmed = next;
+}
+
 int loop_init(void)
 {
     epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    return epoll_fd < 0 ? -1 : 0;
+    if (epoll_fd < 0)
+        return -1;
+    timer_watch = (struct loop_watch){.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC),
+                                      .fn = timers_due};
+    if (timer_watch.fd < 0 || loop_add(&timer_watch, EPOLLIN) != 0)
+        return -1;
+    return 0;
 }
 
 int loop_add(struct loop_watch *w, uint32_t events)
@@ -77,6 +117,7 @@ void loop_stop(void)
 int loop_run(void)
 {
     while (!stopping) {
+        program_timer();
         int n = epoll_wait(epoll_fd, batch, LOOP_BATCH, -1);
         if (n < 0) {
             if (errno == EINTR)
@@ -95,57 +136,4 @@ int loop_run(void)
         batch_next = batch_len = 0;
     }
     return 0;
-}
-
-static void timer_fired(void *arg, uint32_t events)
-{
-    (void)events;
-    struct timer *t = arg;
-    uint64_t expirations;
-    if (read(t->watch.fd, &expirations, sizeof expirations) != sizeof expirations)
-        return; /* disarmed or re-armed in between: nothing is due */
-    t->fn(t->arg);
-}
-
-int timer_init(struct timer *t, void (*fn)(void *), void *arg)
-{
-    t->fn = fn;
-    t->arg = arg;
-    t->watch.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    t->watch.fn = timer_fired;
-    t->watch.arg = t;
-    if (t->watch.fd < 0)
-        return -1;
-    if (loop_add(&t->watch, EPOLLIN) != 0) {
-        int saved = errno;
-        if (close(t->watch.fd) != 0)
-            slog(LOG_WARN, "close: %s", strerror(errno));
-        t->watch.fd = -1;
-        errno = saved;
-        return -1;
-    }
-    return 0;
-}
-
-void timer_at(struct timer *t, uint64_t when_ns)
-{
-    struct itimerspec its = {0};
-    if (when_ns) {
-        its.it_value.tv_sec = (time_t)(when_ns / 1000000000ull);
-        its.it_value.tv_nsec = (long)(when_ns % 1000000000ull);
-        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
-            its.it_value.tv_nsec = 1;
-    }
-    if (timerfd_settime(t->watch.fd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
-        slog(LOG_ERR, "timerfd_settime: %s", strerror(errno));
-}
-
-void timer_close(struct timer *t)
-{
-    if (t->watch.fd >= 0) {
-        loop_del(&t->watch);
-        if (close(t->watch.fd) != 0)
-            slog(LOG_WARN, "close: %s", strerror(errno));
-        t->watch.fd = -1;
-    }
 }

@@ -179,8 +179,8 @@ static void usage(FILE *f)
 "      --max-clients N    connections of all tenants together (default\n"
 "                         65536, and never more than the descriptor limit\n"
 "                         allows: the server raises RLIMIT_NOFILE to its\n"
-"                         hard limit and keeps one descriptor per tenant,\n"
-"                         --max-devices and 64 more for the rest)\n"
+"                         hard limit and keeps one descriptor per tenant\n"
+"                         and 64 more for the rest)\n"
 "      --max-clients-per-tenant N\n"
 "                         connections of one tenant (default 256); a\n"
 "                         connection over a limit gets an ERROR and is\n"
@@ -310,7 +310,6 @@ static void on_housekeeping(void *arg)
     admin_sweep();
     devices_sweep();
     devices_check_ghosts();
-    dispatch_wake_overdue(now_ns());
     tenants_retry_listen();
     cdi_retry();
     confwatch_check();
@@ -576,10 +575,7 @@ int main(int argc, char **argv)
     /* The spec the last server left: brought up to date even when no
      * tenant came (then it goes). */
     cdi_update();
-    if (timer_init(&housekeeping, on_housekeeping, NULL) != 0) {
-        slog(LOG_ERR, "timerfd: %s", strerror(errno));
-        return 2;
-    }
+    timer_init(&housekeeping, on_housekeeping, NULL);
     timer_at(&housekeeping, now_ns() + 1000000000ull);
     slog(LOG_INFO, "serving %s (admin socket %s/admin.sock); limits: %lu connections (%u per tenant), %u GPUs "
                    "(%u per tenant), %lu descriptors",

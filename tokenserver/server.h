@@ -66,15 +66,24 @@ uint64_t loop_round(void);
 void loop_stop(void);
 uint64_t now_ns(void);
 
-/* A one-shot timer on a timerfd. */
+/* ---- timers.c ----------------------------------------------------------------- */
+
+/* A one-shot timer, kept in memory (timers.c): arming it never fails and
+ * costs no descriptor. A zeroed one is disarmed. */
 struct timer {
-    struct loop_watch watch;
     void (*fn)(void *arg);
     void *arg;
+    uint64_t at;                          /* when it fires; 0: not armed */
+    struct timer *child, *next, *prev;    /* its place in the heap */
 };
-int timer_init(struct timer *t, void (*fn)(void *), void *arg);
+void timer_init(struct timer *t, void (*fn)(void *), void *arg);
 void timer_at(struct timer *t, uint64_t when_ns); /* 0 disarms */
-void timer_close(struct timer *t);
+void timer_close(struct timer *t);                /* disarms it */
+/* When the earliest armed timer fires; 0 if none is armed. */
+uint64_t timers_next(void);
+/* Fires the timers due at `now` (a bounded number per call: the loop calls
+ * again next round for the rest). */
+void timers_fire(uint64_t now);
 
 /* ---- log.c ------------------------------------------------------------------ */
 
@@ -415,9 +424,6 @@ void devices_free_all(void);
 void sched_run(const struct sched_event *ev);
 /* The loop's timer of a GPU fired. */
 void sched_timer_fired(struct device *d);
-/* The housekeeping's look, every second, for a wake-up the scheduler asked
- * for and no timer delivered (its timerfd could not be made). */
-void dispatch_wake_overdue(uint64_t now);
 
 /* ---- cdi.c ------------------------------------------------------------------- */
 

@@ -106,14 +106,14 @@ static struct {
 } round_left;
 static int64_t credit_ns = (int64_t)CREDIT_MAX_NS; /* the time turns may take now */
 static uint64_t credit_at;         /* when credit_ns was last brought up to date */
-static struct timer resume = {.watch = {.fd = -1}};
+static struct timer resume;
 static struct loop_watch listen_watch = {.fd = -1};
 static bool listening;             /* listen_watch is in the epoll set */
 static struct sockaddr_storage listen_addr;
 static socklen_t listen_addr_len;
 static uint64_t retry_at;          /* 0, or when to try to bind again */
 static bool bind_failed_logged;
-static struct timer tick = {.watch = {.fd = -1}};
+static struct timer tick;
 static bool tick_armed;
 static struct metrics_conn *conns;
 static unsigned nconns;
@@ -578,10 +578,8 @@ int metrics_open(void)
     }
     set_watched = true;
     credit_at = now_ns();
-    if (timer_init(&tick, on_tick, NULL) != 0 || timer_init(&resume, on_resume, NULL) != 0) {
-        slog(LOG_ERR, "metrics: timerfd: %s", strerror(errno));
-        return -1;
-    }
+    timer_init(&tick, on_tick, NULL);
+    timer_init(&resume, on_resume, NULL);
     try_listen();
     return 0;
 }
