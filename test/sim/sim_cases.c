@@ -56,6 +56,30 @@ static void add_procs(struct world *w, const struct proc_row *rows, size_t n)
     }
 }
 
+/* Tenants as rows, in order (t0, t1...): what a seed's node was, by hand.
+ * gang: the plan's (its ranks run collectives); gang_mode: the tenant's
+ * setting. */
+struct tenant_row {
+    double share, limit;
+    uint64_t quantum_ms, memory_mib;
+    enum tenant_class class;
+    enum gang_mode gang_mode;
+    bool gang;
+};
+
+static void add_tenants(struct world *w, const struct tenant_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct tenant_plan *tp = scenario_tenant(w, rows[i].share);
+        tp->config.limit = rows[i].limit;
+        tp->config.quantum_ns = rows[i].quantum_ms * MS;
+        tp->config.memory = rows[i].memory_mib * MIB;
+        tp->config.class = rows[i].class;
+        tp->config.gang = rows[i].gang_mode;
+        tp->gang = rows[i].gang;
+    }
+}
+
 /* A gang's rank killed 0.2 s in, before its other rank had started: the
  * job's communicator never forms, so the gang never runs. The check said
  * "gang t0 never ran"; it now asks a gang to run only once all its ranks
@@ -170,19 +194,13 @@ static void open_restart_many_processes(struct world *w)
 static void limited_neighbours_run_ahead(struct world *w)
 {
     node(w, 1, ON_DOWN_WAIT);
-    static const struct {
-        double share, limit;
-        uint64_t quantum_ms;
-        enum tenant_class class;
-    } tenants[] = {{10, 1, 37, CLASS_BATCH}, {1, 0.68, 23, CLASS_BATCH}, {1, 0.58, 9, CLASS_BATCH},
-                   {1, 1, 49, CLASS_BATCH}, {1, 0.42, 39, CLASS_LATENCY}};
-    for (size_t t = 0; t < sizeof tenants / sizeof tenants[0]; t++) {
-        struct tenant_plan *tp = scenario_tenant(w, tenants[t].share);
-        tp->config.limit = tenants[t].limit;
-        tp->config.quantum_ns = tenants[t].quantum_ms * MS;
-        tp->config.class = tenants[t].class;
-        tp->config.gang = GANG_OFF;
-    }
+    /* share, limit, quantum (ms), memory (MiB), class, gang mode, gang */
+    static const struct tenant_row tenants[] = {
+        {10, 1, 37, 0, CLASS_BATCH, GANG_OFF, false},  {1, 0.68, 23, 0, CLASS_BATCH, GANG_OFF, false},
+        {1, 0.58, 9, 0, CLASS_BATCH, GANG_OFF, false}, {1, 1, 49, 0, CLASS_BATCH, GANG_OFF, false},
+        {1, 0.42, 39, 0, CLASS_LATENCY, GANG_OFF, false},
+    };
+    add_tenants(w, tenants, sizeof tenants / sizeof tenants[0]);
     /* tenant, app, item (us), depth, batch, host (us), start (ms) */
     static const struct proc_row procs[] = {
         {0, APP_SYNC, 20, 7, 4, 994, 4116, 0},    {1, APP_SYNC, 500, 2, 1, 4380, 0, 0},
@@ -297,16 +315,12 @@ static void returning_behind_own_work(struct world *w)
 static void waiting_behind_ungated_work(struct world *w)
 {
     node(w, 1, ON_DOWN_OPEN);
-    static const struct {
-        double share, limit;
-        uint64_t quantum_ms, memory_mib;
-    } tenants[] = {{1, 1, 30, 0}, {1, 0.2, 32, 0}, {3, 1, 50, 253}, {10, 1, 15, 0}, {1, 0.67, 5, 1489}, {1, 1, 24, 1614}};
-    for (size_t t = 0; t < sizeof tenants / sizeof tenants[0]; t++) {
-        struct tenant_plan *tp = scenario_tenant(w, tenants[t].share);
-        tp->config.limit = tenants[t].limit;
-        tp->config.quantum_ns = tenants[t].quantum_ms * MS;
-        tp->config.memory = tenants[t].memory_mib * MIB;
-    }
+    /* share, limit, quantum (ms), memory (MiB), class, gang mode, gang */
+    static const struct tenant_row tenants[] = {
+        {1, 1, 30, 0, CLASS_BATCH, GANG_AUTO, false},     {1, 0.2, 32, 0, CLASS_BATCH, GANG_AUTO, false},
+        {3, 1, 50, 253, CLASS_BATCH, GANG_AUTO, false},   {10, 1, 15, 0, CLASS_BATCH, GANG_AUTO, false},
+        {1, 0.67, 5, 1489, CLASS_BATCH, GANG_AUTO, false}, {1, 1, 24, 1614, CLASS_BATCH, GANG_AUTO, false}};
+    add_tenants(w, tenants, sizeof tenants / sizeof tenants[0]);
     /* tenant, app, item (us), depth, batch, host (us), start (ms), memory (MiB) */
     static const struct proc_row procs[] = {
         {0, APP_SYNC, 50000, 2, 1, 4962, 0, 0},    {0, APP_DEEP, 1000, 4, 32, 4372, 0, 69},
@@ -334,18 +348,14 @@ static void waiting_behind_ungated_work(struct world *w)
 static void share_lag_mid_slice(struct world *w)
 {
     node(w, 1, ON_DOWN_OPEN);
-    static const struct {
-        double share;
-        enum tenant_class class;
-        uint64_t item_us;
-        int depth;
-    } tenants[] = {{1, CLASS_BATCH, 1100, 16}, {2, CLASS_BATCH, 4100, 13}, {1, CLASS_LATENCY, 500, 10}};
-    for (size_t t = 0; t < sizeof tenants / sizeof tenants[0]; t++) {
-        struct tenant_plan *tp = scenario_tenant(w, tenants[t].share);
-        tp->config.quantum_ns = 40 * MS;
-        tp->config.class = tenants[t].class;
-        deep(w, (int)t, 0, tenants[t].item_us * US, tenants[t].depth);
-    }
+    /* share, limit, quantum (ms), memory (MiB), class, gang mode, gang */
+    static const struct tenant_row tenants[] = {
+        {1, 1, 40, 0, CLASS_BATCH, GANG_AUTO, false}, {2, 1, 40, 0, CLASS_BATCH, GANG_AUTO, false},
+        {1, 1, 40, 0, CLASS_LATENCY, GANG_AUTO, false}};
+    add_tenants(w, tenants, 3);
+    deep(w, 0, 0, 1100 * US, 16);
+    deep(w, 1, 0, 4100 * US, 13);
+    deep(w, 2, 0, 500 * US, 10);
     w->clean = true;
     scenario_describe(w, "share-lag-mid-slice (named case)");
 }
@@ -403,16 +413,11 @@ static void gang_behind_holder(struct world *w)
 static void gangs_one_held_elsewhere(struct world *w)
 {
     node(w, 3, ON_DOWN_WAIT);
-    static const struct {
-        double share;
-        uint64_t quantum_ms;
-        bool gang;
-    } tenants[] = {{1, 27, true}, {2, 13, true}, {2, 22, false}};
-    for (size_t t = 0; t < sizeof tenants / sizeof tenants[0]; t++) {
-        struct tenant_plan *tp = scenario_tenant(w, tenants[t].share);
-        tp->config.quantum_ns = tenants[t].quantum_ms * MS;
-        tp->gang = tenants[t].gang;
-    }
+    /* share, limit, quantum (ms), memory (MiB), class, gang mode, gang */
+    static const struct tenant_row tenants[] = {{1, 1, 27, 0, CLASS_BATCH, GANG_AUTO, true},
+                                                {2, 1, 13, 0, CLASS_BATCH, GANG_AUTO, true},
+                                                {2, 1, 22, 0, CLASS_BATCH, GANG_AUTO, false}};
+    add_tenants(w, tenants, sizeof tenants / sizeof tenants[0]);
     static const struct {
         int tenant, gpu, depth;
         uint64_t item_us, start_ms;
