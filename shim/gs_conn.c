@@ -14,6 +14,10 @@
  *   uninstalled     (the tenant's policy file, after gpuslice-server
  *                   --uninstall) as open, and it says so
  *
+ * A GPU is declared (DEVICE) with an open descriptor of its device node
+ * passed along (gs_node.c), the proof the server asks for that this
+ * process may use it.
+ *
  * Owns (all guarded by the gate lock): the socket and its state, the
  * policy, which GPUs are declared on this connection, the answers awaited
  * and the clock offset; and the eventfds (written by any thread, no lock).
@@ -22,6 +26,7 @@
 #include "gs_glibc_compat.h"
 #include "gs_locks.h"
 #include "gs_log.h"
+#include "gs_node.h"
 #include "gs_settings.h"
 #include "gpuslice/transport.h"
 
@@ -107,13 +112,19 @@ uint64_t gs_conn_clock_from_wire(uint64_t wire_ns)
 
 /* ---- sending -------------------------------------------------------------------- */
 
-int gs_conn_send_locked(const struct gs_msg *m)
+/* Sends m, passing the descriptor `passed` with it unless it is -1. */
+static int send_passing_locked(const struct gs_msg *m, int passed)
 {
     uint8_t buf[GS_MSG_MAX];
     size_t len = gs_msg_encode(m, buf, sizeof buf);
     if (len == 0 || sock < 0)
         return -1;
-    return send(sock, buf, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+    return gs_transport_send_passing(sock, buf, len, passed) == (ssize_t)len ? 0 : -1;
+}
+
+int gs_conn_send_locked(const struct gs_msg *m)
+{
+    return send_passing_locked(m, -1);
 }
 
 void gs_conn_declare_locked(struct gs_dev *d)
@@ -126,8 +137,12 @@ void gs_conn_declare_locked(struct gs_dev *d)
     msg.u.device.slot = (uint32_t)d->slot;
     memcpy(msg.u.device.uuid, d->uuid, 16);
     msg.u.device.total_bytes = d->total_mem;
-    if (gs_conn_send_locked(&msg) == 0)
+    /* with the proof that this process may open the GPU's node */
+    int node = gs_node_open(d->uuid);
+    if (send_passing_locked(&msg, node) == 0)
         declared |= 1u << d->slot;
+    if (node >= 0 && close(node) != 0)
+        gs_log(GS_LOG_DEBUG, "close: %s", strerror(errno));
 }
 
 int gs_conn_send_about_locked(struct gs_dev *d, const struct gs_msg *m)

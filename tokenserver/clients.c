@@ -197,7 +197,7 @@ void client_drop(struct client *c, const char *what)
 }
 
 /* sent_ns: when the client queued msg (gpuslice/transport.h). */
-static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
+static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns, int passed)
 {
     struct sched_event ev = {.slot = NULL};
     if (!c->greeted && msg->type != GS_MSG_HELLO) {
@@ -228,7 +228,7 @@ static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
             return;
         }
         const char *why = NULL;
-        if (!device_declare(c, (int)msg->u.device.slot, msg->u.device.uuid, &why)) {
+        if (!device_declare(c, (int)msg->u.device.slot, msg->u.device.uuid, passed, &why)) {
             client_drop(c, why);
             return;
         }
@@ -297,6 +297,12 @@ static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns)
     lease_in_hand.client = NULL;
 }
 
+static void close_passed(int fd)
+{
+    if (fd >= 0 && close(fd) != 0)
+        slog(LOG_WARN, "close: %s", strerror(errno));
+}
+
 static void client_readable(void *arg, uint32_t events)
 {
     struct client *c = arg;
@@ -314,7 +320,8 @@ static void client_readable(void *arg, uint32_t events)
             return; /* the tenant's share of this round is spent */
         t->read_count++;
         uint64_t sent_ns;
-        ssize_t n = gs_transport_recv(c->fd, buf, sizeof buf, MSG_TRUNC | MSG_DONTWAIT, &sent_ns);
+        int passed; /* a descriptor passed with the message (-1 none): closed here, whatever came */
+        ssize_t n = gs_transport_recv_passed(c->fd, buf, sizeof buf, MSG_TRUNC | MSG_DONTWAIT, &sent_ns, &passed);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !(events & (EPOLLHUP | EPOLLERR)))
@@ -326,11 +333,14 @@ static void client_readable(void *arg, uint32_t events)
             break;
         }
         if ((size_t)n > sizeof buf) {
+            close_passed(passed);
             client_drop(c, "oversized message");
             break;
         }
         struct gs_msg msg;
         enum gs_decode_result r = gs_msg_decode(buf, (size_t)n, &msg);
+        if (r != GS_DECODE_OK)
+            close_passed(passed);
         if (r != GS_DECODE_OK) {
             char what[128];
             if (r == GS_DECODE_BAD_VERSION && n >= 6)
@@ -341,7 +351,8 @@ static void client_readable(void *arg, uint32_t events)
             client_drop(c, what);
             break;
         }
-        handle(c, &msg, sent_ns ? sent_ns : now_ns());
+        handle(c, &msg, sent_ns ? sent_ns : now_ns(), passed);
+        close_passed(passed);
     }
     if (gone || c->closing)
         client_close(c, NULL);

@@ -111,14 +111,14 @@ void devices_client_gone(struct client *c, bool lives_on)
     declared_slots -= named;
 }
 
-struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], const char **why)
+struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], int node_fd, const char **why)
 {
     static char reason[GS_REASON_MAX]; /* the loop's thread only */
     struct sched_slot *s = &c->slots[slot];
     struct device *d = device_find(uuid);
     if (d && s->device == d)
         return d;
-    if (!gpu_access_allowed(c->peer.pid, uuid, now_ns(), reason, sizeof reason)) {
+    if (!gpu_access_allowed(node_fd, uuid, now_ns(), reason, sizeof reason)) {
         *why = reason;
         return NULL;
     }

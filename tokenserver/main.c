@@ -5,6 +5,7 @@
  */
 #include "server.h"
 #include "metrics/metrics.h"
+#include "gpuslice/nvidia_info.h"
 #include "gpuslice/transport.h"
 
 #include <errno.h>
@@ -40,8 +41,8 @@ struct server_options options = {
     .client_buffer = 65536,
     .metrics_addr = "127.0.0.1:29400",
     .nvidia_dir = "/proc/driver/nvidia",
+    .nvidia_major = GS_NVIDIA_MAJOR,
     .verify_gpus = VERIFY_GPUS_AUTO,
-    .device_node_dir = "/dev",
     .on_server_down = ON_DOWN_WAIT,
     .pod_log_dir = "/var/log/containers",
 };
@@ -136,17 +137,18 @@ static void usage(FILE *f)
 "                         numbers (default /proc/driver/nvidia)\n"
 "      --verify-gpus auto|on|off\n"
 "                         whether a GPU a process declares must be one it\n"
-"                         was given: listed in DIR/gpus, with its device\n"
-"                         node (character device 195:N) at\n"
-"                         NODE_DIR/nvidiaN in the process's root, as a\n"
-"                         container runtime creates only the nodes of the\n"
-"                         GPUs a container was allocated. A process that\n"
-"                         declares another GPU gets an ERROR and is\n"
-"                         disconnected. auto (default): on when DIR/gpus\n"
-"                         exists; off: any UUID is accepted (needed for MIG\n"
-"                         instances, whose UUIDs DIR/gpus does not list)\n"
-"      --device-node-dir NODE_DIR\n"
-"                         where processes find /dev/nvidiaN (default /dev)\n"
+"                         was given: listed in DIR/gpus, and declared with\n"
+"                         an open descriptor of its device node (character\n"
+"                         device 195:N), which a container's device cgroup\n"
+"                         lets it open only for the GPUs it was allocated.\n"
+"                         A process that declares another GPU gets an ERROR\n"
+"                         and is disconnected. auto (default): on when\n"
+"                         DIR/gpus exists; off: any UUID is accepted\n"
+"                         (needed for MIG instances, whose UUIDs DIR/gpus\n"
+"                         does not list)\n"
+"      --nvidia-major N   the major number of the driver's device nodes\n"
+"                         (default 195, NVIDIA's; tests stand another\n"
+"                         driver's nodes in for them)\n"
 "      --hostname NAME    a Hostname label on GPU and process series in\n"
 "                         /metrics, as dcgm-exporter has (default none; in a\n"
 "                         DaemonSet, the node's name)\n"
@@ -328,8 +330,8 @@ enum {
     OPT_CDI_DIR,
     OPT_SHIM,
     OPT_NVIDIA_DIR,
+    OPT_NVIDIA_MAJOR,
     OPT_VERIFY_GPUS,
-    OPT_DEVICE_NODE_DIR,
     OPT_ON_SERVER_DOWN,
     OPT_UNINSTALL,
     OPT_INSTALL_DIR,
@@ -363,8 +365,8 @@ static int parse_options(int argc, char **argv)
         {"client-buffer", required_argument, NULL, OPT_CLIENT_BUFFER},
         {"metrics", required_argument, NULL, 'm'},
         {"nvidia-dir", required_argument, NULL, OPT_NVIDIA_DIR},
+        {"nvidia-major", required_argument, NULL, OPT_NVIDIA_MAJOR},
         {"verify-gpus", required_argument, NULL, OPT_VERIFY_GPUS},
-        {"device-node-dir", required_argument, NULL, OPT_DEVICE_NODE_DIR},
         {"on-server-down", required_argument, NULL, OPT_ON_SERVER_DOWN},
         {"uninstall", no_argument, NULL, OPT_UNINSTALL},
         {"install-dir", required_argument, NULL, OPT_INSTALL_DIR},
@@ -384,17 +386,18 @@ static int parse_options(int argc, char **argv)
         case OPT_SHIM: options.shim_path = optarg; break;
         case 'm': options.metrics_addr = optarg; break;
         case OPT_NVIDIA_DIR: options.nvidia_dir = optarg; break;
+        case OPT_NVIDIA_MAJOR:
+            if (!parse_uint(optarg, 1, 4095, &v)) {
+                fprintf(stderr, "gpuslice-server: --nvidia-major needs a device major number (1..4095), got '%s'\n",
+                        optarg);
+                return 1;
+            }
+            options.nvidia_major = (unsigned)v;
+            break;
         case OPT_UNINSTALL: uninstall = true; break;
         case OPT_INSTALL_DIR: install_dir = optarg; break;
         case OPT_HOSTNAME: options.hostname = optarg; break;
         case OPT_POD_LOG_DIR: options.pod_log_dir = optarg; break;
-        case OPT_DEVICE_NODE_DIR:
-            if (optarg[0] != '/') {
-                fprintf(stderr, "gpuslice-server: --device-node-dir needs an absolute path, got '%s'\n", optarg);
-                return 1;
-            }
-            options.device_node_dir = optarg;
-            break;
         case OPT_VERIFY_GPUS:
             if (strcmp(optarg, "auto") == 0)
                 options.verify_gpus = VERIFY_GPUS_AUTO;
@@ -582,8 +585,8 @@ int main(int argc, char **argv)
          options.config_dir, options.run_dir, accept_client_budget(), options.max_clients_per_tenant,
          options.max_devices, options.max_devices_per_tenant, options.nofile);
     if (gpu_access_checked(now_ns()))
-        slog(LOG_INFO, "a GPU a process declares must be listed in %s/gpus and have its device node in %s "
-                       "in the process's root", options.nvidia_dir, options.device_node_dir);
+        slog(LOG_INFO, "a GPU a process declares must be listed in %s/gpus, and the process must pass an open "
+                       "descriptor of its device node", options.nvidia_dir);
     else
         slog(options.verify_gpus == VERIFY_GPUS_OFF ? LOG_INFO : LOG_WARN,
              "GPU UUIDs that processes declare are not checked (%s)",

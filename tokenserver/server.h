@@ -120,8 +120,8 @@ struct server_options {
     unsigned long nofile;             /* RLIMIT_NOFILE after raising it */
     const char *metrics_addr;         /* ADDR:PORT of /metrics; "" = none */
     const char *nvidia_dir;           /* the driver's /proc/driver/nvidia */
+    unsigned nvidia_major;            /* its device nodes' major number (195) */
     int verify_gpus;                  /* enum verify_gpus */
-    const char *device_node_dir;      /* where a process finds nvidiaN, in its root */
     int64_t clock_offset_ns;          /* CLOCK_MONOTONIC here minus the protocol's
                                          (a time namespace's offset) */
     enum on_server_down on_server_down; /* ON_DOWN_WAIT or ON_DOWN_OPEN: the
@@ -322,13 +322,14 @@ const char *gpu_model_of(const uint8_t uuid[16], uint64_t now);
 
 /* ---- gpu_access.c ------------------------------------------------------------- */
 
-/* Whether the process pid may use the GPU uuid: the driver lists the
- * GPU, and the process's root has its device node (a character device
- * 195:N at options.device_node_dir/nvidiaN, reached without following a
- * symlink), as a container runtime gives only the GPUs a container was
- * allocated. True when checks are off (options.verify_gpus, or AUTO on a
- * node without the driver's list). Else false with a reason in why. */
-bool gpu_access_allowed(uint32_t pid, const uint8_t uuid[16], uint64_t now, char *why, size_t whylen);
+/* Whether the client that declared the GPU uuid, passing node_fd (-1:
+ * none), may use it: the driver lists the GPU, and node_fd is an open
+ * descriptor of its device node (character device 195:N, N the minor the
+ * driver lists), which the kernel let the process open: a container's
+ * device cgroup allows only the GPUs it was given, whatever nodes it makes.
+ * True when checks are off (options.verify_gpus, or AUTO on a node without
+ * the driver's list). Else false with a reason in why. */
+bool gpu_access_allowed(int node_fd, const uint8_t uuid[16], uint64_t now, char *why, size_t whylen);
 /* Whether declarations are checked (for the start-up log). */
 bool gpu_access_checked(uint64_t now);
 
@@ -389,9 +390,11 @@ void clients_sweep(void);
  * Owned by the loop's thread; changed only by sched_run and devices.c. */
 extern struct sched server_sched;
 
-/* Declares slot of c to be the GPU uuid, within the limits; gives back what
- * the slot named before. NULL (with a reason) if the limits refuse it. */
-struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], const char **why);
+/* Declares slot of c to be the GPU uuid, within the limits, node_fd (-1
+ * none) the descriptor of its device node that came with the DEVICE;
+ * gives back what the slot named before. NULL (with a reason) if the
+ * limits or the check of access refuse it. */
+struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16], int node_fd, const char **why);
 /* The slot no longer names its device (it declares another; lives_on:
  * its process keeps what it holds counted until it declares again or
  * exits). */

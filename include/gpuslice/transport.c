@@ -8,6 +8,7 @@
 #include "transport.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,27 +32,44 @@ static uint64_t timespec_ns(const struct timespec *ts)
     return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
 }
 
-ssize_t gs_transport_recv(int fd, void *buf, size_t cap, int flags, uint64_t *sent_ns)
+ssize_t gs_transport_recv_passed(int fd, void *buf, size_t cap, int flags, uint64_t *sent_ns, int *passed)
 {
     union {
-        char space[CMSG_SPACE(sizeof(struct timespec))];
+        char space[CMSG_SPACE(sizeof(struct timespec)) + CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } control;
     struct iovec iov = {.iov_base = buf, .iov_len = cap};
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
-                        .msg_controllen = sizeof control.space};
-    ssize_t n = recvmsg(fd, &mh, flags);
+                        .msg_controllen = passed ? sizeof control.space : CMSG_SPACE(sizeof(struct timespec))};
+    if (passed)
+        *passed = -1;
+    ssize_t n = recvmsg(fd, &mh, flags | (passed ? MSG_CMSG_CLOEXEC : 0));
     if (n < 0)
         return n;
     *sent_ns = 0;
     struct timespec mono, real;
-    if ((mh.msg_flags & MSG_CTRUNC) || clock_gettime(CLOCK_MONOTONIC, &mono) != 0 ||
-        clock_gettime(CLOCK_REALTIME, &real) != 0)
-        return n;
-    uint64_t now = timespec_ns(&mono), real_now = timespec_ns(&real);
+    bool clocks = clock_gettime(CLOCK_MONOTONIC, &mono) == 0 && clock_gettime(CLOCK_REALTIME, &real) == 0;
+    uint64_t now = clocks ? timespec_ns(&mono) : 0, real_now = clocks ? timespec_ns(&real) : 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS ||
-            c->cmsg_len < CMSG_LEN(sizeof(struct timespec)))
+        if (c->cmsg_level != SOL_SOCKET)
+            continue;
+        if (c->cmsg_type == SCM_RIGHTS) {
+            /* one descriptor is taken; any more in the same message
+             * (a peer's mistake) are closed */
+            size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < count; i++) {
+                int got;
+                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+                if (passed && *passed < 0)
+                    *passed = got;
+                else if (close(got) != 0) {
+                    /* a descriptor nobody used: nothing to lose */
+                }
+            }
+            continue;
+        }
+        if (c->cmsg_type != SCM_TIMESTAMPNS || c->cmsg_len < CMSG_LEN(sizeof(struct timespec)) || !clocks ||
+            (mh.msg_flags & MSG_CTRUNC))
             continue;
         struct timespec stamp;
         memcpy(&stamp, CMSG_DATA(c), sizeof stamp);
@@ -60,6 +78,32 @@ ssize_t gs_transport_recv(int fd, void *buf, size_t cap, int flags, uint64_t *se
             *sent_ns = now - (real_now - then);
     }
     return n;
+}
+
+ssize_t gs_transport_recv(int fd, void *buf, size_t cap, int flags, uint64_t *sent_ns)
+{
+    return gs_transport_recv_passed(fd, buf, cap, flags, sent_ns, NULL);
+}
+
+ssize_t gs_transport_send_passing(int fd, const void *buf, size_t len, int passed)
+{
+    union {
+        char space[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (passed >= 0) {
+        memset(&control, 0, sizeof control);
+        mh.msg_control = control.space;
+        mh.msg_controllen = sizeof control.space;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &passed, sizeof passed);
+    }
+    return sendmsg(fd, &mh, MSG_NOSIGNAL);
 }
 
 int64_t gs_transport_clock_offset_ns(void)

@@ -1,6 +1,8 @@
 /*
  * How a protocol message travels: one message per recvmsg on a
- * SOCK_SEQPACKET Unix socket, with the time its sender queued it.
+ * SOCK_SEQPACKET Unix socket, with the time its sender queued it, and a
+ * DEVICE with the descriptor of the GPU's device node that proves the
+ * sender may open it (SCM_RIGHTS).
  *
  * The time matters to accounting, not to the protocol: the server ends a
  * slice's charge when the holder sent RELEASE, not when the server woke to
@@ -34,6 +36,16 @@ int gs_transport_stamp_messages(int fd);
  * that is not known (the socket does not stamp messages, or the stamp is
  * not plausible: the real-time clock was set meanwhile). */
 ssize_t gs_transport_recv(int fd, void *buf, size_t cap, int flags, uint64_t *sent_ns);
+
+/* gs_transport_recv, and the descriptor the sender passed with the message
+ * (SCM_RIGHTS), close-on-exec, in *passed: -1 if none. More than one is
+ * closed but for the first. The caller owns *passed. */
+ssize_t gs_transport_recv_passed(int fd, void *buf, size_t cap, int flags, uint64_t *sent_ns, int *passed);
+
+/* send(fd, buf, len, MSG_NOSIGNAL), passing the descriptor `passed` along
+ * with the message when it is not -1 (SCM_RIGHTS: the receiver gets its
+ * own descriptor of the same open file). */
+ssize_t gs_transport_send_passing(int fd, const void *buf, size_t len, int passed);
 
 /* This process's CLOCK_MONOTONIC minus the wire's: its time namespace's
  * monotonic offset, from /proc/self/timens_offsets. 0 in the initial

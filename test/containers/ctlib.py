@@ -109,7 +109,7 @@ class SharedMachine(testlib.Machine):
     """A fakecuda machine whose state lives alone in a directory that every
     container mounts, readable and writable by any uid."""
 
-    def __init__(self):
+    def __init__(self, devices=1):
         self.dir = tempfile.mkdtemp(prefix="gpuslice-ct-")
         os.chmod(self.dir, 0o755)
         self.state_dir = os.path.join(self.dir, "state")
@@ -117,7 +117,7 @@ class SharedMachine(testlib.Machine):
         os.chmod(self.state_dir, 0o1777)
         self.state = os.path.join(self.state_dir, "fakecuda.state")
         self.env = dict(os.environ, LD_LIBRARY_PATH=testlib.FAKECUDA_DIR, FAKECUDA_STATE=self.state,
-                        FAKECUDA_DEVICES="1", FAKECUDA_MEMORY="16G")
+                        FAKECUDA_DEVICES=str(devices), FAKECUDA_MEMORY="16G")
         subprocess.run([SPIN, "--count", "1", "--kernel-us", "1"], env=self.env, check=True,
                        stdout=subprocess.DEVNULL)
         os.chmod(self.state, 0o666)

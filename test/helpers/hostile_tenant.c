@@ -5,12 +5,15 @@
  * them, or floods the server. Held time is measured here, by this
  * program's own clock: from each GRANT it reads to the RELEASE it sends.
  *
- *   hostile_tenant hold SOCKET SECONDS UUIDHEX[,UUIDHEX...] [--claim-idle]
+ *   hostile_tenant hold SOCKET SECONDS UUIDHEX[,UUIDHEX...] [--claim-idle] [--node PATH]
  *       one connection per UUID (the ranks of a job; two or more UUIDs
  *       make the tenant a gang), each declaring its GPU and asking for it
  *       again and again: it holds every grant until its deadline (or a
  *       REVOKE), then releases asking for more. --claim-idle: each RELEASE
- *       says the whole slice was left idle. Prints, per UUID in order,
+ *       says the whole slice was left idle. --node PATH: each DEVICE
+ *       passes a descriptor of PATH, opened for reading, as the proof of
+ *       access the shim passes (none if it cannot be opened; without
+ *       --node, none). Prints, per UUID in order,
  *       "held UUIDHEX: ms=HELD slices=N", then "wall: ms=W".
  *   hostile_tenant flood SOCKET CONNECTIONS SECONDS
  *       CONNECTIONS connections, each declaring its 16 slots again and
@@ -35,6 +38,9 @@
 #include <unistd.h>
 
 #include "gpuslice/protocol.h"
+#include "gpuslice/transport.h"
+
+#include <fcntl.h>
 
 #define MAX_RANKS 8
 
@@ -106,12 +112,23 @@ static void hello(int fd)
     }
 }
 
+/* The file whose descriptor each DEVICE of `hold` passes (--node), or NULL. */
+static const char *node_path;
+
 static void declare(int fd, int slot, const uint8_t uuid[16])
 {
     struct gs_msg m = {.type = GS_MSG_DEVICE};
     m.u.device.slot = (uint32_t)slot;
     memcpy(m.u.device.uuid, uuid, 16);
-    send_msg(fd, &m);
+    int node = node_path ? open(node_path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) : -1;
+    if (node_path && node < 0)
+        fprintf(stderr, "hostile_tenant: %s: %s: declaring without it\n", node_path, strerror(errno));
+    uint8_t buf[GS_MSG_MAX];
+    size_t len = gs_msg_encode(&m, buf, sizeof buf);
+    if (len && gs_transport_send_passing(fd, buf, len, node) != (ssize_t)len)
+        fprintf(stderr, "hostile_tenant: DEVICE: %s\n", strerror(errno));
+    if (node >= 0)
+        close(node);
 }
 
 static void acquire(int fd)
@@ -290,13 +307,24 @@ static int latency(const char *path, const char *hex, int count)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc >= 5 && strcmp(argv[1], "hold") == 0)
-        return hold(argv[2], atof(argv[3]), argv[4], argc > 5 && strcmp(argv[5], "--claim-idle") == 0);
+    if (argc >= 5 && strcmp(argv[1], "hold") == 0) {
+        int claim_idle = 0;
+        for (int i = 5; i < argc; i++) {
+            if (strcmp(argv[i], "--claim-idle") == 0)
+                claim_idle = 1;
+            else if (strcmp(argv[i], "--node") == 0 && i + 1 < argc)
+                node_path = argv[++i];
+            else
+                goto usage;
+        }
+        return hold(argv[2], atof(argv[3]), argv[4], claim_idle);
+    }
     if (argc == 5 && strcmp(argv[1], "flood") == 0)
         return flood(argv[2], atoi(argv[3]), atof(argv[4]));
     if (argc == 5 && strcmp(argv[1], "latency") == 0)
         return latency(argv[2], argv[3], atoi(argv[4]));
-    fprintf(stderr, "usage: hostile_tenant hold SOCKET SECONDS UUIDHEX[,UUIDHEX...] [--claim-idle]\n"
+usage:
+    fprintf(stderr, "usage: hostile_tenant hold SOCKET SECONDS UUIDHEX[,UUIDHEX...] [--claim-idle] [--node PATH]\n"
                     "       hostile_tenant flood SOCKET CONNECTIONS SECONDS\n"
                     "       hostile_tenant latency SOCKET UUIDHEX COUNT\n");
     return 2;
