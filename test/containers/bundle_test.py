@@ -112,12 +112,14 @@ def elf_machine(path):
         return {62: "x86-64", 183: "aarch64"}.get(int.from_bytes(f.read(20)[18:20], "little"), "?")
 
 
-def start_server(cleanup, image, name, run_dir, conf, opt_dir, platform=()):
+def start_server(cleanup, image, name, run_dir, conf, opt_dir, platform=(), volumes=(), args=()):
     """The DaemonSet's server container: returns its name."""
     argv = PODMAN + ["run", "-d", "--name", name] + list(platform) + LOCKED + [
         "--pid", "host", "-v", conf + ":/etc/gpuslice/tenants.d:ro", "-v", run_dir + ":" + run_dir,
-        "-v", CDI_DIR + ":/var/run/cdi", image, "/usr/bin/gpuslice-server", "--config-dir=/etc/gpuslice/tenants.d",
-        "--run-dir=" + run_dir, "--cdi-dir=/var/run/cdi", "--shim=" + os.path.join(opt_dir, "lib", "libgpuslice.so")]
+        "-v", CDI_DIR + ":/var/run/cdi"] + list(volumes) + [
+        image, "/usr/bin/gpuslice-server", "--config-dir=/etc/gpuslice/tenants.d",
+        "--run-dir=" + run_dir, "--cdi-dir=/var/run/cdi",
+        "--shim=" + os.path.join(opt_dir, "lib", "libgpuslice.so")] + list(args)
     out = subprocess.run(argv, capture_output=True, text=True)
     cleanup.add(lambda: subprocess.run(["podman", "rm", "-f", "-t", "5", name], capture_output=True))
     return out.returncode, out.stderr.strip()
@@ -226,6 +228,78 @@ with Cleanup() as cleanup:
             os.unlink(SPEC)
         except FileNotFoundError:
             pass
+
+    # 4b. The same server checks the GPUs its tenants declare, with no
+    # capability (issue 40): the driver's directory it is shown lists two
+    # GPUs, whose nodes stand in as two of the kernel's misc devices that
+    # can be opened here and that podman does not allow by default
+    # (NVIDIA's, major 195, cannot be opened without the driver):
+    # /dev/fuse (10:229) for GPU 0, /dev/loop-control (10:237) for GPU 1.
+    # Two containers of tenant b are given GPU 1's node; one of them, with
+    # CAP_MKNOD, makes GPU 0's node and runs on GPU 0: refused.
+    stand_in = {0: (229, "/dev/fuse"), 1: (237, "/dev/loop-control")}
+    try:
+        for _, path in stand_in.values():
+            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        openable = ""
+    except OSError as e:
+        openable = str(e)
+    if served and not openable:
+        gmachine = ctlib.SharedMachine(devices=2)
+        cleanup.add(gmachine.cleanup)
+        uuids = [d["uuid"] for d in gmachine.meter()["devices"]]
+        nvidia = os.path.join(work, "nvidia")
+        for gpu, (minor, _) in stand_in.items():
+            bus = os.path.join(nvidia, "gpus", "0000:%02x:00.0" % (gpu + 1))
+            os.makedirs(bus)
+            h = uuids[gpu]
+            with open(os.path.join(bus, "information"), "w") as f:
+                f.write("GPU UUID: \t GPU-%s-%s-%s-%s-%s\nDevice Minor: \t %d\n"
+                        % (h[:8], h[8:12], h[12:16], h[16:20], h[20:], minor))
+        subprocess.run(["chmod", "-R", "a+rX", work], check=True)
+        gname = "gpuslice-test-%d-server-gpus" % os.getpid()
+        code, err = start_server(cleanup, image, gname, run_dir, conf, opt_dir, volumes=["-v", nvidia + ":/nvidia:ro"],
+                                 args=["--nvidia-dir=/nvidia", "--nvidia-major=10"])
+        checks.expect(code == 0 and wait_served(run_dir, [prefix + "a", prefix + "b"], 20),
+                      "bundle: the server under the DaemonSet's settings starts with a driver's list of GPUs (%d: %s)"
+                      % (code, err[-300:]))
+        gpodman = runtimes.Podman(gmachine)
+        cleanup.add(gpodman.cleanup)
+        given = ["--device", "gpuslice.io/tenant=" + prefix + "b", "--device", "/dev/loop-control:/dev/nvidia237",
+                 "-e", "GPUSLICE_NVIDIA_DIR=/nvidia", "-v", nvidia + ":/nvidia:ro"]
+        code, out, err = gpodman.run("given", image, ctlib.spin_argv(2, "--device", "1"), args=given)
+        checks.expect(code == 0 and "device=1" in out,
+                      "bundle: a container given GPU 1's node runs its CUDA process there (%d: %s)"
+                      % (code, (out + err).strip()[-200:]))
+        minor0 = stand_in[0][0]
+        script = "mknod /dev/nvidia%d c 10 %d && echo made && exec %s" % (minor0, minor0, " ".join(
+            ctlib.spin_argv(3, "--device", "0")))
+        snap = gmachine.snapshot()
+        gpodman.start("mknod", image, ["/bin/sh", "-c", script], args=given + ["--cap-add", "MKNOD"])
+        refused, logs = False, ""
+        end = time.monotonic() + 20
+        while time.monotonic() < end and not refused:
+            time.sleep(0.2)
+            logs = subprocess.run(["podman", "logs", gname], capture_output=True, text=True).stderr
+            refused = "could not open the device node nvidia%d" % minor0 in logs
+        time.sleep(1.0)
+        busy0 = gmachine.meter(since=snap)["devices"][0]["busy_ns"]
+        made = subprocess.run(["podman", "logs", gpodman.prefix + "mknod"], capture_output=True, text=True)
+        checks.expect("made" in made.stdout + made.stderr,
+                      "bundle: the container with CAP_MKNOD made GPU 0's node (%s)" % made.stdout.strip()[-120:])
+        checks.expect(refused and busy0 == 0,
+                      "bundle: its GPU 0 is refused by the server under the DaemonSet's settings, which says why, "
+                      "and none of its kernels ran there (%s; busy %d ns)"
+                      % ([l for l in logs.splitlines() if "not given" in l][-1:], busy0))
+        gpodman.cleanup()
+        subprocess.run(["podman", "stop", "-t", "5", gname], capture_output=True)
+        try:
+            os.unlink(SPEC)
+        except FileNotFoundError:
+            pass
+    elif served:
+        checks.expect(not ctlib.REQUIRED, "bundle: the GPU check under the DaemonSet's settings needs /dev/fuse and "
+                      "/dev/loop-control to open (%s)" % openable)
 
     # 5. The arm64 image, under emulation, where it can be.
     other = "arm64" if ARCH == "amd64" else None
