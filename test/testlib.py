@@ -269,7 +269,9 @@ class Server:
         and hard, or a (soft, hard) pair); conf: the configuration directory path to give it
         (default: a fresh tenants.d); cdi_dir: where it writes its CDI spec ("": none)."""
         self.machine = machine
-        self.args = list(args)
+        # No metrics listener unless a test asks for one: the default port
+        # (29400) is the node's, and other runs on the machine may use it.
+        self.args = list(args) if "--metrics" in args else ["--metrics", ""] + list(args)
         self.nofile = nofile
         self.cdi_dir = cdi_dir
         self.wrapper = list(wrapper)
