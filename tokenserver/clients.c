@@ -339,9 +339,8 @@ static void client_readable(void *arg, uint32_t events)
         }
         struct gs_msg msg;
         enum gs_decode_result r = gs_msg_decode(buf, (size_t)n, &msg);
-        if (r != GS_DECODE_OK)
-            close_passed(passed);
         if (r != GS_DECODE_OK) {
+            close_passed(passed);
             char what[128];
             if (r == GS_DECODE_BAD_VERSION && n >= 6)
                 snprintf(what, sizeof what, "protocol version mismatch: this server speaks %d, the client %u",
