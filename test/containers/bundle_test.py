@@ -17,6 +17,10 @@ and no network, as the DaemonSet runs it, with podman and runc:
    image running its spin, asking for tenants at 3:1 by CDI device, split
    the simulated GPU 75/25 +-3 by the fakecuda meter, and the bundle's
    gpuslicectl lists them by host PID and container ID.
+4b. The same server, shown a driver's list of two GPUs (stand-in nodes:
+   /dev/fuse and /dev/loop-control, --nvidia-major 10), accepts a
+   container given GPU 1's node and refuses GPU 0 to one that makes GPU
+   0's node with mknod (CAP_MKNOD): no capability is needed for the check.
 5. Where the arm64 bundle is there too and qemu-aarch64 is registered with
    binfmt_misc (scripts/test-aarch64 does that), its image is loaded and
    its server started with --network none under emulation: it serves its
@@ -272,10 +276,10 @@ with Cleanup() as cleanup:
                       "bundle: a container given GPU 1's node runs its CUDA process there (%d: %s)"
                       % (code, (out + err).strip()[-200:]))
         minor0 = stand_in[0][0]
-        script = "mknod /dev/nvidia%d c 10 %d && echo made && exec %s" % (minor0, minor0, " ".join(
+        attack = "mknod /dev/nvidia%d c 10 %d && echo made && exec %s" % (minor0, minor0, " ".join(
             ctlib.spin_argv(3, "--device", "0")))
         snap = gmachine.snapshot()
-        gpodman.start("mknod", image, ["/bin/sh", "-c", script], args=given + ["--cap-add", "MKNOD"])
+        gpodman.start("mknod", image, ["/bin/sh", "-c", attack], args=given + ["--cap-add", "MKNOD"])
         refused, logs = False, ""
         end = time.monotonic() + 20
         while time.monotonic() < end and not refused:
