@@ -9,7 +9,10 @@
  * than the tenant's cap (the process's driver says how much it has).
  *
  * What one client can take is bounded: its messages queued in the kernel
- * (SO_SNDBUF = --client-buffer; a client that lets it fill is dropped),
+ * (SO_SNDBUF = --client-buffer; a client that lets it fill is dropped;
+ * a GRANT the scheduler sends unasked for a new bound goes out only while
+ * a quarter or less of it is queued, else it waits, so it never counts
+ * toward that),
  * CLIENT_BATCH messages handled per wake-up, GS_MAX_DEVICES device slots,
  * and its tenant's limits (accept.c, devices.c). What one tenant can take
  * is bounded too: TENANT_BATCH messages of all its clients together per
@@ -23,6 +26,7 @@
 #include "gpuslice/transport.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,10 +119,17 @@ static void doom(struct client *c)
         slog(LOG_WARN, "shutdown: %s", strerror(errno));
 }
 
+static void notice_replaced(struct client *c, const struct gs_msg *msg)
+{
+    if ((msg->type == GS_MSG_GRANT || msg->type == GS_MSG_REVOKE) && msg->u.grant.slot < GS_MAX_DEVICES)
+        c->notices_waiting &= ~(1u << msg->u.grant.slot);
+}
+
 int client_send(struct client *c, const struct gs_msg *msg)
 {
     if (c->closing)
         return -1;
+    notice_replaced(c, msg);
     if (msg->type == GS_MSG_MEM_LEASED && msg->u.leased.status == GS_LEASE_REFUSED)
         log_memory_refusal(c, &msg->u.leased);
     uint8_t buf[GS_MSG_MAX];
@@ -141,6 +152,69 @@ int client_send(struct client *c, const struct gs_msg *msg)
                      gs_msg_type_str(msg->type), strerror(errno));
     doom(c);
     return -1;
+}
+
+/* Writable in epoll's sense: for a Unix socket, at most a quarter of its
+ * send buffer (client_buffer, which the kernel doubles) is queued. */
+static bool room_for_notice(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int n;
+    do
+        n = poll(&p, 1, 0);
+    while (n < 0 && errno == EINTR);
+    return n == 1 && (p.revents & POLLOUT);
+}
+
+/* Sends the notice of one slot if there is room: true if sent (or the
+ * client is going), false if it must wait. */
+static bool notice_sent(struct client *c, uint32_t slot)
+{
+    if (c->closing || !room_for_notice(c->fd))
+        return c->closing;
+    struct gs_msg msg = {.type = GS_MSG_GRANT};
+    msg.u.grant = c->notices[slot];
+    uint8_t buf[GS_MSG_MAX];
+    size_t len = gs_msg_encode(&msg, buf, sizeof buf);
+    ssize_t n;
+    do
+        n = len ? send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) : -1;
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)len)
+        return true;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return false;
+    if (n >= 0 || (errno != EPIPE && errno != ECONNRESET))
+        slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: could not send a GRANT: %s; dropped", c->tenant->name,
+                     c->pid, n >= 0 ? "cut short" : strerror(errno));
+    doom(c);
+    return true;
+}
+
+/* Sends what notices wait and there is room for; watches for room while
+ * any still waits. */
+static void send_waiting_notices(struct client *c)
+{
+    for (uint32_t slot = 0; slot < GS_MAX_DEVICES && !c->closing; slot++)
+        if ((c->notices_waiting & (1u << slot)) && notice_sent(c, slot))
+            c->notices_waiting &= ~(1u << slot);
+    bool watch_room = c->notices_waiting && !c->closing;
+    if (watch_room == c->watching_room)
+        return;
+    if (loop_mod(&c->watch, EPOLLIN | EPOLLRDHUP | (watch_room ? EPOLLOUT : 0)) == 0)
+        c->watching_room = watch_room;
+    else
+        slog(LOG_WARN, "tenant %s pid %u: epoll: %s", c->tenant->name, c->pid, strerror(errno));
+}
+
+void client_notify(struct client *c, const struct gs_msg *msg)
+{
+    uint32_t slot = msg->u.grant.slot;
+    if (c->closing || msg->type != GS_MSG_GRANT || slot >= GS_MAX_DEVICES)
+        return;
+    c->notices[slot] = msg->u.grant;
+    c->notices_waiting |= 1u << slot;
+    send_waiting_notices(c);
 }
 
 /* Closing a socket with messages still unread resets the connection, and
@@ -308,6 +382,11 @@ static void client_readable(void *arg, uint32_t events)
     struct client *c = arg;
     uint8_t buf[GS_MSG_MAX];
     bool gone = false;
+    if (events & EPOLLOUT) {
+        send_waiting_notices(c);
+        if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+            return;
+    }
     /* At most CLIENT_BATCH messages: the rest waits for the next round
      * (epoll is level-triggered), so that others are served in between. */
     struct tenant *t = c->tenant;

@@ -54,7 +54,10 @@ static void carry_out(const struct sched_action *a)
         msg.u.grant.deadline_ns = gs_transport_clock_to_wire(a->at, options.clock_offset_ns);
         msg.u.grant.flags = a->flags;
         msg.u.grant.ahead_ns = a->ahead_ns;
-        send_slot(a->slot, &msg);
+        if (a->notice)
+            client_notify(client_of(a->slot), &msg);
+        else
+            send_slot(a->slot, &msg);
         break;
     case SCHED_REVOKE:
         msg.type = GS_MSG_REVOKE;

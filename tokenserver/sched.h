@@ -120,6 +120,12 @@ struct device_tenant {
     uint64_t late_stop;        /* charged up to here at most: one grace
                                   period on, or sooner where its next
                                   slice here began */
+    uint64_t named_since;      /* refs last rose from 0 then */
+    uint64_t preempt_debt_ns;  /* a latency tenant: PREEMPT_COST_NS per
+                                  preemption it made here, less what it
+                                  held here since (sched_may_preempt) */
+    uint64_t preempt_paid_ns;  /* what its slice here paid of that, given
+                                  back with what it claims it left idle */
     unsigned waiting;          /* its slots waiting for a grant here */
     bool tenant_waits;         /* its tenant waits on some GPU (tenant.waiting
                                   > 0), mirrored here */
@@ -142,6 +148,27 @@ struct device_tenant {
 
 /* DEV_RESERVED: kept free for a gang whose other GPUs are not free yet;
  * holder is the gang's entry, and nothing runs. */
+/* A preemption costs the batch tenant its handoffs with the GPU idle (two
+ * where the latency tenant runs nothing), whatever the latency tenant does
+ * with it; so a latency tenant pays for each by holding the GPU
+ * PREEMPT_COST_NS, and one that owes PREEMPT_DEBT_MAX_NS waits its turn
+ * as a batch tenant does until its use pays it down. One that asks and
+ * gives back as fast as it can, running nothing, otherwise cost a batch
+ * tenant beside 1 ms kernels a handoff per drain, 12 % of its device
+ * time; an inference step of 1 ms of kernels pays for its own. */
+#define PREEMPT_COST_NS 500000ull
+/* At most one GRANT with a changed bound per GPU in this long (bound_changed). */
+#define BOUND_NOTICE_GAP_NS 2000000ull
+/* A latency tenant bounds a GPU's batch holders once its processes have
+ * named the GPU this long (bound_changed). */
+#define BOUND_SETTLE_NS 2000000ull
+#define PREEMPT_DEBT_MAX_NS (4 * PREEMPT_COST_NS)
+
+static inline bool sched_may_preempt(const struct device_tenant *dt)
+{
+    return dt->preempt_debt_ns < PREEMPT_DEBT_MAX_NS;
+}
+
 enum device_state { DEV_IDLE, DEV_RUNNING, DEV_REVOKING, DEV_RESERVED };
 
 struct sched_slot;
@@ -184,6 +211,9 @@ struct device {
                                   for a latency tenant: not extended */
     uint64_t ahead_granted;    /* the bound on admitted work (ahead_ns) the
                                   slice's holders were last granted */
+    uint64_t bound_sent_at;    /* when bound_changed last sent holders a
+                                  new bound */
+    uint64_t bound_due;        /* a changed bound held back until then; 0 none */
     struct device *dirty_next, *timer_next;
     struct device *next;
     uint64_t slices, handoffs;
@@ -278,6 +308,9 @@ struct sched_action {
     uint64_t grant, at;      /* GRANT: at is the deadline; SET_TIMER */
     uint32_t flags;          /* GRANT: GS_GRANT_* */
     uint64_t ahead_ns;       /* GRANT: admitted ahead at most (0: no bound) */
+    bool notice;             /* GRANT: of the slice the slot holds, for its
+                                new bound alone, sent unasked (a client
+                                that is slow to read it is not dropped) */
     uint64_t id, granted, cap, used; /* LEASED, MEM_RESULT, OVER_CAP */
     uint32_t status;         /* LEASED: enum gs_lease_status */
     const char *reason;      /* DROP: a static string */
@@ -292,6 +325,7 @@ struct sched {
                                 its slice is taken back */
     uint64_t preempt_ns;     /* a latency tenant's preempt_ms where its file
                                 says none (--preempt-ms; sched_init: 2 ms) */
+    uint64_t step_now;       /* the clock of the step under way */
     struct sched_tenant *forming_gang; /* the gang gathering its GPUs */
     uint64_t forming_until;  /* when its gathering gives up */
     uint64_t gang_starts;    /* gang slices started; device.gang_start */

@@ -361,6 +361,10 @@ struct client {
     uint32_t hello_pid;      /* the PID its HELLO gave: its own, in its namespace */
     uint64_t pidns;          /* its PID namespace's inode, 0 if unknown (usage.c) */
     struct usage_bucket usage_bucket; /* its USAGE answers (usage.c) */
+    /* Notices (client_notify) that waited for room, the latest per slot. */
+    struct gs_msg_grant notices[GS_MAX_DEVICES];
+    uint32_t notices_waiting;  /* bit per slot */
+    bool watching_room;        /* EPOLLOUT watched for them */
     struct sched_slot slots[GS_MAX_DEVICES];  /* by the protocol's slot number:
                                                  its GPU and what the scheduler
                                                  keeps of it */
@@ -381,6 +385,12 @@ void client_drop(struct client *c, const char *what);
 /* Sends one message. A client whose buffer is full (it does not read) is
  * dropped: marked closing and closed at its next event. */
 int client_send(struct client *c, const struct gs_msg *msg);
+/* Sends a GRANT the scheduler sends unasked, for a new bound alone
+ * (sched_action.notice): only while the client's socket is writable, else
+ * it waits for room, the latest per slot, and a client slow to read it is
+ * not dropped for it. A GRANT or REVOKE of the slot sent meanwhile
+ * replaces it. */
+void client_notify(struct client *c, const struct gs_msg *msg);
 /* Closes connections that never said HELLO; called every second. */
 void clients_sweep(void);
 

@@ -23,6 +23,13 @@
  *       declares the GPU, then COUNT times: ACQUIRE, waits for the GRANT,
  *       RELEASE, 1 ms pause. Prints "latency_us: p50=.. p90=.. p99=..
  *       max=.. n=COUNT" (ACQUIRE sent to GRANT read), or "no-grant".
+ *   hostile_tenant churn SOCKET UUIDHEX SECONDS
+ *       declares the GPU, then as fast as it can: ACQUIRE, waits for the
+ *       GRANT, RELEASE at once (nothing run). Prints "cycles N".
+ *   hostile_tenant toggle SOCKET UUIDHEX OTHERHEX SECONDS
+ *       names the GPU UUIDHEX and then OTHERHEX with its slot 0, back and
+ *       forth as fast as the server reads it, never asking for a slice;
+ *       reads what comes. Prints "flips N".
  *
  * Exit status 0, or 1 when the server closed a connection of `hold` or
  * `latency` (its ERROR is printed).
@@ -304,6 +311,56 @@ static int latency(const char *path, const char *hex, int count)
     return 0;
 }
 
+static int churn(const char *path, const char *hex, double seconds)
+{
+    uint8_t uuid[16];
+    if (parse_uuid(hex, uuid) != 0)
+        return 2;
+    int fd = connect_to(path, 0);
+    hello(fd);
+    declare(fd, 0, uuid);
+    uint64_t end = now_ns() + (uint64_t)(seconds * 1e9), cycles = 0;
+    while (now_ns() < end) {
+        acquire(fd);
+        struct gs_msg m;
+        int got;
+        while ((got = recv_msg(fd, &m, 5000)) == 1 && m.type != GS_MSG_GRANT)
+            ;
+        if (got != 1) {
+            printf(got < 0 ? "closed\n" : "no-grant\n");
+            return 1;
+        }
+        release(fd, m.u.grant.grant, 0, 0);
+        cycles++;
+    }
+    printf("cycles %llu\n", (unsigned long long)cycles);
+    return 0;
+}
+
+static int toggle(const char *path, const char *hex, const char *other_hex, double seconds)
+{
+    uint8_t uuid[2][16];
+    if (parse_uuid(hex, uuid[0]) != 0 || parse_uuid(other_hex, uuid[1]) != 0)
+        return 2;
+    int fd = connect_to(path, 0);
+    hello(fd);
+    uint64_t end = now_ns() + (uint64_t)(seconds * 1e9), flips = 0;
+    while (now_ns() < end) {
+        declare(fd, 0, uuid[flips % 2]);
+        flips++;
+        struct gs_msg m;
+        int got;
+        while ((got = recv_msg(fd, &m, 0)) == 1)
+            ;
+        if (got < 0) {
+            printf("closed\n");
+            return 1;
+        }
+    }
+    printf("flips %llu\n", (unsigned long long)flips);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -323,9 +380,15 @@ int main(int argc, char **argv)
         return flood(argv[2], atoi(argv[3]), atof(argv[4]));
     if (argc == 5 && strcmp(argv[1], "latency") == 0)
         return latency(argv[2], argv[3], atoi(argv[4]));
+    if (argc == 5 && strcmp(argv[1], "churn") == 0)
+        return churn(argv[2], argv[3], atof(argv[4]));
+    if (argc == 6 && strcmp(argv[1], "toggle") == 0)
+        return toggle(argv[2], argv[3], argv[4], atof(argv[5]));
 usage:
     fprintf(stderr, "usage: hostile_tenant hold SOCKET SECONDS UUIDHEX[,UUIDHEX...] [--claim-idle] [--node PATH]\n"
                     "       hostile_tenant flood SOCKET CONNECTIONS SECONDS\n"
-                    "       hostile_tenant latency SOCKET UUIDHEX COUNT\n");
+                    "       hostile_tenant latency SOCKET UUIDHEX COUNT\n"
+                    "       hostile_tenant churn SOCKET UUIDHEX SECONDS\n"
+                    "       hostile_tenant toggle SOCKET UUIDHEX OTHERHEX SECONDS\n");
     return 2;
 }

@@ -67,8 +67,7 @@ BUGS = {
         "    else\n        set_timer(s, d, d->deadline);",
         "a preemption planned for one latency tenant drops the look planned for another one's limit", "447-447"),
     "sched-bound-unchanged": (
-        "tokenserver/sched.c", "static void bound_changed(struct sched *s, struct device *d)\n{\n",
-        "static void bound_changed(struct sched *s, struct device *d)\n{\n    return;\n",
+        "tokenserver/sched.c", "                    send_grant(s, d->slots[i], d, 0, true);\n", "                    (void)0;\n",
         "a batch holder is told of a latency tenant that names its GPU only with its next slice: until then it "
         "admits without a bound"),
     "gang-rank-forgotten": (

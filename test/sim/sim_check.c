@@ -187,7 +187,8 @@ static bool latency_due(const struct world *w, const struct device *d, uint64_t 
         const struct device_tenant *dt = &d->tenants[i];
         if (dt == h || dt->waiting == 0 || dt->eligible_at > now)
             continue;
-        double *least = dt->tenant->config.class == CLASS_LATENCY ? &latency : &batch;
+        /* one that has not paid for its preemptions waits as batch does */
+        double *least = dt->tenant->config.class == CLASS_LATENCY && sched_may_preempt(dt) ? &latency : &batch;
         if (dt->vtime < *least)
             *least = dt->vtime;
     }
@@ -236,7 +237,9 @@ static void check_latency_due(struct world *w)
 }
 
 /* Whether a process holding d's batch slice has no bound on work ahead
- * in its slice machine while a latency tenant names d. Not a holder that
+ * in its slice machine while a latency tenant names d (for
+ * BOUND_SETTLE_NS: it bounds holders from then on) and may preempt
+ * (sched_may_preempt). Not a holder that
  * is hostile or stopped, nor a gang's or a latency tenant's slice. */
 static bool batch_holder_unbounded(const struct world *w, const struct device *d, int g)
 {
@@ -244,7 +247,8 @@ static bool batch_holder_unbounded(const struct world *w, const struct device *d
         return false;
     bool named = false;
     for (size_t i = 0; i < d->ntenants && !named; i++)
-        named = d->tenants[i].refs > 0 && d->tenants[i].tenant->config.class == CLASS_LATENCY;
+        named = d->tenants[i].refs > 0 && d->tenants[i].tenant->config.class == CLASS_LATENCY &&
+                w->now >= d->tenants[i].named_since + BOUND_SETTLE_NS && sched_may_preempt(&d->tenants[i]);
     if (!named)
         return false;
     for (int i = 0; i < w->nprocs; i++) {
