@@ -163,6 +163,7 @@ struct shim_dev {
     bool revoked;            /* a REVOKE of held_grant arrived ... */
     uint64_t revoked_at;     /* ... then */
     uint64_t drain_began;    /* the machine entered DRAIN then */
+    uint64_t hold_began;     /* it entered HOLD or DRAIN from neither then */
     uint64_t slice_ahead;    /* every GRANT of the slice held bounded what is ahead of the
                                 GPU, to this at most; 0: one did not */
     uint64_t submitted_at_grant; /* launches handed to the driver before the slice */

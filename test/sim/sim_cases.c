@@ -360,6 +360,41 @@ static void share_lag_mid_slice(struct world *w)
     scenario_describe(w, "share-lag-mid-slice (named case)");
 }
 
+/* t0 (share 10, one process with items of 5 ms) and t1, a latency
+ * tenant of share 3 with sixteen processes, several with items of 20 and
+ * 50 ms; t0's process asks 1 ms after them and is killed at 0.7 s. t1
+ * is granted first; its processes admit their first items before any
+ * estimate exists, the slice's drain runs to the grace period, and t0
+ * waits 282 ms. The check judges such a wait by each tenant's longest
+ * slice, which it measured as its processes' holds taken together: alone
+ * after 0.7 s, t1's sixteen never all let go at once, so its longest
+ * slice read as 0 and the bound as 212 ms (fresh seed 71382216). A
+ * slice's length is now also each process's own hold (sim_shim.c,
+ * hold_end). */
+static void overlapping_holds(struct world *w)
+{
+    node(w, 1, ON_DOWN_WAIT);
+    /* share, limit, quantum (ms), memory (MiB), class, gang mode, gang */
+    static const struct tenant_row tenants[] = {{10, 1, 25, 805, CLASS_BATCH, GANG_AUTO, false},
+                                                {3, 1, 32, 0, CLASS_LATENCY, GANG_AUTO, false}};
+    add_tenants(w, tenants, 2);
+    /* tenant, app, item (us), depth, batch, host (us), start (ms), memory (MiB) */
+    static const struct proc_row procs[] = {
+        {0, APP_DEEP, 5000, 11, 1, 2339, 1, 168},  {1, APP_DEEP, 50000, 2, 1, 566, 0, 0},
+        {1, APP_DEEP, 200, 4, 4, 1914, 855, 155},  {1, APP_DEEP, 20000, 2, 32, 1514, 0, 76},
+        {1, APP_DEEP, 2000, 2, 32, 2778, 0, 0},    {1, APP_DEEP, 50000, 2, 1, 2667, 0, 0},
+        {1, APP_SYNC, 20, 9, 4, 815, 0, 164},      {1, APP_SYNC, 1000, 10, 1, 4527, 2438, 0},
+        {1, APP_DEEP, 2000, 10, 1, 2218, 0, 30},   {1, APP_SYNC, 50, 12, 32, 1199, 0, 85},
+        {1, APP_BURSTS, 500, 12, 1, 2255, 0, 85},  {1, APP_DEEP, 200, 15, 32, 3283, 0, 0},
+        {1, APP_SYNC, 50000, 2, 32, 1807, 0, 0},   {1, APP_BURSTS, 2000, 10, 1, 3754, 0, 0},
+        {1, APP_DEEP, 1000, 3, 1, 2534, 0, 0},     {1, APP_SYNC, 50000, 2, 32, 4271, 0, 0},
+        {1, APP_DEEP, 1000, 13, 4, 2212, 2306, 0},
+    };
+    add_procs(w, procs, sizeof procs / sizeof procs[0]);
+    scenario_fault(w, F_KILL, 0, 703 * MS, 0);
+    scenario_describe(w, "overlapping-holds (named case)");
+}
+
 /* A gang of two ranks on GPUs 0 and 1 (share 1, a quantum of 10 ms; its
  * ranks' collectives wait for each other up to the timeout, so each of
  * its slices drains for about 100 ms), and t1 with a deep queue on GPU 1.
@@ -462,5 +497,7 @@ const struct sim_case sim_cases[] = {
      gang_behind_holder},
     {"gangs-one-held-elsewhere", "a gang that waited for another GPU banks nothing against a gang that ran "
      "meanwhile", gangs_one_held_elsewhere},
+    {"overlapping-holds", "a tenant's longest slice is its processes' longest hold, also where their holds "
+     "overlap", overlapping_holds},
 };
 const int sim_ncases = (int)(sizeof sim_cases / sizeof sim_cases[0]);
