@@ -425,8 +425,8 @@ static void grant(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t 
     /* An extension of a slice already given back, sent before the RELEASE
      * reached the server. Not one of a slice given back and joined again:
      * that is held, and its extensions (a new deadline, a new bound on
-     * work ahead) count (simulation seed 5899: a holder that had joined
-     * again ignored its bound for the rest of its slice). */
+     * work ahead) count (a holder that had joined again ignored its
+     * bound for the rest of its slice: the plant shim-rejoined-unextended). */
     if (ev->grant == s->last_released && !join && !extension)
         return;
     if (!extension && s->state != GS_SLICE_WANT)
@@ -441,7 +441,7 @@ static void grant(struct gs_slice *s, const struct gs_slice_event *ev, uint64_t 
          * between slices unless the process ran unthrottled (server down,
          * open policy): then no spell is claimed while any of it is
          * queued, and none before the round that saw it finish (it may
-         * have run after the grant was sent: simulation seed 5352). */
+         * have run after the grant was sent, as the simulation found). */
         uint64_t idle_from = ev->sent_ns > s->last_round_end_ns ? ev->sent_ns : s->last_round_end_ns;
         atomic_store(&s->idle_ns, 0);
         atomic_store(&s->idle_since, queue_empty(s) && idle_from <= now ? idle_from : 0);

@@ -396,7 +396,7 @@ static void activate(struct device *d, struct device_tenant *dt, uint64_t now)
  * the floor (another tenant back from its limit may be in the running, as
  * far behind as it: two such tenants raised only to each other would
  * bank what their limits kept them from, and spend it on the others once
- * a limit is lifted: simulation seed 1297). Device time the others used
+ * a limit is lifted, as the simulation found). Device time the others used
  * while it could not have it is not held against them. */
 static void back_from_limit(struct device *d, struct device_tenant *dt, uint64_t now)
 {
@@ -416,7 +416,7 @@ static void back_from_limit(struct device *d, struct device_tenant *dt, uint64_t
  * virtual time counts for the floor even though the caller has already
  * taken it out (a tenant alone on a GPU that releases each slice idle
  * would otherwise never raise the floor, and one that comes back after a
- * long absence would start far behind it: simulation seed 5602). */
+ * long absence would start far behind it, as the simulation found). */
 static void deactivate_unless_waiting(struct device *d, struct device_tenant *dt, uint64_t now, bool was_running)
 {
     raise_floor(d, now);
@@ -741,7 +741,8 @@ static void preempt_for(struct sched *s, struct device *d, struct device_tenant 
     if (dt->eligible_at > now) {
         /* Its limit holds it back for now: looked at again when it lets
          * it go, if that is before the slice's next moment (on_timer).
-         * Else it waited the rest of the slice (sim seed 52). */
+         * Else it waited the rest of the slice (the simulation's plant
+         * sched-eligible-unlooked). */
         if (dt->eligible_at < d->deadline && (!d->timer_at || dt->eligible_at < d->timer_at))
             set_timer(s, d, dt->eligible_at);
         return;
@@ -847,7 +848,7 @@ static void unreserve_all(struct sched *s, const struct sched_tenant *t, uint64_
  * (stopped, or hung, until its grace is over). Not once a gathering of the
  * gang gave up (gang_insists): tenants whose drains outlast
  * NOT_YIELDING_NS on two of its GPUs, each draining while the other's slice
- * ends, would keep it from ever gathering (simulation seed 12046). The
+ * ends, would keep it from ever gathering, as the simulation found. The
  * next gathering keeps what it reserves until the drains end, grace at
  * most: the reserved GPUs are charged to the gang, and it waits no longer
  * than two gatherings. */
@@ -1373,8 +1374,8 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
             }
             set_timer(s, d, d->deadline - extend_margin(d->holder));
             /* Extended for being behind: a latency tenant waiting cuts it
-             * short when the holder passes it (sim seed 38: it waited the
-             * whole extension). */
+             * short when the holder passes it (else it waited the whole
+             * extension: the plant sched-extension-unpreempted). */
             preempt_check(s, d, now);
         } else if (now < d->deadline) {
             set_timer(s, d, d->deadline); /* revoke at the deadline itself */
@@ -1398,7 +1399,7 @@ static void on_timer(struct sched *s, struct device *d, uint64_t now)
          * peer: charged on one of its GPUs and not the others, that wait
          * would put its GPUs' virtual times apart, and the smallest
          * (gang_key) would keep it first among gangs for good
-         * (simulation seed 24982). */
+         * (the simulation found it). */
         if (d->holders > 0) {
             d->slice_idle = 0;
             if (!d->gang_start) {
@@ -1549,8 +1550,9 @@ static void slot_stops_waiting(struct sched *s, struct sched_slot *slot, uint64_
                 if (dt != d->holder)
                     deactivate_unless_waiting(d, dt, now, dt->eligible_at <= now && !is_gang(dt->tenant));
                 /* It may have been ahead of a latency tenant, which is
-                 * next now (sim seed 6596: its process was killed, and the
-                 * latency tenant waited out the batch slice). */
+                 * next now (its process was killed, and the latency tenant
+                 * waited out the batch slice: the plant
+                 * sched-leaver-unlooked). */
                 if (dt != d->holder && d->state == DEV_RUNNING)
                     preempt_check(s, d, now);
             }
@@ -1713,8 +1715,8 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
         gang_changed(s, ev->tenant, now);
         mark_all_dirty(s);
         /* A new share, limit or class may make a latency tenant due
-         * sooner, or now (sim seed 25415: the holder's share changed and
-         * the preemption planned with the old one came late). */
+         * sooner, or now (the holder's share changed and the preemption
+         * planned with the old one came late: sched-cases case 14). */
         for (struct device *d = s->devices; d; d = d->next)
             if (d->state == DEV_RUNNING) {
                 bound_changed(s, d, now);

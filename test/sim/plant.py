@@ -47,8 +47,8 @@ BUGS = {
         "    return;\n",
         "a latency tenant never preempts: it waits for the batch slice to end"),
     "sched-extension-unpreempted": (
-        "tokenserver/sched.c", "             * whole extension). */\n            preempt_check(s, d, now);",
-        "             * whole extension). */",
+        "tokenserver/sched.c", "             * extension: the plant sched-extension-unpreempted). */\n            preempt_check(s, d, now);",
+        "             * extension: the plant sched-extension-unpreempted). */",
         "a batch slice extended for being behind is not cut short when it passes a latency tenant waiting"),
     "sched-leaver-unlooked": (
         "tokenserver/sched.c", "                if (dt != d->holder && d->state == DEV_RUNNING)\n                    preempt_check(s, d, now);",
