@@ -43,14 +43,6 @@
 struct client *clients;
 unsigned nclients;
 
-/* The MEM_LEASE being handled, so that a refusal's log line can say what
- * was asked for; the loop's thread only. */
-static struct lease_request {
-    const struct client *client;
-    uint64_t id, need;
-    uint32_t slot;
-} lease_in_hand;
-
 /* bytes as people write them: "512 MiB", "1.5 GiB", "100 TiB". */
 static const char *bytes_text(uint64_t bytes, char out[32])
 {
@@ -81,22 +73,9 @@ static void uuid_text(const uint8_t uuid[16], char out[37])
     *p = '\0';
 }
 
-/* A MEM_LEASED that refuses: one line (once a minute per tenant) with the
- * request, the cap and the tenant's count. */
-static void log_memory_refusal(const struct client *c, const struct gs_msg_mem_leased *m)
+void client_memory_refused(const struct client *c, const struct sched_slot *slot, uint64_t need, uint64_t cap_bytes,
+                          uint64_t used_bytes)
 {
-    uint64_t need = 0;
-    const struct sched_slot *slot = NULL;
-    if (lease_in_hand.client == c && lease_in_hand.id == m->id) {
-        need = lease_in_hand.need;
-        slot = &c->slots[lease_in_hand.slot];
-    } else {
-        for (int i = 0; i < GS_MAX_DEVICES && !slot; i++)
-            if (c->slots[i].deferred_id == m->id && c->slots[i].device) {
-                slot = &c->slots[i];
-                need = slot->deferred_need;
-            }
-    }
     char uuid[37] = "?", want[32], cap[32], used[32];
     if (slot && slot->device)
         uuid_text(slot->device->uuid, uuid);
@@ -104,8 +83,8 @@ static void log_memory_refusal(const struct client *c, const struct gs_msg_mem_l
                  "tenant %s pid %u GPU-%s: device memory refused at the tenant's cap: asked for %s, cap %s, in use %s "
                  "(all its processes on the GPU, leased headroom and each context's memory included); the "
                  "application gets CUDA_ERROR_OUT_OF_MEMORY",
-                 c->tenant->name, c->pid, uuid, need ? bytes_text(need, want) : "an unknown amount",
-                 bytes_text(m->cap, cap), bytes_text(m->used, used));
+                 c->tenant->name, c->pid, uuid, bytes_text(need, want), bytes_text(cap_bytes, cap),
+                 bytes_text(used_bytes, used));
 }
 
 /* Marks c for closing: it is closed at its next event (the shutdown makes
@@ -130,8 +109,6 @@ int client_send(struct client *c, const struct gs_msg *msg)
     if (c->closing)
         return -1;
     notice_replaced(c, msg);
-    if (msg->type == GS_MSG_MEM_LEASED && msg->u.leased.status == GS_LEASE_REFUSED)
-        log_memory_refusal(c, &msg->u.leased);
     uint8_t buf[GS_MSG_MAX];
     size_t len = gs_msg_encode(msg, buf, sizeof buf);
     if (len == 0)
@@ -365,10 +342,7 @@ static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns,
         client_drop(c, what);
         return;
     }
-    if (ev.type == SCHED_MEM_LEASE)
-        lease_in_hand = (struct lease_request){c, ev.id, ev.bytes, msg->u.lease.slot};
     sched_run(&ev);
-    lease_in_hand.client = NULL;
 }
 
 static void close_passed(int fd)

@@ -75,6 +75,8 @@ static void carry_out(const struct sched_action *a)
         msg.u.leased.granted = a->granted;
         msg.u.leased.cap = a->cap;
         msg.u.leased.used = a->used;
+        if (a->status == GS_LEASE_REFUSED)
+            client_memory_refused(client_of(a->slot), a->slot, a->need, a->cap, a->used);
         send_slot(a->slot, &msg);
         break;
     case SCHED_MEM_RESULT:

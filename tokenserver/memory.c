@@ -146,7 +146,7 @@ static void lease(struct sched *s, struct sched_slot *slot, struct device_tenant
     if (want < need)
         want = need;
     uint64_t room = cap == 0 ? UINT64_MAX : dt->mem_used < cap ? cap - dt->mem_used : 0;
-    struct sched_action a = {.type = SCHED_LEASED, .slot = slot, .id = id, .cap = cap};
+    struct sched_action a = {.type = SCHED_LEASED, .slot = slot, .id = id, .cap = cap, .need = need};
     if (need <= room && fits(dt, slot, need)) {
         uint64_t extra = want - need, spare = (room - need) / 2;
         if (extra > spare)

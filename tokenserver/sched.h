@@ -312,6 +312,7 @@ struct sched_action {
                                 new bound alone, sent unasked (a client
                                 that is slow to read it is not dropped) */
     uint64_t id, granted, cap, used; /* LEASED, MEM_RESULT, OVER_CAP */
+    uint64_t need;           /* LEASED: the bytes the request needed */
     uint32_t status;         /* LEASED: enum gs_lease_status */
     const char *reason;      /* DROP: a static string */
 };

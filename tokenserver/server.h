@@ -391,6 +391,10 @@ int client_send(struct client *c, const struct gs_msg *msg);
  * not dropped for it. A GRANT or REVOKE of the slot sent meanwhile
  * replaces it. */
 void client_notify(struct client *c, const struct gs_msg *msg);
+/* Logs a lease refused at the tenant's cap (once a minute per tenant):
+ * the request, the cap and the tenant's count. */
+void client_memory_refused(const struct client *c, const struct sched_slot *slot, uint64_t need, uint64_t cap,
+                           uint64_t used);
 /* Closes connections that never said HELLO; called every second. */
 void clients_sweep(void);
 
