@@ -34,13 +34,6 @@ static uint64_t round_number;
 static struct loop_watch timer_watch = {.fd = -1};
 static uint64_t timer_programmed;
 
-uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void timers_due(void *arg, uint32_t events)
 {
     (void)arg;

@@ -64,6 +64,10 @@ int loop_run(void);
 /* The number of the current round (one epoll_wait and its batch). */
 uint64_t loop_round(void);
 void loop_stop(void);
+
+/* ---- clock.c ------------------------------------------------------------------ */
+
+/* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t now_ns(void);
 
 /* ---- timers.c ----------------------------------------------------------------- */
