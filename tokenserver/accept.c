@@ -8,9 +8,8 @@
  *
  * A connection over a limit gets an ERROR saying which, and is closed. Out
  * of descriptors (EMFILE and the like, which a wrong count could still
- * cause), the spare descriptor kept for that is closed so that the
- * connection can be accepted and closed, then taken again. Either way that
- * tenant's socket is not read for PAUSE_NS, so a tenant that keeps
+ * cause), it is accepted with the spare descriptor (listener.c) and closed
+ * the same way. Either way that tenant's socket is not read for PAUSE_NS, so a tenant that keeps
  * connecting cannot keep the server busy, and a readable socket that cannot
  * be accepted from never spins the loop. Each wake-up accepts at most
  * ACCEPT_BATCH connections, so other sockets are served in between.
@@ -19,10 +18,8 @@
 #include "metrics/metrics.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,62 +27,13 @@
 #define PAUSE_NS 100000000ull
 #define FD_RESERVE 64
 
-/* The spare descriptor and the timer that resumes paused sockets (armed
- * for resume_next, 0 when none is paused); owned by the loop's thread. */
-static int spare_fd = -1;
-static struct timer resume_timer;
-static uint64_t resume_next;
-
-static void take_spare(void)
-{
-    if (spare_fd < 0)
-        spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-}
-
-static void on_resume(void *arg)
-{
-    (void)arg;
-    uint64_t now = now_ns();
-    resume_next = 0;
-    for (struct tenant *t = tenants; t; t = t->next) {
-        if (t->accepting || t->sock.fd < 0 || !t->resume_at)
-            continue;
-        if (t->resume_at > now) {
-            if (!resume_next || t->resume_at < resume_next)
-                resume_next = t->resume_at;
-            continue;
-        }
-        t->resume_at = 0;
-        if (loop_add(&t->watch, EPOLLIN) == 0)
-            t->accepting = true;
-        else
-            slog(LOG_ERR, "tenant %s: epoll: %s", t->name, strerror(errno));
-    }
-    timer_at(&resume_timer, resume_next);
-}
-
 int accept_init(void)
 {
-    take_spare();
-    timer_init(&resume_timer, on_resume, NULL);
-    if (spare_fd < 0) {
+    if (listener_spare_take() != 0) {
         slog(LOG_ERR, "cannot start: %s", strerror(errno));
         return -1;
     }
     return 0;
-}
-
-/* Stops reading t's socket for PAUSE_NS. */
-static void pause_tenant(struct tenant *t)
-{
-    if (t->accepting)
-        loop_del(&t->watch);
-    t->accepting = false;
-    t->resume_at = now_ns() + PAUSE_NS;
-    if (!resume_next || t->resume_at < resume_next) {
-        resume_next = t->resume_at;
-        timer_at(&resume_timer, resume_next);
-    }
 }
 
 /* Tells a connection why it is refused, and closes it. */
@@ -103,25 +51,6 @@ static void refuse(int fd, const char *reason)
         slog(LOG_WARN, "close: %s", strerror(errno));
 }
 
-static bool out_of_descriptors(int err)
-{
-    return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
-}
-
-/* Accepts with the spare descriptor; it must be given back. */
-static int accept_with_spare(int listen_fd)
-{
-    if (spare_fd >= 0 && close(spare_fd) != 0)
-        slog(LOG_WARN, "close: %s", strerror(errno));
-    spare_fd = -1;
-    return accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-}
-
-void accept_spare_back(void)
-{
-    take_spare();
-}
-
 unsigned long accept_client_budget(void)
 {
     unsigned long others = (unsigned long)ntenants + FD_RESERVE;
@@ -132,22 +61,19 @@ unsigned long accept_client_budget(void)
 void accept_tenant(struct tenant *t)
 {
     for (int i = 0; i < ACCEPT_BATCH; i++) {
-        int fd = accept4(t->sock.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            int err = errno;
-            if (err == EINTR || err == ECONNABORTED)
-                continue;
-            if (err == EAGAIN || err == EWOULDBLOCK)
+        bool used_spare;
+        int fd = listener_accept(&t->listener, true, &used_spare);
+        if (fd < 0 || used_spare) {
+            int err = fd < 0 ? errno : EMFILE;
+            if (fd < 0 && (err == EAGAIN || err == EWOULDBLOCK))
                 return;
-            if (out_of_descriptors(err)) {
-                fd = accept_with_spare(t->sock.fd);
-                if (fd >= 0)
-                    refuse(fd, "gpuslice-server is out of file descriptors");
-                take_spare();
+            if (used_spare) {
+                refuse(fd, "gpuslice-server is out of file descriptors");
+                listener_spare_back();
             }
             slog_limited(t, LOG_WARN, "tenant %s: accept: %s; its socket is not read for %llu ms", t->name,
                          strerror(err), (unsigned long long)(PAUSE_NS / 1000000));
-            pause_tenant(t);
+            listener_pause(&t->listener, PAUSE_NS);
             return;
         }
         char reason[GS_REASON_MAX];
@@ -169,29 +95,7 @@ void accept_tenant(struct tenant *t)
                      per_tenant ? " per tenant" : " in all", per_tenant ? t->clients : nclients,
                      (unsigned long long)(PAUSE_NS / 1000000));
         refuse(fd, reason);
-        pause_tenant(t);
+        listener_pause(&t->listener, PAUSE_NS);
         return;
-    }
-}
-
-int accept_admin(int listen_fd, bool *used_spare)
-{
-    *used_spare = false;
-    for (;;) {
-        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0)
-            return fd;
-        if (errno == EINTR || errno == ECONNABORTED)
-            continue;
-        if (!out_of_descriptors(errno) || spare_fd < 0)
-            return -1;
-        /* The operator is served even at the limit: with the spare. */
-        fd = accept_with_spare(listen_fd);
-        if (fd < 0) {
-            take_spare();
-            return -1;
-        }
-        *used_spare = true;
-        return fd;
     }
 }

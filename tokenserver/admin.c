@@ -43,27 +43,14 @@ struct admin_conn {
 /* The listening socket, its state and the connections; owned by the
  * loop's thread. */
 static struct bound_socket admin_sock = {.fd = -1};
-static struct loop_watch admin_watch = {.fd = -1};
-static bool admin_accepting;
-static struct timer admin_resume;
+static struct listener admin_listener = {.watch = {.fd = -1}};
 static struct admin_conn *conns;
 static unsigned nconns;
 
 static void admin_listen_again(void)
 {
-    if (admin_accepting || admin_sock.fd < 0 || nconns >= ADMIN_MAX_CONNS)
-        return;
-    if (loop_add(&admin_watch, EPOLLIN) == 0)
-        admin_accepting = true;
-    else
-        slog(LOG_ERR, "admin socket: epoll: %s", strerror(errno));
-}
-
-static void admin_listen_pause(void)
-{
-    if (admin_accepting)
-        loop_del(&admin_watch);
-    admin_accepting = false;
+    if (admin_sock.fd >= 0 && nconns < ADMIN_MAX_CONNS)
+        listener_resume(&admin_listener);
 }
 
 static void conn_close(struct admin_conn *a)
@@ -77,7 +64,7 @@ static void conn_close(struct admin_conn *a)
     if (close(a->fd) != 0)
         slog(LOG_WARN, "close: %s", strerror(errno));
     if (a->used_spare)
-        accept_spare_back();
+        listener_spare_back();
     text_free(&a->text);
     free(a);
     nconns--;
@@ -184,13 +171,13 @@ static void admin_readable(void *arg, uint32_t events)
     (void)arg;
     (void)events;
     for (int i = 0; i < 4 * ADMIN_MAX_CONNS && (nconns < ADMIN_MAX_CONNS || evict_silent()); i++) {
+        /* The operator is served even out of descriptors: with the spare. */
         bool used_spare;
-        int fd = accept_admin(admin_sock.fd, &used_spare);
+        int fd = listener_accept(&admin_listener, true, &used_spare);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK) {
                 slog_limited(&admin_sock, LOG_WARN, "admin socket: accept: %s; not read for 100 ms", strerror(errno));
-                admin_listen_pause();
-                timer_at(&admin_resume, now_ns() + ADMIN_PAUSE_NS);
+                listener_pause(&admin_listener, ADMIN_PAUSE_NS);
             }
             return;
         }
@@ -200,7 +187,7 @@ static void admin_readable(void *arg, uint32_t events)
             if (close(fd) != 0)
                 slog(LOG_WARN, "close: %s", strerror(errno));
             if (used_spare)
-                accept_spare_back();
+                listener_spare_back();
             return;
         }
         a->fd = fd;
@@ -217,25 +204,17 @@ static void admin_readable(void *arg, uint32_t events)
         }
     }
     if (nconns >= ADMIN_MAX_CONNS)
-        admin_listen_pause(); /* all busy answering: the rest wait in the backlog */
-}
-
-static void on_admin_resume(void *arg)
-{
-    (void)arg;
-    admin_listen_again();
+        listener_pause(&admin_listener, 0); /* all busy answering: the rest wait in the backlog */
 }
 
 int admin_open(void)
 {
-    timer_init(&admin_resume, on_admin_resume, NULL);
     if (rundir_listen(rundir_admin_dir(), "admin.sock", 0600, 16, &admin_sock) != 0) {
         slog(LOG_ERR, "cannot listen on %s/admin.sock: %s", options.run_dir, strerror(errno));
         return -1;
     }
-    admin_watch = (struct loop_watch){.fd = admin_sock.fd, .fn = admin_readable, .arg = NULL};
-    admin_listen_again();
-    return admin_accepting ? 0 : -1;
+    listener_init(&admin_listener, admin_sock.fd, admin_readable, NULL, loop_add, loop_del);
+    return listener_resume(&admin_listener) ? 0 : -1;
 }
 
 void admin_sweep(void)
@@ -255,7 +234,6 @@ void admin_close(void)
 {
     while (conns)
         conn_close(conns);
-    admin_listen_pause();
+    listener_close(&admin_listener);
     rundir_unlisten(rundir_admin_dir(), "admin.sock", &admin_sock);
-    timer_close(&admin_resume);
 }

@@ -1,7 +1,10 @@
 /*
  * gpuslice-server internals: the objects the server's files share.
  *
- *   loop.c         the epoll event loop and timers
+ *   clock.c        the monotonic clock everything counts in
+ *   loop.c         the epoll event loop
+ *   timers.c       one-shot timers in memory, the loop's one timerfd
+ *   listener.c     a listening socket: paused, resumed, the spare descriptor
  *   log.c          logging, and the rate limit on what clients can cause
  *   main.c         options, limits, signals, start-up
  *   config.c       parsing the text of one tenant file
@@ -88,6 +91,37 @@ uint64_t timers_next(void);
 /* Fires the timers due at `now` (a bounded number per call: the loop calls
  * again next round for the rest). */
 void timers_fire(uint64_t now);
+
+/* ---- listener.c -------------------------------------------------------------- */
+
+/* A listening socket watched in its owner's epoll set (add, del: loop_add
+ * and loop_del, or another set's), which can be paused and resumes itself. */
+struct listener {
+    struct loop_watch watch;  /* fd: the socket (its owner's); fn, arg: called when ready */
+    int (*add)(struct loop_watch *, uint32_t);
+    void (*del)(struct loop_watch *);
+    bool watched;             /* in the epoll set */
+    struct timer resume;      /* armed while paused for a while */
+};
+void listener_init(struct listener *l, int fd, void (*fn)(void *, uint32_t), void *arg,
+                   int (*add)(struct loop_watch *, uint32_t), void (*del)(struct loop_watch *));
+/* Watches it again now (a pause ends early); false if epoll refused. */
+bool listener_resume(struct listener *l);
+/* Stops watching it: for for_ns, then it resumes itself; 0: until
+ * listener_resume. */
+void listener_pause(struct listener *l, uint64_t for_ns);
+/* Stops watching it for good; the socket is its owner's to close. */
+void listener_close(struct listener *l);
+/* One connection (non-blocking, close-on-exec), or -1 with errno (EAGAIN:
+ * none waits). with_spare: out of descriptors, the spare one is given up
+ * for it, and *used_spare says so: listener_spare_back() once that
+ * connection is closed. */
+int listener_accept(struct listener *l, bool with_spare, bool *used_spare);
+/* Opens the spare descriptor (at start); -1 if it cannot. */
+int listener_spare_take(void);
+void listener_spare_back(void);
+/* Whether an accept failed for want of descriptors or memory. */
+bool listener_out_of_descriptors(int err);
 
 /* ---- log.c ------------------------------------------------------------------ */
 
@@ -256,9 +290,7 @@ struct tenant {
     struct sched_tenant sched; /* its configuration and what the scheduler counts */
     uint64_t id;             /* increasing: the order of the status */
     struct bound_socket sock;/* fd -1 while it has no socket */
-    struct loop_watch watch;
-    bool accepting;          /* the listening socket is in the epoll set */
-    uint64_t resume_at;      /* paused by a limit until then (accept.c) */
+    struct listener listener;/* its socket's; paused by a limit (accept.c) */
     bool seen;               /* reload bookkeeping */
     bool policy_written;     /* its policy file is up to date (else retried
                                 every second) */
@@ -342,10 +374,6 @@ bool gpu_access_checked(uint64_t now);
 int accept_init(void);
 /* The tenant's socket is readable: accepts what the limits allow. */
 void accept_tenant(struct tenant *t);
-/* Accepts one connection on the admin socket. Out of descriptors, it
- * takes the spare one: accept_spare_back() when that connection closes. */
-int accept_admin(int listen_fd, bool *used_spare);
-void accept_spare_back(void);
 /* How many connections all tenants together may have now. */
 unsigned long accept_client_budget(void);
 

@@ -128,14 +128,13 @@ static int tenant_listen(struct tenant *t)
         slog(LOG_WARN, "close: %s", strerror(errno));
     if (rc != 0)
         return -1;
-    t->watch = (struct loop_watch){.fd = t->sock.fd, .fn = tenant_readable, .arg = t};
-    if (loop_add(&t->watch, EPOLLIN) != 0) {
+    listener_init(&t->listener, t->sock.fd, tenant_readable, t, loop_add, loop_del);
+    if (!listener_resume(&t->listener)) {
         slog(LOG_ERR, "tenant %s: epoll: %s", t->name, strerror(errno));
+        listener_close(&t->listener);
         rundir_unlisten(-1, SOCKET_NAME, &t->sock);
         return -1;
     }
-    t->accepting = true;
-    t->resume_at = 0;
     return 0;
 }
 
@@ -143,9 +142,7 @@ static void tenant_unlisten(struct tenant *t)
 {
     if (t->sock.fd < 0)
         return;
-    if (t->accepting)
-        loop_del(&t->watch);
-    t->accepting = false;
+    listener_close(&t->listener);
     int dir = rundir_tenant_dir(t->name);
     rundir_unlisten(dir, SOCKET_NAME, &t->sock);
     if (dir >= 0 && close(dir) != 0)

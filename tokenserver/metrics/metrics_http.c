@@ -107,8 +107,7 @@ static struct {
 static int64_t credit_ns = (int64_t)CREDIT_MAX_NS; /* the time turns may take now */
 static uint64_t credit_at;         /* when credit_ns was last brought up to date */
 static struct timer resume;
-static struct loop_watch listen_watch = {.fd = -1};
-static bool listening;             /* listen_watch is in the epoll set */
+static struct listener listener = {.watch = {.fd = -1}}; /* in the set */
 static struct sockaddr_storage listen_addr;
 static socklen_t listen_addr_len;
 static uint64_t retry_at;          /* 0, or when to try to bind again */
@@ -230,13 +229,13 @@ static void on_round(void *arg, uint32_t events)
     charge(end - start, end);
 }
 
-/* Arms the timer for the next thing due: a connection's deadline or a
- * paused listener (checked every TICK_NS), or the next try to bind. */
+/* Arms the timer for the next thing due: a connection's deadline (checked
+ * every TICK_NS), or the next try to bind. */
 static void arm_tick(void)
 {
     if (tick_armed)
         return;
-    uint64_t when = conns || (!listening && listen_watch.fd >= 0) ? now_ns() + TICK_NS : 0;
+    uint64_t when = conns ? now_ns() + TICK_NS : 0;
     if (retry_at && (!when || retry_at < when))
         when = retry_at;
     if (when) {
@@ -247,20 +246,8 @@ static void arm_tick(void)
 
 static void listen_resume(void)
 {
-    if (listening || listen_watch.fd < 0 || nconns >= METRICS_MAX_CONNS)
-        return;
-    if (set_add(&listen_watch, EPOLLIN) == 0)
-        listening = true;
-    else
-        slog(LOG_ERR, "metrics: epoll: %s", strerror(errno));
-}
-
-static void listen_pause(void)
-{
-    if (listening)
-        set_del(&listen_watch);
-    listening = false;
-    arm_tick();
+    if (listener.watch.fd >= 0 && nconns < METRICS_MAX_CONNS)
+        listener_resume(&listener);
 }
 
 static void conn_close(struct metrics_conn *c)
@@ -464,15 +451,15 @@ static void on_accept(void *arg, uint32_t events)
     (void)arg;
     (void)events;
     if (nconns >= METRICS_MAX_CONNS && !evict_reading()) {
-        listen_pause(); /* every one is being answered: the rest wait in the backlog */
+        listener_pause(&listener, 0); /* every one is being answered: the rest wait in the backlog */
         return;
     }
-    int fd = accept4(listen_watch.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = listener_accept(&listener, false, NULL);
     if (fd < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
             slog_limited(&conns, LOG_WARN, "metrics: accept: %s; not accepting for %llu ms", strerror(errno),
                          (unsigned long long)(TICK_NS / 1000000));
-            listen_pause();
+            listener_pause(&listener, TICK_NS);
         }
         return;
     }
@@ -536,7 +523,7 @@ static void try_listen(void)
         return;
     }
     retry_at = 0;
-    listen_watch = (struct loop_watch){.fd = fd, .fn = on_accept, .arg = NULL};
+    listener_init(&listener, fd, on_accept, NULL, set_add, set_del);
     listen_resume();
     slog(LOG_INFO, "metrics: serving http://%s/metrics", addr_text);
 }
@@ -556,7 +543,6 @@ static void on_tick(void *arg)
     }
     if (retry_at && now >= retry_at)
         try_listen();
-    listen_resume(); /* after an accept error, or when there is room again */
     arm_tick();
 }
 
@@ -588,10 +574,10 @@ void metrics_close(void)
 {
     while (conns)
         conn_close(conns);
-    listen_pause();
-    if (listen_watch.fd >= 0 && close(listen_watch.fd) != 0)
+    int fd = listener.watch.fd;
+    listener_close(&listener);
+    if (fd >= 0 && close(fd) != 0)
         slog(LOG_WARN, "metrics: close: %s", strerror(errno));
-    listen_watch.fd = -1;
     timer_close(&tick);
     timer_close(&resume);
     if (set_watched) {
