@@ -57,6 +57,7 @@ build_fuzzers() {
     clang "${flags[@]}" test/fuzz/http_fuzz.c tokenserver/metrics/http_request.c -Itokenserver/metrics \
         -o "$dir/http_fuzz" &&
     clang "${flags[@]}" test/fuzz/sched_fuzz.c include/gpuslice/protocol.c tokenserver/sched.c \
-        tokenserver/sched_prepare.c tokenserver/memory.c tokenserver/histogram.c -lm -o "$dir/sched_fuzz" ||
+        tokenserver/sched_prepare.c tokenserver/memory.c tokenserver/histogram.c tokenserver/sched_wire.c -lm \
+        -o "$dir/sched_fuzz" ||
         die "building the fuzzers failed"
 }

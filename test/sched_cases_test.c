@@ -213,41 +213,36 @@ static void world_step(struct world *w, struct sched_event ev)
     sched_step(&w->s, &ev, w->now);
     for (size_t i = 0; i < w->s.nactions; i++) {
         const struct sched_action *a = &w->s.actions[i];
-        switch (a->type) {
-        case SCHED_GRANT: {
+        /* what the process receives, through the server's own translation */
+        struct gs_msg m;
+        if (sched_wire_message(a, 0, &m)) {
             struct process *p = a->slot->owner;
             unsigned g = gpu_number(w, a->slot->device);
-            p->grants[g]++;
-            p->last_grant_ns[g] = w->now;
-            p->last_ahead_ns[g] = a->ahead_ns;
-            p->last_deadline[g] = a->at;
-            if (a->notice) {
-                uint64_t gap = w->now - p->last_notice_ns[g];
-                if (p->notices[g]++ && (!p->least_notice_gap[g] || gap < p->least_notice_gap[g]))
-                    p->least_notice_gap[g] = gap;
-                p->last_notice_ns[g] = w->now;
+            if (m.type == GS_MSG_GRANT) {
+                p->grants[g]++;
+                p->last_grant_ns[g] = w->now;
+                p->last_ahead_ns[g] = m.u.grant.ahead_ns;
+                p->last_deadline[g] = m.u.grant.deadline_ns;
+                if (a->notice) {
+                    uint64_t gap = w->now - p->last_notice_ns[g];
+                    if (p->notices[g]++ && (!p->least_notice_gap[g] || gap < p->least_notice_gap[g]))
+                        p->least_notice_gap[g] = gap;
+                    p->last_notice_ns[g] = w->now;
+                }
+            } else if (m.type == GS_MSG_REVOKE && p->busy) {
+                if (w->nto_release == MAX_RELEASES) {
+                    fprintf(stderr, "sched_cases_test: more than %d revokes to drain at once\n", MAX_RELEASES);
+                    exit(2);
+                }
+                w->to_release[w->nto_release++] = a->slot;
+            } else if (m.type == GS_MSG_MEM_LEASED) {
+                w->lease_status = m.u.leased.status;
+                w->lease_granted = m.u.leased.granted;
             }
-            break;
+            continue; /* recalls and query answers: none of these cases' concern */
         }
-        case SCHED_REVOKE:
-            if (!((struct process *)a->slot->owner)->busy)
-                break;
-            if (w->nto_release == MAX_RELEASES) {
-                fprintf(stderr, "sched_cases_test: more than %d revokes to drain at once\n", MAX_RELEASES);
-                exit(2);
-            }
-            w->to_release[w->nto_release++] = a->slot;
-            break;
-        case SCHED_SET_TIMER:
-            w->timer_at[gpu_number(w, a->device)] = a->at;
-            break;
-        case SCHED_LEASED:
-            w->lease_status = a->status;
-            w->lease_granted = a->granted;
-            break;
-        default: /* recalls, drops, late holders: none of these cases' concern */
-            break;
-        }
+        if (a->type == SCHED_SET_TIMER)
+            w->timer_at[gpu_number(w, a->device)] = a->at; /* drops, late holders: none of their concern */
     }
     if (w->s.actions_lost) {
         fprintf(stderr, "sched_cases_test: %llu actions found no room\n", (unsigned long long)w->s.actions_lost);

@@ -294,45 +294,16 @@ static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns,
         }
         break;
     }
-    case GS_MSG_ACQUIRE:
-        ev.type = SCHED_ACQUIRE;
-        ev.slot = &c->slots[msg->u.acquire.slot];
-        break;
-    case GS_MSG_RELEASE:
-        ev.type = SCHED_RELEASE;
-        ev.slot = &c->slots[msg->u.release.slot];
-        ev.grant = msg->u.release.grant;
-        ev.more = msg->u.release.flags & GS_RELEASE_MORE;
-        ev.idle_ns = msg->u.release.idle_ns;
-        ev.sent_ns = sent_ns;
-        break;
-    case GS_MSG_MEM_FREE:
-    case GS_MSG_MEM_DECLARE:
-        ev.type = msg->type == GS_MSG_MEM_FREE ? SCHED_MEM_FREE : SCHED_MEM_DECLARE;
-        ev.slot = &c->slots[msg->u.mem.slot];
-        ev.bytes = msg->u.mem.bytes;
-        break;
-    case GS_MSG_MEM_QUERY:
-        ev.type = SCHED_MEM_QUERY;
-        ev.slot = &c->slots[msg->u.mem_query.slot];
-        ev.id = msg->u.mem_query.id;
-        break;
-    case GS_MSG_MEM_LEASE:
-        ev.type = SCHED_MEM_LEASE;
-        ev.slot = &c->slots[msg->u.lease.slot];
-        ev.id = msg->u.lease.id;
-        ev.bytes = msg->u.lease.need;
-        ev.want = msg->u.lease.want;
-        break;
     case GS_MSG_USAGE_QUERY: /* read-only: no scheduler step */
         usage_answer(c, &msg->u.usage_query);
         return;
-    default: {
-        char what[64];
-        snprintf(what, sizeof what, "unexpected %s message", gs_msg_type_str(msg->type));
-        client_drop(c, what);
-        return;
-    }
+    default:
+        if (!sched_wire_event(msg, c->slots, sent_ns, &ev)) {
+            char what[64];
+            snprintf(what, sizeof what, "unexpected %s message", gs_msg_type_str(msg->type));
+            client_drop(c, what);
+            return;
+        }
     }
     if (!ev.slot)
         return;

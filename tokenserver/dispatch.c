@@ -37,59 +37,21 @@ static struct client *client_of(const struct sched_slot *slot)
     return slot->owner;
 }
 
-static void send_slot(const struct sched_slot *slot, struct gs_msg *msg)
-{
-    client_send(client_of(slot), msg);
-}
-
 static void carry_out(const struct sched_action *a)
 {
     struct gs_msg msg;
-    memset(&msg, 0, sizeof msg);
-    switch (a->type) {
-    case SCHED_GRANT:
-        msg.type = GS_MSG_GRANT;
-        msg.u.grant.slot = a->slot->number;
-        msg.u.grant.grant = a->grant;
-        msg.u.grant.deadline_ns = gs_transport_clock_to_wire(a->at, options.clock_offset_ns);
-        msg.u.grant.flags = a->flags;
-        msg.u.grant.ahead_ns = a->ahead_ns;
+    if (sched_wire_message(a, options.clock_offset_ns, &msg)) {
+        if (a->type == SCHED_LEASED && a->status == GS_LEASE_REFUSED)
+            client_memory_refused(client_of(a->slot), a->slot, a->need, a->cap, a->used);
         if (a->notice)
             client_notify(client_of(a->slot), &msg);
         else
-            send_slot(a->slot, &msg);
-        break;
-    case SCHED_REVOKE:
-        msg.type = GS_MSG_REVOKE;
-        msg.u.grant.slot = a->slot->number;
-        msg.u.grant.grant = a->grant;
-        send_slot(a->slot, &msg);
-        break;
+            client_send(client_of(a->slot), &msg);
+        return;
+    }
+    switch (a->type) {
     case SCHED_SET_TIMER:
         device_set_timer(a->device, a->at);
-        break;
-    case SCHED_LEASED:
-        msg.type = GS_MSG_MEM_LEASED;
-        msg.u.leased.id = a->id;
-        msg.u.leased.status = a->status;
-        msg.u.leased.granted = a->granted;
-        msg.u.leased.cap = a->cap;
-        msg.u.leased.used = a->used;
-        if (a->status == GS_LEASE_REFUSED)
-            client_memory_refused(client_of(a->slot), a->slot, a->need, a->cap, a->used);
-        send_slot(a->slot, &msg);
-        break;
-    case SCHED_MEM_RESULT:
-        msg.type = GS_MSG_MEM_RESULT;
-        msg.u.mem_result.id = a->id;
-        msg.u.mem_result.cap = a->cap;
-        msg.u.mem_result.used = a->used;
-        send_slot(a->slot, &msg);
-        break;
-    case SCHED_RECALL:
-        msg.type = GS_MSG_MEM_RECALL;
-        msg.u.recall.slot = a->slot->number;
-        send_slot(a->slot, &msg);
         break;
     case SCHED_DROP:
         client_drop(client_of(a->slot), a->reason);
@@ -109,6 +71,8 @@ static void carry_out(const struct sched_action *a)
                      c->tenant->name, (unsigned long long)a->used, c->pid, (unsigned long long)a->cap);
         break;
     }
+    default: /* the rest are messages (sched_wire_message) */
+        break;
     }
 }
 

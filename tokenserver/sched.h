@@ -397,4 +397,17 @@ uint64_t device_tenant_held_over(const struct device *d, const struct device_ten
  * a slice released before its deadline counts as 0. */
 uint64_t device_tenant_overrun_p99(const struct device_tenant *dt);
 
+/* ---- the wire (sched_wire.c) -------------------------------------------------------- */
+
+/* The event a client's message makes for one of its slots (slots: its
+ * GS_MAX_DEVICES, by number; sent_ns: when it sent it): false for a
+ * message that is not one (HELLO, DEVICE, USAGE_QUERY, or one a client
+ * never sends), the caller's to handle. */
+bool sched_wire_event(const struct gs_msg *m, struct sched_slot *slots, uint64_t sent_ns, struct sched_event *ev);
+/* The message an action sends its slot's client (times on the wire less
+ * clock_offset_ns: gpuslice/transport.h): false for an action that sends
+ * none (a timer, a drop, a log line, a wake-up), the caller's to carry
+ * out. */
+bool sched_wire_message(const struct sched_action *a, int64_t clock_offset_ns, struct gs_msg *m);
+
 #endif

@@ -214,20 +214,24 @@ static void step(const struct sched_event *ev)
         const struct sched_action *a = &node.s.actions[i];
         action_counts[a->type]++;
         struct fuzz_client *c = a->slot ? a->slot->owner : NULL;
-        switch (a->type) {
-        case SCHED_GRANT:
-            if (!c->open || !a->slot->device)
-                fail("a GRANT to a closed client or a slot that names no GPU");
-            if (a->slot->holds != a->grant)
-                fail("a GRANT the slot is not recorded as holding");
-            c->granted[a->slot->number] = true;
-            break;
-        case SCHED_LEASED:
+        /* what a client would receive, through the server's own translation */
+        struct gs_msg m;
+        if (sched_wire_message(a, 0, &m)) {
+            if (m.type == GS_MSG_GRANT) {
+                if (!c->open || !a->slot->device)
+                    fail("a GRANT to a closed client or a slot that names no GPU");
+                if (a->slot->holds != m.u.grant.grant)
+                    fail("a GRANT the slot is not recorded as holding");
+                c->granted[m.u.grant.slot] = true;
+            }
             /* (a lease of nothing may be granted to a tenant its processes'
              * declarations after a restart put over its cap) */
-            if (a->status == GS_LEASE_GRANTED && a->granted > 0 && a->cap && a->used > a->cap)
+            if (m.type == GS_MSG_MEM_LEASED && m.u.leased.status == GS_LEASE_GRANTED && m.u.leased.granted > 0 &&
+                m.u.leased.cap && m.u.leased.used > m.u.leased.cap)
                 fail("a lease granted over the tenant's cap");
-            break;
+            continue;
+        }
+        switch (a->type) {
         case SCHED_SET_TIMER:
             node.timer_at[gpu_of(a->device)] = a->at;
             break;
@@ -237,11 +241,7 @@ static void step(const struct sched_event *ev)
         case SCHED_DROP:
             c->doomed = true; /* closed once the step's actions are carried out */
             break;
-        case SCHED_REVOKE:
-        case SCHED_MEM_RESULT:
-        case SCHED_RECALL:
-        case SCHED_LATE:
-        case SCHED_OVER_CAP:
+        default: /* the messages (above); LATE and OVER_CAP: log lines */
             break;
         }
     }
@@ -347,42 +347,15 @@ static void receive(int index, const uint8_t *bytes, size_t len)
     case GS_MSG_DEVICE:
         declare(c, &m);
         return;
-    case GS_MSG_ACQUIRE:
-        ev.type = SCHED_ACQUIRE;
-        ev.slot = &c->slots[m.u.acquire.slot];
-        c->granted[m.u.acquire.slot] = false;
-        break;
-    case GS_MSG_RELEASE:
-        ev.type = SCHED_RELEASE;
-        ev.slot = &c->slots[m.u.release.slot];
-        ev.grant = m.u.release.grant;
-        ev.more = m.u.release.flags & GS_RELEASE_MORE;
-        ev.idle_ns = m.u.release.idle_ns;
-        ev.sent_ns = node.now;
-        break;
-    case GS_MSG_MEM_FREE:
-    case GS_MSG_MEM_DECLARE:
-        ev.type = m.type == GS_MSG_MEM_FREE ? SCHED_MEM_FREE : SCHED_MEM_DECLARE;
-        ev.slot = &c->slots[m.u.mem.slot];
-        ev.bytes = m.u.mem.bytes;
-        break;
-    case GS_MSG_MEM_QUERY:
-        ev.type = SCHED_MEM_QUERY;
-        ev.slot = &c->slots[m.u.mem_query.slot];
-        ev.id = m.u.mem_query.id;
-        break;
-    case GS_MSG_MEM_LEASE:
-        ev.type = SCHED_MEM_LEASE;
-        ev.slot = &c->slots[m.u.lease.slot];
-        ev.id = m.u.lease.id;
-        ev.bytes = m.u.lease.need;
-        ev.want = m.u.lease.want;
-        break;
     case GS_MSG_USAGE_QUERY:
         return; /* read-only: no step */
     default:
-        close_client(c, true);
-        return;
+        if (!sched_wire_event(&m, c->slots, node.now, &ev)) {
+            close_client(c, true);
+            return;
+        }
+        if (m.type == GS_MSG_ACQUIRE)
+            c->granted[m.u.acquire.slot] = false;
     }
     if (!ev.slot->device) {
         close_client(c, true);

@@ -105,7 +105,8 @@ BUGS = {
         "the shim ignores the GRANT's bound on what it admits ahead of the GPU (a preemption waits for its queue)"),
 }
 
-SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/memory.c", "tokenserver/histogram.c"]
+SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/memory.c", "tokenserver/histogram.c",
+             "tokenserver/sched_wire.c"]
 SHIM = ["shim/gs_slice.c"]
 
 

@@ -66,32 +66,27 @@ static int conn_of_slot(const struct world *w, const struct sched_slot *slot)
     return (int)((const struct sim_conn *)slot->owner - w->conn);
 }
 
+/* Carries out one action as dispatch.c does: a message through the
+ * shared translation (sched_wire_message), onto the simulated connection;
+ * the rest onto the simulated timers and connections. */
 static void carry_out(struct world *w, const struct sched_action *a)
 {
     struct gs_msg m;
-    memset(&m, 0, sizeof m);
-    switch (a->type) {
-    case SCHED_GRANT:
+    if (a->type == SCHED_GRANT) {
         check_grant(w, a);
         w->fig.grants++;
-        m.type = GS_MSG_GRANT;
-        m.u.grant.slot = a->slot->number;
-        m.u.grant.grant = a->grant;
-        m.u.grant.deadline_ns = a->at;
-        m.u.grant.flags = a->flags;
-        m.u.grant.ahead_ns = a->ahead_ns;
-        trace(w, "server: GRANT conn %d slot %u grant %llu deadline +%.3f ms flags %u", conn_of_slot(w, a->slot),
-              a->slot->number, (unsigned long long)a->grant, (double)(a->at - w->now) / 1e6, a->flags);
-        send_to_proc(w, conn_of_slot(w, a->slot), &m);
-        break;
-    case SCHED_REVOKE:
-        m.type = GS_MSG_REVOKE;
-        m.u.grant.slot = a->slot->number;
-        m.u.grant.grant = a->grant;
+        trace(w, "server: GRANT conn %d slot %u grant %llu deadline +%.3f ms flags %u%s", conn_of_slot(w, a->slot),
+              a->slot->number, (unsigned long long)a->grant, (double)(a->at - w->now) / 1e6, a->flags,
+              a->notice ? " (a new bound)" : "");
+    } else if (a->type == SCHED_REVOKE) {
         trace(w, "server: REVOKE conn %d slot %u grant %llu", conn_of_slot(w, a->slot), a->slot->number,
               (unsigned long long)a->grant);
+    }
+    if (sched_wire_message(a, 0, &m)) {
         send_to_proc(w, conn_of_slot(w, a->slot), &m);
-        break;
+        return;
+    }
+    switch (a->type) {
     case SCHED_SET_TIMER: {
         int g = gpu_of_device(w, a->device);
         w->server.timer_gen[g]++;
@@ -102,27 +97,6 @@ static void carry_out(struct world *w, const struct sched_action *a)
         }
         break;
     }
-    case SCHED_LEASED:
-        m.type = GS_MSG_MEM_LEASED;
-        m.u.leased.id = a->id;
-        m.u.leased.status = a->status;
-        m.u.leased.granted = a->granted;
-        m.u.leased.cap = a->cap;
-        m.u.leased.used = a->used;
-        send_to_proc(w, conn_of_slot(w, a->slot), &m);
-        break;
-    case SCHED_MEM_RESULT:
-        m.type = GS_MSG_MEM_RESULT;
-        m.u.mem_result.id = a->id;
-        m.u.mem_result.cap = a->cap;
-        m.u.mem_result.used = a->used;
-        send_to_proc(w, conn_of_slot(w, a->slot), &m);
-        break;
-    case SCHED_RECALL:
-        m.type = GS_MSG_MEM_RECALL;
-        m.u.recall.slot = a->slot->number;
-        send_to_proc(w, conn_of_slot(w, a->slot), &m);
-        break;
     case SCHED_DROP:
         drop_conn(w, conn_of_slot(w, a->slot), a->reason);
         break;
@@ -133,10 +107,10 @@ static void carry_out(struct world *w, const struct sched_action *a)
         gpu_excuse(w, c->proc);
         break;
     }
-    case SCHED_OVER_CAP:
-        break;
     case SCHED_SET_WAKE:
         post(w, a->at, EV_SERVER_WAKE, 0, ++w->server.wake_gen);
+        break;
+    default: /* messages (above), and OVER_CAP: a log line */
         break;
     }
 }
@@ -409,41 +383,13 @@ void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t 
     case GS_MSG_DEVICE:
         declare(w, conn, m);
         return;
-    case GS_MSG_ACQUIRE:
-        ev.type = SCHED_ACQUIRE;
-        ev.slot = &c->slots[m->u.acquire.slot];
-        break;
-    case GS_MSG_RELEASE:
-        ev.type = SCHED_RELEASE;
-        ev.slot = &c->slots[m->u.release.slot];
-        ev.grant = m->u.release.grant;
-        ev.more = m->u.release.flags & GS_RELEASE_MORE;
-        ev.idle_ns = m->u.release.idle_ns;
-        ev.sent_ns = sent;
-        break;
-    case GS_MSG_MEM_FREE:
-    case GS_MSG_MEM_DECLARE:
+    default:
         if (m->type == GS_MSG_MEM_DECLARE)
             w->proc[c->proc].ghosted = w->proc[c->proc].lease_lost = false;
-        ev.type = m->type == GS_MSG_MEM_FREE ? SCHED_MEM_FREE : SCHED_MEM_DECLARE;
-        ev.slot = &c->slots[m->u.mem.slot];
-        ev.bytes = m->u.mem.bytes;
-        break;
-    case GS_MSG_MEM_QUERY:
-        ev.type = SCHED_MEM_QUERY;
-        ev.slot = &c->slots[m->u.mem_query.slot];
-        ev.id = m->u.mem_query.id;
-        break;
-    case GS_MSG_MEM_LEASE:
-        ev.type = SCHED_MEM_LEASE;
-        ev.slot = &c->slots[m->u.lease.slot];
-        ev.id = m->u.lease.id;
-        ev.bytes = m->u.lease.need;
-        ev.want = m->u.lease.want;
-        break;
-    default:
-        drop_conn(w, conn, "unexpected message");
-        return;
+        if (!sched_wire_event(m, c->slots, sent, &ev)) {
+            drop_conn(w, conn, "unexpected message");
+            return;
+        }
     }
     if (!ev.slot->device) {
         drop_conn(w, conn, "a message for an undeclared device");
