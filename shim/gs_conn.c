@@ -105,9 +105,9 @@ int gs_conn_socket_locked(void)
     return sock;
 }
 
-uint64_t gs_conn_clock_from_wire(uint64_t wire_ns)
+int64_t gs_conn_clock_offset_locked(void)
 {
-    return gs_transport_clock_from_wire(wire_ns, clock_offset_ns);
+    return clock_offset_ns;
 }
 
 /* ---- sending -------------------------------------------------------------------- */

@@ -48,8 +48,9 @@ void gs_conn_welcomed_locked(const char *tenant);
 void gs_conn_lost_locked(const char *why);
 /* The socket (-1: none), for the thread reading it. */
 int gs_conn_socket_locked(void);
-/* A deadline from the wire on this process's clock (its time namespace). */
-uint64_t gs_conn_clock_from_wire(uint64_t wire_ns);
+/* This process's clock less the protocol's (its time namespace's offset,
+ * gpuslice/transport.h), as of the connection. */
+int64_t gs_conn_clock_offset_locked(void);
 
 /* ---- sending -------------------------------------------------------------------- */
 

@@ -11,6 +11,7 @@
 #include "gs_glibc_compat.h"
 #include "gs_conn.h"
 #include "gs_locks.h"
+#include "gs_slice_wire.h"
 
 #include <string.h>
 
@@ -93,33 +94,18 @@ void gs_dispatch_gate_sleeps_until_locked(uint64_t until)
 
 /* ---- delivering ------------------------------------------------------------------- */
 
-static void send_about(struct gs_dev *d, enum gs_msg_type type, const struct gs_slice_action *a)
-{
-    struct gs_msg m = {.type = type};
-    if (type == GS_MSG_RELEASE) {
-        m.u.release.slot = (uint32_t)d->slot;
-        m.u.release.grant = a->grant;
-        m.u.release.idle_ns = a->idle_ns;
-        m.u.release.flags = a->more ? GS_RELEASE_MORE : 0;
-    } else {
-        m.u.acquire.slot = (uint32_t)d->slot;
-    }
-    gs_conn_send_about_locked(d, &m);
-}
-
 void gs_dispatch_locked(struct gs_dev *d, const struct gs_slice_event *ev, uint64_t now,
                         struct gs_slice_actions *out)
 {
     gs_slice_step(&d->slice, ev, now, out);
     for (int i = 0; i < out->n; i++) {
         const struct gs_slice_action *a = &out->a[i];
+        struct gs_msg m;
+        if (gs_slice_wire_message(a, (uint32_t)d->slot, &m)) {
+            gs_conn_send_about_locked(d, &m);
+            continue;
+        }
         switch (a->type) {
-        case GS_SLICE_SEND_ACQUIRE:
-            send_about(d, GS_MSG_ACQUIRE, a);
-            break;
-        case GS_SLICE_SEND_RELEASE:
-            send_about(d, GS_MSG_RELEASE, a);
-            break;
         case GS_SLICE_START_ROUND:
             gs_wake_drainers_locked();
             break;
@@ -135,6 +121,8 @@ void gs_dispatch_locked(struct gs_dev *d, const struct gs_slice_event *ev, uint6
         case GS_SLICE_FORGET_STREAMS:
             d->nstreams = 0;
             atomic_fetch_add(&d->stream_set_gen, 1);
+            break;
+        default: /* the messages (gs_slice_wire_message, above) */
             break;
         }
     }

@@ -22,6 +22,7 @@
 #include "gs_lease.h"
 #include "gs_log.h"
 #include "gs_pools.h"
+#include "gs_slice_wire.h"
 #include "gpuslice/transport.h"
 
 #include <errno.h>
@@ -96,12 +97,8 @@ static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_
         struct gs_dev *d = &gs_devs[msg->u.grant.slot];
         if (!d->used)
             break;
-        struct gs_slice_event ev = {.type = msg->type == GS_MSG_GRANT ? GS_SLICE_GRANT : GS_SLICE_REVOKE,
-                                    .grant = msg->u.grant.grant, .flags = msg->u.grant.flags, .sent_ns = sent_ns};
-        if (msg->type == GS_MSG_GRANT) {
-            ev.deadline_ns = gs_conn_clock_from_wire(msg->u.grant.deadline_ns);
-            ev.ahead_ns = msg->u.grant.ahead_ns;
-        }
+        struct gs_slice_event ev;
+        gs_slice_wire_event(msg, sent_ns, gs_conn_clock_offset_locked(), &ev);
         struct gs_slice_actions out;
         gs_dispatch_locked(d, &ev, now, &out);
         break;

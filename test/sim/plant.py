@@ -107,12 +107,13 @@ BUGS = {
 
 SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/memory.c", "tokenserver/histogram.c",
              "tokenserver/sched_wire.c"]
-SHIM = ["shim/gs_slice.c"]
+SHIM = ["shim/gs_slice.c", "shim/gs_slice_wire.c"]
 
 
 def build(root, cc, workdir, bug):
     """Copies the sources, plants bug, builds sim; its path or None."""
-    for rel in SCHEDULER + SHIM + ["tokenserver/sched.h", "tokenserver/histogram.h", "shim/gs_slice.h"]:
+    for rel in SCHEDULER + SHIM + ["tokenserver/sched.h", "tokenserver/histogram.h", "shim/gs_slice.h",
+                                  "shim/gs_slice_wire.h"]:
         os.makedirs(os.path.dirname(os.path.join(workdir, rel)), exist_ok=True)
         shutil.copy(os.path.join(root, rel), os.path.join(workdir, rel))
     path, old, new = BUGS[bug][:3]

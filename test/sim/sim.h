@@ -28,6 +28,7 @@
 
 #include "gpuslice/protocol.h"
 #include "gs_slice.h"
+#include "gs_slice_wire.h"
 #include "sched.h"
 
 #define SIM_MAX_GPUS 4

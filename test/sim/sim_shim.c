@@ -255,11 +255,8 @@ static void released(struct world *w, struct sim_proc *p, int i, const struct gs
           p->id, d->gpu, (unsigned long long)a->grant, (double)a->idle_ns / 1e6, a->more ? " more" : "",
           (unsigned long long)(atomic_load(&d->slice.admitted) - d->slice.admitted_at_grant), d->slice.kernel_ns / 1e6,
           ((double)d->slice.deadline_ns - (double)w->now) / 1e6);
-    struct gs_msg m = {.type = GS_MSG_RELEASE};
-    m.u.release.slot = (uint32_t)d->slot;
-    m.u.release.grant = a->grant;
-    m.u.release.idle_ns = a->idle_ns;
-    m.u.release.flags = a->more ? GS_RELEASE_MORE : 0;
+    struct gs_msg m;
+    gs_slice_wire_message(a, (uint32_t)d->slot, &m);
     send(w, p, &m);
     d->held_grant = 0;
     d->revoked = false;
@@ -279,16 +276,16 @@ static struct gs_slice_actions deliver(struct world *w, struct sim_proc *p, int 
     state_changed(w, p, i, before);
     for (int k = 0; k < out.n && !w->failed; k++) {
         const struct gs_slice_action *a = &out.a[k];
-        switch (a->type) {
-        case GS_SLICE_SEND_ACQUIRE: {
-            struct gs_msg m = {.type = GS_MSG_ACQUIRE};
-            m.u.acquire.slot = (uint32_t)d->slot;
-            send(w, p, &m);
-            break;
+        struct gs_msg m;
+        if (a->type == GS_SLICE_SEND_RELEASE) {
+            released(w, p, i, a); /* checked, then sent */
+            continue;
         }
-        case GS_SLICE_SEND_RELEASE:
-            released(w, p, i, a);
-            break;
+        if (gs_slice_wire_message(a, (uint32_t)d->slot, &m)) {
+            send(w, p, &m);
+            continue;
+        }
+        switch (a->type) {
         case GS_SLICE_START_ROUND:
             d->drainer_poked = true; /* it asks once this step's thread lets go */
             break;
@@ -301,6 +298,8 @@ static struct gs_slice_actions deliver(struct world *w, struct sim_proc *p, int 
                 plan_gate(w, p);
             break;
         case GS_SLICE_FORGET_STREAMS:
+            break;
+        default: /* the messages (gs_slice_wire_message, above) */
             break;
         }
     }
@@ -630,9 +629,8 @@ static void granted(struct world *w, struct sim_proc *p, const struct gs_msg *m,
     struct shim_dev *d = &p->dev[i];
     struct gs_slice *s = &d->slice;
     bool held_before = holding(s->state) && s->grant == m->u.grant.grant;
-    struct gs_slice_event ev = {.type = GS_SLICE_GRANT, .grant = m->u.grant.grant,
-                                .deadline_ns = m->u.grant.deadline_ns, .flags = m->u.grant.flags,
-                                .ahead_ns = m->u.grant.ahead_ns, .sent_ns = sent};
+    struct gs_slice_event ev;
+    gs_slice_wire_event(m, sent, 0, &ev);
     deliver(w, p, i, &ev);
     if (s->state != GS_SLICE_HOLD || s->grant != m->u.grant.grant)
         return; /* not taken: given back already, or not asked for */
@@ -689,7 +687,8 @@ void shim_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m, u
             trace(w, "proc %d gpu %d: REVOKE of grant %llu (in %s)", p->id, d->gpu, (unsigned long long)d->held_grant,
                   gs_slice_state_name(d->slice.state));
         }
-        struct gs_slice_event ev = {.type = GS_SLICE_REVOKE, .grant = m->u.grant.grant};
+        struct gs_slice_event ev;
+        gs_slice_wire_event(m, sent, 0, &ev);
         deliver(w, p, i, &ev);
         break;
     }
