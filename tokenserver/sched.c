@@ -104,14 +104,6 @@
 
 /* ---- actions and worklists ---------------------------------------------------- */
 
-void sched_emit(struct sched *s, const struct sched_action *a)
-{
-    if (s->nactions < s->actions_cap)
-        s->actions[s->nactions++] = *a;
-    else
-        s->actions_lost++;
-}
-
 /* d is scheduled before the step ends. */
 static void mark_dirty(struct sched *s, struct device *d)
 {
@@ -258,13 +250,6 @@ static void bound_changed(struct sched *s, struct device *d, uint64_t now)
 static bool is_gang(const struct sched_tenant *t)
 {
     return t->config.gang != GANG_OFF && t->devices >= 2;
-}
-
-struct device_tenant *sched_entry_find(const struct device *d, const struct sched_tenant *t)
-{
-    if (t->index >= d->nentry_of || !d->entry_of[t->index])
-        return NULL;
-    return &d->tenants[d->entry_of[t->index] - 1];
 }
 
 /* Whether d is one of t's GPUs (a slot of t declared it); its entry. */

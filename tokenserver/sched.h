@@ -360,7 +360,14 @@ bool sched_device_unused(const struct device *d);
 /* The tenant's entry on d, created if missing; NULL if out of memory. */
 struct device_tenant *sched_entry_get(struct device *d, struct sched_tenant *t);
 /* The tenant's entry on d (O(1)); NULL if none. */
-struct device_tenant *sched_entry_find(const struct device *d, const struct sched_tenant *t);
+static inline struct device_tenant *sched_entry_find(const struct device *d, const struct sched_tenant *t)
+{
+    if (t->index >= d->nentry_of || !d->entry_of[t->index])
+        return NULL;
+    return &d->tenants[d->entry_of[t->index] - 1];
+}
+/* Appends an action to the step's (counted in actions_lost if full). */
+void sched_emit(struct sched *s, const struct sched_action *a);
 /* Room for one more slot on d; false if out of memory. */
 bool sched_slots_reserve(struct device *d);
 /* Room for the actions of any step with `slots` client slots declared in
@@ -369,8 +376,6 @@ bool sched_actions_reserve(struct sched *s, size_t slots);
 
 /* ---- the step's parts in memory.c ------------------------------------------------------ */
 
-/* Appends an action to the step's (counted in actions_lost if full). */
-void sched_emit(struct sched *s, const struct sched_action *a);
 /* MEM_LEASE, MEM_FREE, MEM_DECLARE, MEM_QUERY, WAKE, PROCESS_GONE. */
 void mem_event(struct sched *s, const struct sched_event *ev, uint64_t now);
 /* The slot names its GPU no more: what it held is the tenant's no longer,

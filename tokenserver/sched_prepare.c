@@ -3,12 +3,21 @@
  * joining or leaving the list, a tenant's entry on a GPU, room for one more
  * client slot and for the actions of a step. The layer that knows such a
  * thing is coming (devices.c) calls these before the event, so that a step
- * only links, unlinks and updates.
+ * only links, unlinks and updates. And the step's list of actions
+ * (sched_emit), which sched.c and memory.c both append to: below both.
  */
 #include "sched.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+void sched_emit(struct sched *s, const struct sched_action *a)
+{
+    if (s->nactions < s->actions_cap)
+        s->actions[s->nactions++] = *a;
+    else
+        s->actions_lost++;
+}
 
 void sched_init(struct sched *s, uint64_t grace_ns)
 {
