@@ -271,6 +271,20 @@ static int flood(const char *path, int connections, double seconds)
     return 0;
 }
 
+/* ACQUIRE, then reads until the GRANT (in m): 1, or 0 if none came within
+ * 5 s, or -1 if the server closed the connection ("no-grant" or "closed"
+ * printed). */
+static int acquire_granted(int fd, struct gs_msg *m)
+{
+    acquire(fd);
+    int got;
+    while ((got = recv_msg(fd, m, 5000)) == 1 && m->type != GS_MSG_GRANT)
+        ;
+    if (got != 1)
+        printf(got < 0 ? "closed\n" : "no-grant\n");
+    return got;
+}
+
 static int by_value(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -290,15 +304,9 @@ static int latency(const char *path, const char *hex, int count)
         return 2;
     for (int i = 0; i < count; i++) {
         uint64_t start = now_ns();
-        acquire(fd);
         struct gs_msg m;
-        int got;
-        while ((got = recv_msg(fd, &m, 5000)) == 1 && m.type != GS_MSG_GRANT)
-            ;
-        if (got != 1) {
-            printf(got < 0 ? "closed\n" : "no-grant\n");
+        if (acquire_granted(fd, &m) != 1)
             return 1;
-        }
         took[i] = now_ns() - start;
         release(fd, m.u.grant.grant, 0, 0);
         usleep(1000);
@@ -321,15 +329,9 @@ static int churn(const char *path, const char *hex, double seconds)
     declare(fd, 0, uuid);
     uint64_t end = now_ns() + (uint64_t)(seconds * 1e9), cycles = 0;
     while (now_ns() < end) {
-        acquire(fd);
         struct gs_msg m;
-        int got;
-        while ((got = recv_msg(fd, &m, 5000)) == 1 && m.type != GS_MSG_GRANT)
-            ;
-        if (got != 1) {
-            printf(got < 0 ? "closed\n" : "no-grant\n");
+        if (acquire_granted(fd, &m) != 1)
             return 1;
-        }
         release(fd, m.u.grant.grant, 0, 0);
         cycles++;
     }
