@@ -3,7 +3,8 @@ in a copy of the scheduler's sources (tokenserver/sched.c, memory.c) and of
 the shim's slice machine (shim/gs_slice.c), the simulation is built from
 that copy, and it must break an invariant within the first 1000 seeds
 (or, for a bug only rare runs meet, in the seeds named with it: the ones a
-search found; when the simulation changes, search again). Prints the first
+search found, or the seeds of a named case, "case NAME FIRST-LAST"; when
+the simulation changes, search again). Prints the first
 seed that caught each bug.
 
     plant.py SOURCE_ROOT CC [BUG ...]
@@ -70,6 +71,11 @@ BUGS = {
         "tokenserver/sched.c", "                    send_grant(s, d->slots[i], d, 0, true);\n", "                    (void)0;\n",
         "a batch holder is told of a latency tenant that names its GPU only with its next slice: until then it "
         "admits without a bound"),
+    "sched-notices-unspaced": (
+        "tokenserver/sched.c", "        if (d->bound_sent_at && now < d->bound_sent_at + BOUND_NOTICE_GAP_NS) {",
+        "        if (false) {",
+        "a batch holder gets a GRANT for each change of its bound, however close together (a latency tenant "
+        "flipping its declaration had it dropped for not reading)", "case latency-device-flood 1-8"),
     "gang-rank-forgotten": (
         "tokenserver/sched.c", "    if (dt && dt->refs > 0 && --dt->refs == 0) {\n        slot->tenant->devices--;",
         "    if (dt && dt->refs > 0 && dt->refs == 0) {\n        slot->tenant->devices--;",
@@ -154,12 +160,13 @@ def main():
                 missed += 1
                 continue
             seeds = BUGS[bug][4] if len(BUGS[bug]) > 4 else "1-%d" % SEEDS
-            out = subprocess.run([exe, "--seeds", seeds, "--jobs", "2", "--first-failure"],
+            which = ["--case"] + seeds.split()[1:2] if seeds.startswith("case ") else []
+            out = subprocess.run([exe] + which + ["--seeds", seeds.split()[-1], "--jobs", "2", "--first-failure"],
                                  capture_output=True, text=True, timeout=1800).stdout
         first = re.search(r"first failing seed (\d+)", out)
-        what = [line for line in out.splitlines() if "FAILED" in line and line.startswith("seed")]
+        what = [line for line in out.splitlines() if "FAILED" in line and re.match(r"(case \S+, )?seed ", line)]
         if first:
-            detail = [line for line in what if line.startswith("seed %s:" % first.group(1))]
+            detail = [line for line in what if re.match(r"(case \S+, )?seed %s:" % first.group(1), line)]
             print("ok: bug %s (%s) caught by seed %s: %s" % (bug, BUGS[bug][3], first.group(1),
                                                               (detail or what or ["?"])[0].split("FAILED", 1)[-1].strip()))
         else:

@@ -276,6 +276,7 @@ struct sim_server {
     struct sched_tenant tenants[SIM_MAX_TENANTS];
     struct device *gpus[SIM_MAX_GPUS];
     uint64_t timer_gen[SIM_MAX_GPUS];
+    uint64_t last_notice[SIM_MAX_GPUS]; /* when a GRANT for a new bound alone last went out */
     uint64_t wake_gen;
     size_t declared;
     uint64_t started_at;

@@ -395,6 +395,33 @@ static void overlapping_holds(struct world *w)
     scenario_describe(w, "overlapping-holds (named case)");
 }
 
+/* Two GPUs, a batch tenant with a deep queue on each, and a hostile
+ * latency tenant whose two connections declare their slots again and
+ * again, as GPU 0 and then GPU 1, every 0.1 to 2 ms (the sim's
+ * H_DEVICE_FLOOD): the bound on the batch holders' work ahead changes
+ * over and over. Each change sent the holders a GRANT at once, which
+ * filled a holder's socket until the server dropped it; the GRANTs for a
+ * new bound are now at most one per GPU per BOUND_NOTICE_GAP_NS (checked
+ * as the simulation's server sends them: sim_server.c), and the bound
+ * comes only from a tenant that named the GPU for BOUND_SETTLE_NS. */
+static void latency_device_flood(struct world *w)
+{
+    node(w, 2, ON_DOWN_WAIT);
+    /* share, limit, quantum (ms), memory (MiB), class, gang mode, gang */
+    static const struct tenant_row tenants[] = {{1, 1, 20, 0, CLASS_BATCH, GANG_OFF, false},
+                                                {1, 1, 20, 0, CLASS_LATENCY, GANG_OFF, false}};
+    add_tenants(w, tenants, 2);
+    w->tenant[1].hostile = true;
+    deep(w, 0, 0, 1 * MS, 16);
+    deep(w, 0, 1, 1 * MS, 16);
+    for (int c = 0; c < 2; c++) {
+        struct sim_proc *p = scenario_proc(w, 1, APP_HOSTILE);
+        p->hostile = H_DEVICE_FLOOD;
+        p->dev[0].gpu = c;
+    }
+    scenario_describe(w, "latency-device-flood (named case)");
+}
+
 /* A gang of two ranks on GPUs 0 and 1 (share 1, a quantum of 10 ms; its
  * ranks' collectives wait for each other up to the timeout, so each of
  * its slices drains for about 100 ms), and t1 with a deep queue on GPU 1.
@@ -499,5 +526,7 @@ const struct sim_case sim_cases[] = {
      "meanwhile", gangs_one_held_elsewhere},
     {"overlapping-holds", "a tenant's longest slice is its processes' longest hold, also where their holds "
      "overlap", overlapping_holds},
+    {"latency-device-flood", "a latency tenant declaring GPUs over and over sends batch holders at most one "
+     "GRANT for a new bound per GPU per 2 ms", latency_device_flood},
 };
 const int sim_ncases = (int)(sizeof sim_cases / sizeof sim_cases[0]);

@@ -72,6 +72,16 @@ static int conn_of_slot(const struct world *w, const struct sched_slot *slot)
 static void carry_out(struct world *w, const struct sched_action *a)
 {
     struct gs_msg m;
+    if (a->type == SCHED_GRANT && a->notice) {
+        /* one notice per GPU per BOUND_NOTICE_GAP_NS (its holders get it
+         * at once, in one step) */
+        int g = gpu_of_device(w, a->slot->device);
+        uint64_t *last = &w->server.last_notice[g];
+        if (*last && w->now != *last && w->now - *last < BOUND_NOTICE_GAP_NS)
+            fail(w, "GPU %d: a GRANT for a new bound %.3f ms after the last one (at least %.1f ms apart)", g,
+                 (double)(w->now - *last) / 1e6, (double)BOUND_NOTICE_GAP_NS / 1e6);
+        *last = w->now;
+    }
     if (a->type == SCHED_GRANT) {
         check_grant(w, a);
         w->fig.grants++;
@@ -162,6 +172,7 @@ void server_start(struct world *w)
         st->index = (unsigned)t;
     }
     memset(sv->gpus, 0, sizeof sv->gpus);
+    memset(sv->last_notice, 0, sizeof sv->last_notice);
     sv->declared = 0;
     /* processes of the last server declare what they hold first (its
      * .clients mark: they were connected when it died) */
