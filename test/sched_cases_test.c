@@ -1067,6 +1067,40 @@ static void case_latency_churn(void)
     world_free(w);
 }
 
+/* Case 20. A process that joins a batch slice just as a latency tenant's
+ * BOUND_SETTLE_NS is over, before the server's timer for it fired (the
+ * loop's timers come late), gets the new bound; the holders must get it
+ * too. The joiner's GRANT recorded the bound as granted, and the timer
+ * then found nothing to tell: the holder stayed unbounded (fresh
+ * simulation runs, 8 to 9 ms past the notice's bound). A1 and A2 of
+ * batch A on d, A1 holding; L names d; the timer comes 1 ms late, and A2
+ * asks as the settle time ends. */
+static void case_join_at_settle(void)
+{
+    const char *which = "case 20 (a process joins as a latency tenant's settle time ends)";
+    struct world *w = world_new();
+    struct device *d = world_gpu(w);
+    struct sched_tenant *a = world_tenant(w, "A", 1), *l = world_tenant(w, "L", 1);
+    l->config.class = CLASS_LATENCY;
+    struct process *a1 = world_process(w, a, true), *a2 = world_process(w, a, false);
+    struct process *l_d = world_process(w, l, false);
+    unsigned g = gpu_number(w, d);
+    declare(w, a1, d);
+    declare(w, a2, d);
+    acquire(w, a1, d);
+    world_run_for(w, MS);
+    declare(w, l_d, d);
+    w->timer_at[g] += MS; /* the loop's wake-up comes late */
+    world_run_for(w, BOUND_SETTLE_NS);
+    acquire(w, a2, d);
+    check(holds(w, a2, d) && a2->last_ahead_ns[g] == 2 * MS, which, "A2 joins, bounded to 2 ms ahead (%.1f ms)",
+          ms(a2->last_ahead_ns[g]));
+    world_run_for(w, 5 * MS);
+    check(holds(w, a1, d) && a1->last_ahead_ns[g] == 2 * MS, which,
+          "A1, holding since before L named d, is bounded too (%.1f ms ahead)", ms(a1->last_ahead_ns[g]));
+    world_free(w);
+}
+
 /* Case 14. A tenant's configuration change moves a preemption planned
  * with the old one: the holder's share halved mid-slice makes it pass the
  * latency tenant waiting in half the time, and the revoke must come then,
@@ -1229,7 +1263,7 @@ int main(int argc, char **argv)
         case_late_drain_limit, case_late_release_bounded, case_latency_after_leaver,
         case_latency_declared_mid_slice, case_latency_share_changed, case_limit_set_mid_slice,
         case_gang_limit_elsewhere, case_gang_behind_holder, case_latency_toggler,
-        case_latency_churn,
+        case_latency_churn, case_join_at_settle,
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 1) {

@@ -1099,8 +1099,18 @@ static void join(struct sched *s, struct sched_slot *slot, struct device *d, uin
         d->state = DEV_RUNNING;
         set_timer(s, d, d->deadline);
     }
+    uint64_t told = d->ahead_granted;
     grant_to(s, slot, d, flags);
     d->holders++;
+    if (d->ahead_granted != told) {
+        /* The joiner's GRANT carries a bound the holders were not told of
+         * (a latency tenant's BOUND_SETTLE_NS just over, its timer not yet
+         * fired): they get it too, or the timer would find the bound
+         * granted and tell nobody (the simulation found a holder left
+         * unbounded so). */
+        d->ahead_granted = told;
+        bound_changed(s, d, now);
+    }
 }
 
 /* d, a GPU of a gang past its deadline, is still draining: its ranks may
