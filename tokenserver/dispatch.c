@@ -9,11 +9,9 @@
  * a CLIENT_GONE event at the client's next event.
  */
 #include "server.h"
-#include "gpuslice/transport.h"
 
 #include <errno.h>
 #include <stdio.h>
-#include <string.h>
 
 /* The scheduler's wake-up (SET_WAKE); owned by the loop's thread. */
 static struct timer wake_timer;
