@@ -337,6 +337,9 @@ struct world {
     uint64_t busy_at_warmup[SIM_MAX_GPUS][SIM_MAX_TENANTS];
     bool warm;
     enum on_server_down policy;
+    double late_wakes;       /* the share of the shim's gate thread wake-ups
+                                that run late by 0.1 to 2 ms (0.05; a named
+                                case may make the machine busier) */
     /* what the scenario promises, for the end-of-run figures */
     bool clean;              /* honest deep-queue tenants on GPU 0, nothing else */
     bool honest_pair;        /* two honest deep-queue tenants share GPU 0

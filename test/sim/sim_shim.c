@@ -47,10 +47,17 @@
 #define LEASE_RETRY_NS (500 * US)
 #define LEASE_IDLE_NS (40 * MS)     /* headroom goes back after this without allocations */
 #define IDLE_SLACK_NS 1000          /* rounding in the idle checks */
-/* The longest a held slice stays idle: 2 ms without activity (gs_slice.c),
- * the gate thread's looks (each up to 2 ms late here), the drain. A slice
- * held idle to its deadline (5 to 50 ms here) fails it. */
-#define IDLE_HOLD_NS (10 * MS)
+/* The longest a held slice stays idle (gs_slice.c). The shim learns of a
+ * launch on the fast path (no clock there) at the gate thread's next look,
+ * which is at most 5 ms away while a program keeps emptying its queue
+ * (IDLE_RELEASE_NS + IDLE_LATE_NS); from that look it counts 2 ms of
+ * idleness (IDLE_RELEASE_NS), seen at a look up to 3 ms later
+ * (IDLE_LATE_NS): 10 ms, and each of the two looks up to GATE_LATE_NS late
+ * here. A slice held idle to its deadline (5 to 50 ms here) fails it, and
+ * so does a program whose last launches went unseen for one look more
+ * (case idle-after-fast-launches). */
+#define GATE_LATE_NS (2 * MS) /* lateness(): the most a gate thread wake-up runs late */
+#define IDLE_HOLD_NS (2 * (2 * MS + 3 * MS) + 2 * GATE_LATE_NS)
 /* What the estimate of a launch's device time may miss by, under a bound
  * on what is ahead: items vary by +-10 % (sim_app.c), and the estimate
  * follows the recent rounds. */
@@ -312,7 +319,7 @@ static uint64_t lateness(struct world *w)
 {
     /* a thread woken at its deadline runs a little later, now and then
      * milliseconds later */
-    return rng_chance(&w->rng, 0.05) ? rng_range(&w->rng, 100 * US, 2 * MS) : rng_range(&w->rng, 0, 80 * US);
+    return rng_chance(&w->rng, w->late_wakes) ? rng_range(&w->rng, 100 * US, GATE_LATE_NS) : rng_range(&w->rng, 0, 80 * US);
 }
 
 /* The gate thread plans its next look: the earliest time a machine asked. */

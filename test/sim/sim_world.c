@@ -266,6 +266,7 @@ void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t dura
     w->flags = flags;
     w->end = duration;
     rng_seed(&w->rng, seed);
+    w->late_wakes = 0.05;
     w->nfree = SIM_EVENTS;
     for (int i = 0; i < SIM_EVENTS; i++)
         w->free_list[i] = SIM_EVENTS - 1 - i;
