@@ -11,12 +11,13 @@
 #   FUZZ_REPLAY_OPTIONS          libFuzzer's options for the gate
 #
 # What makes a run replay: addresses differ from run to run (ASLR, the
-# environment's size, when the allocator is purged), and two things turn
-# them into inputs: UBSan's pointer-overflow check (its branches test
-# addresses: coverage) and libFuzzer's table of recent comparisons (which
-# holds compared pointers: mutations). The gate's build leaves the first
-# out and its options the second (the meson ASan+UBSan build replays every
-# corpus with the check); scripts/explore keeps both.
+# environment's size, the length of the corpus's path, when the allocator
+# is purged), and three things turn them into inputs: UBSan's
+# pointer-overflow and alignment checks (their branches test addresses:
+# coverage) and libFuzzer's table of recent comparisons (which holds
+# compared pointers: mutations). The gate's build leaves the checks out and
+# its options the table (the meson ASan+UBSan build replays every corpus
+# with the checks); scripts/explore keeps all three.
 #
 # Needs scripts/lib.sh (die, apt_install) sourced first.
 
@@ -50,7 +51,7 @@ build_fuzzers() {
     mkdir -p "$dir"
     local flags=(-std=c11 -g -O1 -D_GNU_SOURCE -DGS_LIBFUZZER -fsanitize=fuzzer,address,undefined
                  -fno-sanitize-recover=undefined -Iinclude -Itokenserver)
-    [ "${2:-}" != replay ] || flags+=(-fno-sanitize=pointer-overflow)
+    [ "${2:-}" != replay ] || flags+=(-fno-sanitize=pointer-overflow,alignment)
     clang "${flags[@]}" test/fuzz/protocol_fuzz.c include/gpuslice/protocol.c -o "$dir/protocol_fuzz" &&
     clang "${flags[@]}" test/fuzz/config_fuzz.c tokenserver/config.c include/gpuslice/rules.c -lm \
         -o "$dir/config_fuzz" &&
