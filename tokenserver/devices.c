@@ -10,11 +10,11 @@
  * while), or at once when the table is full and a new one is declared. A
  * slot declared again gives back what it held on its old GPU first.
  *
- * Each GPU is the scheduler's struct device (sched.h) and the loop's timer
- * for it. This file makes the memory a declaration needs ready (the GPU,
- * the tenant's entry on it, room in its list of slots, room for the step's
- * actions), then hands the scheduler the DECLARE, UNDECLARE and
- * CLIENT_GONE events.
+ * Each GPU is the scheduler's struct device (sched.h), made and freed by
+ * the scheduler's driver with its timer (dispatch.c). This file makes the
+ * memory a declaration needs ready (the GPU, the tenant's entry on it, room
+ * in its list of slots, room for the step's actions), then hands the
+ * scheduler the DECLARE, UNDECLARE and CLIENT_GONE events.
  */
 #include "server.h"
 
@@ -23,17 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A GPU as the server knows it: the scheduler's part first, so that the
- * scheduler's struct device * is this struct's address. */
-struct gpu {
-    struct device d;
-    struct timer timer;
-};
-
-/* The scheduler's state, the next GPU id, and the client slots declared in
- * all (for the size of the step's actions); owned by the loop's thread. */
-struct sched server_sched;
-static uint64_t next_device_id = 1;
+/* The client slots declared in all (for the size of the step's actions);
+ * owned by the loop's thread. */
 static size_t declared_slots;
 
 static struct device *device_find(const uint8_t uuid[16])
@@ -46,10 +37,7 @@ static struct device *device_find(const uint8_t uuid[16])
 
 static void device_free(struct device *d)
 {
-    struct gpu *g = (struct gpu *)d;
-    sched_device_remove(&server_sched, d);
-    timer_close(&g->timer);
-    free(g);
+    dispatch_device_free(d);
     removals++;
 }
 
@@ -64,28 +52,6 @@ static bool evict_one(void)
         return false;
     device_free(oldest);
     return true;
-}
-
-static void gpu_timer(void *arg)
-{
-    sched_timer_fired(&((struct gpu *)arg)->d);
-}
-
-static struct device *device_new(const uint8_t uuid[16])
-{
-    struct gpu *g = calloc(1, sizeof *g);
-    if (!g)
-        return NULL;
-    timer_init(&g->timer, gpu_timer, g);
-    memcpy(g->d.uuid, uuid, 16);
-    g->d.id = next_device_id++;
-    sched_device_add(&server_sched, &g->d, now_ns());
-    return &g->d;
-}
-
-void device_set_timer(struct device *d, uint64_t at)
-{
-    timer_at(&((struct gpu *)d)->timer, at);
 }
 
 void device_undeclare(struct client *c, int slot, bool lives_on)
@@ -137,7 +103,7 @@ struct device *device_declare(struct client *c, int slot, const uint8_t uuid[16]
             *why = reason;
             return NULL;
         }
-        d = device_new(uuid);
+        d = dispatch_device_new(uuid);
         if (!d) {
             snprintf(reason, sizeof reason, "gpuslice-server cannot track another GPU: %s", strerror(errno));
             *why = reason;

@@ -4,17 +4,29 @@
  * carried out in order here. This is the only place the scheduler's
  * decisions reach a socket, a timer or the log.
  *
- * Carrying out an action never calls the scheduler back: a send that fails
- * marks its client for closing (clients.c), and the close comes back as
- * a CLIENT_GONE event at the client's next event.
+ * It owns what the steps act on: the scheduler's state, each GPU's timer
+ * (a GPU is made and freed here, for devices.c) and the scheduler's
+ * wake-up. Carrying out an action never calls the scheduler back: a send
+ * that fails marks its client for closing (client_out.c), and the close
+ * comes back as a CLIENT_GONE event at the client's next event.
  */
 #include "server.h"
 
-#include <errno.h>
-#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* The scheduler's wake-up (SET_WAKE); owned by the loop's thread. */
+/* A GPU as the server knows it: the scheduler's part first, so that the
+ * scheduler's struct device * is this struct's address. */
+struct gpu {
+    struct device d;
+    struct timer timer;
+};
+
+/* The scheduler's state, its wake-up (SET_WAKE) and the next GPU's id;
+ * owned by the loop's thread. */
+struct sched server_sched;
 static struct timer wake_timer;
+static uint64_t next_device_id = 1;
 
 static void wake_fired(void *arg)
 {
@@ -49,7 +61,7 @@ static void carry_out(const struct sched_action *a)
     }
     switch (a->type) {
     case SCHED_SET_TIMER:
-        device_set_timer(a->device, a->at);
+        timer_at(&((struct gpu *)a->device)->timer, a->at);
         break;
     case SCHED_DROP:
         client_drop(client_of(a->slot), a->reason);
@@ -87,8 +99,28 @@ void sched_run(const struct sched_event *ev)
     }
 }
 
-void sched_timer_fired(struct device *d)
+static void gpu_timer(void *arg)
 {
-    struct sched_event ev = {.type = SCHED_TIMER, .device = d};
+    struct sched_event ev = {.type = SCHED_TIMER, .device = &((struct gpu *)arg)->d};
     sched_run(&ev);
+}
+
+struct device *dispatch_device_new(const uint8_t uuid[16])
+{
+    struct gpu *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    timer_init(&g->timer, gpu_timer, g);
+    memcpy(g->d.uuid, uuid, 16);
+    g->d.id = next_device_id++;
+    sched_device_add(&server_sched, &g->d, now_ns());
+    return &g->d;
+}
+
+void dispatch_device_free(struct device *d)
+{
+    struct gpu *g = (struct gpu *)d;
+    sched_device_remove(&server_sched, d);
+    timer_close(&g->timer);
+    free(g);
 }

@@ -1,12 +1,17 @@
 /*
- * gpuslice-server internals: the objects the server's files share.
+ * gpuslice-server internals: the objects the server's files share. The
+ * files stand in layers, each calling only those below it
+ * (tokenserver/meson.build lists them from the bottom up;
+ * test/server_layers_test.py).
  *
+ *   options.c      the options, set by main.c, read by every file
+ *   tables.c       the tables many files read: tenants, clients, removals
  *   clock.c        the monotonic clock everything counts in
  *   loop.c         the epoll event loop
  *   timers.c       one-shot timers in memory, the loop's one timerfd
  *   listener.c     a listening socket: paused, resumed, the spare descriptor
  *   log.c          logging, and the rate limit on what clients can cause
- *   main.c         options, limits, signals, start-up
+ *   main.c         the command line, limits, signals, start-up
  *   config.c       parsing the text of one tenant file
  *   config_file.c  reading one tenant file safely (regular files only)
  *   confwatch.c    watching the configuration directory (inotify)
@@ -15,9 +20,11 @@
  *   uninstall.c    gpuslice-server --uninstall
  *   tenants.c      the set of tenants, their listening sockets, reloads
  *   accept.c       accepting connections within the limits
- *   clients.c      one connection per shim process: messages in and out
+ *   client_out.c   what goes out to a client: messages, notices, drops
+ *   dispatch.c     runs the scheduler's steps and carries out their actions;
+ *                  owns the scheduler's state and the GPUs' timers
  *   devices.c      the GPUs clients declare: lookup, limits, freeing
- *   dispatch.c     runs the scheduler's steps and carries out their actions
+ *   clients.c      one connection per shim process: messages in, closing
  *   sched.c        the scheduler, a state machine (sched.h): who holds each
  *                  GPU, who is next
  *   memory.c       its part that keeps each tenant's device memory under its cap
@@ -139,7 +146,7 @@ void log_flush(void);
 int log_level_parse(const char *name); /* -1 if unknown */
 const char *log_level_name(int level);
 
-/* ---- main.c: options and limits ---------------------------------------------- */
+/* ---- options.c: options and limits (main.c sets them) -------------------------- */
 
 struct server_options {
     const char *config_dir;           /* absolute */
@@ -302,7 +309,7 @@ struct tenant {
     struct tenant *next;
 };
 
-extern struct tenant *tenants; /* every configured tenant, oldest first */
+extern struct tenant *tenants; /* every configured tenant, oldest first (tables.c) */
 extern unsigned ntenants;
 
 int tenants_load(void);      /* at start: fails if the directories are unusable */
@@ -404,13 +411,18 @@ struct client {
     struct client *member_next, **member_prev; /* in tenant->members */
 };
 
-extern struct client *clients;
+extern struct client *clients; /* (tables.c) */
 extern unsigned nclients;    /* connections, all tenants */
 
 /* Takes a connection accepted on t's socket; closes it on failure. */
 void client_add(struct tenant *t, int fd);
 /* Closes a client now, first sending ERROR(reason) if reason is not NULL. */
 void client_close(struct client *c, const char *reason);
+/* Closes connections that never said HELLO; called every second. */
+void clients_sweep(void);
+
+/* ---- client_out.c: what goes out to a client ---------------------------------- */
+
 /* Drops a client for what it did: one (rate-limited) log line, ERROR(what),
  * and it is closed at its next event; safe while walking the clients. */
 void client_drop(struct client *c, const char *what);
@@ -427,14 +439,14 @@ void client_notify(struct client *c, const struct gs_msg *msg);
  * the request, the cap and the tenant's count. */
 void client_memory_refused(const struct client *c, const struct sched_slot *slot, uint64_t need, uint64_t cap,
                            uint64_t used);
-/* Closes connections that never said HELLO; called every second. */
-void clients_sweep(void);
+/* Logs (once a minute per tenant) that the tenant's memory cap is more than
+ * the GPU uuid has, as the client's driver reported it (total). */
+void client_cap_above_memory(const struct client *c, const uint8_t uuid[16], uint64_t cap, uint64_t total);
+/* Sends the notices that wait and there is room for (the client's socket
+ * became writable); watches for room while any still waits. */
+void client_send_waiting_notices(struct client *c);
 
 /* ---- devices.c ---------------------------------------------------------------- */
-
-/* The server's scheduler state (sched.h): its GPUs, in server_sched.devices.
- * Owned by the loop's thread; changed only by sched_run and devices.c. */
-extern struct sched server_sched;
 
 /* Declares slot of c to be the GPU uuid, within the limits, node_fd (-1
  * none) the descriptor of its device node that came with the DEVICE;
@@ -458,21 +470,26 @@ bool task_stat_lives(int fd);
 /* Lets go of the memory counted for processes that exited without a
  * connection (memory.c's ghosts); every second. */
 void devices_check_ghosts(void);
-/* Arms the loop's timer of d (0 disarms): a SET_TIMER action. */
-void device_set_timer(struct device *d, uint64_t at);
 /* Frees devices nobody has used for the linger time; every second. */
 void devices_sweep(void);
 /* Frees every device (shutdown). */
 void devices_free_all(void);
 
-/* ---- dispatch.c -------------------------------------------------------------- */
+/* ---- dispatch.c: the scheduler's driver ---------------------------------------- */
 
+/* The server's scheduler state (sched.h): its GPUs, in server_sched.devices.
+ * Owned by the loop's thread; changed only by sched_run and the GPUs made
+ * and freed below (for devices.c). */
+extern struct sched server_sched;
 /* Runs one scheduler step at now_ns() and carries out its actions: sends,
  * timers, drops, log lines. Never re-entered: what the actions do (a send
  * that fails marks a client for closing) comes back as later events. */
 void sched_run(const struct sched_event *ev);
-/* The loop's timer of a GPU fired. */
-void sched_timer_fired(struct device *d);
+/* A new GPU, known to the scheduler, with its timer; NULL if out of
+ * memory. */
+struct device *dispatch_device_new(const uint8_t uuid[16]);
+/* Forgets a GPU nobody uses (sched_device_unused) and frees it. */
+void dispatch_device_free(struct device *d);
 
 /* ---- cdi.c ------------------------------------------------------------------- */
 
@@ -511,7 +528,8 @@ struct status_cursor {
     size_t count;            /* entries written in this part */
 };
 /* Counts tenants and devices freed (so that a cursor's pointer is known
- * to be still valid when it has not changed); the loop's thread only. */
+ * to be still valid when it has not changed); tables.c, the loop's thread
+ * only. */
 extern uint64_t removals;
 void status_begin(struct status_cursor *cur, enum gs_status_format format);
 /* The achieved share the status, top and /metrics show: the GPU's time

@@ -88,10 +88,6 @@ static const char *state_name(enum device_state s)
     return s == DEV_IDLE ? "idle" : s == DEV_RUNNING ? "running" : s == DEV_RESERVED ? "reserved" : "revoking";
 }
 
-/* Tenants and devices freed so far (server.h); bumped by tenants.c and
- * devices.c, read by the cursors here; the loop's thread only. */
-uint64_t removals;
-
 /* The device after the cursor's: the next in the list if nothing was freed
  * since, else the first with a greater id. */
 static struct device *device_after(const struct status_cursor *cur)

@@ -34,9 +34,6 @@
 
 #define SOCKET_NAME GS_TENANT_SOCKET
 
-/* The tenants, oldest first; owned by the loop's thread. */
-struct tenant *tenants;
-unsigned ntenants;
 static uint64_t next_tenant_id = 1;
 /* A tenant was created or removed since the CDI spec was last updated. */
 static bool set_changed;

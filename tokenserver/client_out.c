@@ -1,0 +1,191 @@
+/*
+ * What goes out to a client connection, below the scheduler's driver
+ * (dispatch.c), which sends through it: messages; the GRANTs the
+ * scheduler sends unasked for a new bound (notices), which go out only
+ * while a quarter or less of the client's buffer is queued and otherwise
+ * wait, the latest per slot, for EPOLLOUT; a client dropped for what it
+ * did (marked closing: clients.c closes it at its next event); and the log
+ * lines of what a client was refused or warned of.
+ */
+#include "server.h"
+#include "metrics/metrics.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+/* bytes as people write them: "512 MiB", "1.5 GiB", "100 TiB". */
+static const char *bytes_text(uint64_t bytes, char out[32])
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 6) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0 || v == (double)(uint64_t)v)
+        snprintf(out, 32, "%.0f %s", v, units[u]);
+    else
+        snprintf(out, 32, "%.1f %s", v, units[u]);
+    return out;
+}
+
+static void uuid_text(const uint8_t uuid[16], char out[37])
+{
+    static const char hex[] = "0123456789abcdef";
+    char *p = out;
+    for (int i = 0; i < 16; i++) {
+        *p++ = hex[uuid[i] >> 4];
+        *p++ = hex[uuid[i] & 15];
+        if (i == 3 || i == 5 || i == 7 || i == 9)
+            *p++ = '-';
+    }
+    *p = '\0';
+}
+
+void client_memory_refused(const struct client *c, const struct sched_slot *slot, uint64_t need, uint64_t cap_bytes,
+                          uint64_t used_bytes)
+{
+    char uuid[37] = "?", want[32], cap[32], used[32];
+    if (slot && slot->device)
+        uuid_text(slot->device->uuid, uuid);
+    slog_refusal(c->tenant, "memory cap",
+                 "tenant %s pid %u GPU-%s: device memory refused at the tenant's cap: asked for %s, cap %s, in use %s "
+                 "(all its processes on the GPU, leased headroom and each context's memory included); the "
+                 "application gets CUDA_ERROR_OUT_OF_MEMORY",
+                 c->tenant->name, c->pid, uuid, bytes_text(need, want), bytes_text(cap_bytes, cap),
+                 bytes_text(used_bytes, used));
+}
+
+/* Marks c for closing: it is closed at its next event (clients.c) (the shutdown makes
+ * one at once). Callers may be in the middle of walking the clients. */
+static void doom(struct client *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    if (shutdown(c->fd, SHUT_RDWR) != 0 && errno != ENOTCONN)
+        slog(LOG_WARN, "shutdown: %s", strerror(errno));
+}
+
+static void notice_replaced(struct client *c, const struct gs_msg *msg)
+{
+    if ((msg->type == GS_MSG_GRANT || msg->type == GS_MSG_REVOKE) && msg->u.grant.slot < GS_MAX_DEVICES)
+        c->notices_waiting &= ~(1u << msg->u.grant.slot);
+}
+
+int client_send(struct client *c, const struct gs_msg *msg)
+{
+    if (c->closing)
+        return -1;
+    notice_replaced(c, msg);
+    uint8_t buf[GS_MSG_MAX];
+    size_t len = gs_msg_encode(msg, buf, sizeof buf);
+    if (len == 0)
+        return -1;
+    ssize_t n;
+    do
+        n = send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)len)
+        return 0;
+    if (n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK) {
+        metrics_count_drop(DROP_NOT_READING, 1);
+        slog_limited(c->tenant, LOG_WARN,
+                     "tenant %s pid %u: does not read its messages (%u bytes queued, its limit); dropped", c->tenant->name,
+                     c->pid, options.client_buffer);
+    } else if (errno != EPIPE && errno != ECONNRESET)
+        slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: could not send %s: %s; dropped", c->tenant->name, c->pid,
+                     gs_msg_type_str(msg->type), strerror(errno));
+    doom(c);
+    return -1;
+}
+
+/* Writable in epoll's sense: for a Unix socket, at most a quarter of its
+ * send buffer (client_buffer, which the kernel doubles) is queued. */
+static bool room_for_notice(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int n;
+    do
+        n = poll(&p, 1, 0);
+    while (n < 0 && errno == EINTR);
+    return n == 1 && (p.revents & POLLOUT);
+}
+
+/* Sends the notice of one slot if there is room: true if sent (or the
+ * client is going), false if it must wait. */
+static bool notice_sent(struct client *c, uint32_t slot)
+{
+    if (c->closing || !room_for_notice(c->fd))
+        return c->closing;
+    struct gs_msg msg = {.type = GS_MSG_GRANT};
+    msg.u.grant = c->notices[slot];
+    uint8_t buf[GS_MSG_MAX];
+    size_t len = gs_msg_encode(&msg, buf, sizeof buf);
+    ssize_t n;
+    do
+        n = len ? send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) : -1;
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)len)
+        return true;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return false;
+    if (n >= 0 || (errno != EPIPE && errno != ECONNRESET))
+        slog_limited(c->tenant, LOG_WARN, "tenant %s pid %u: could not send a GRANT: %s; dropped", c->tenant->name,
+                     c->pid, n >= 0 ? "cut short" : strerror(errno));
+    doom(c);
+    return true;
+}
+
+/* Sends what notices wait and there is room for; watches for room while
+ * any still waits. */
+void client_send_waiting_notices(struct client *c)
+{
+    for (uint32_t slot = 0; slot < GS_MAX_DEVICES && !c->closing; slot++)
+        if ((c->notices_waiting & (1u << slot)) && notice_sent(c, slot))
+            c->notices_waiting &= ~(1u << slot);
+    bool watch_room = c->notices_waiting && !c->closing;
+    if (watch_room == c->watching_room)
+        return;
+    if (loop_mod(&c->watch, EPOLLIN | EPOLLRDHUP | (watch_room ? EPOLLOUT : 0)) == 0)
+        c->watching_room = watch_room;
+    else
+        slog(LOG_WARN, "tenant %s pid %u: epoll: %s", c->tenant->name, c->pid, strerror(errno));
+}
+
+void client_notify(struct client *c, const struct gs_msg *msg)
+{
+    uint32_t slot = msg->u.grant.slot;
+    if (c->closing || msg->type != GS_MSG_GRANT || slot >= GS_MAX_DEVICES)
+        return;
+    c->notices[slot] = msg->u.grant;
+    c->notices_waiting |= 1u << slot;
+    client_send_waiting_notices(c);
+}
+
+void client_drop(struct client *c, const char *what)
+{
+    if (c->closing)
+        return;
+    slog_refusal(c->tenant, what, "tenant %s pid %u: %s; connection closed", c->tenant->name, c->pid, what);
+    struct gs_msg msg = {.type = GS_MSG_ERROR};
+    snprintf(msg.u.error.reason, sizeof msg.u.error.reason, "%s", what);
+    if (client_send(c, &msg) == 0) /* else client_send dropped it (counted if it does not read) */
+        metrics_count_drop_message(what);
+    doom(c);
+}
+
+void client_cap_above_memory(const struct client *c, const uint8_t uuid[16], uint64_t cap, uint64_t total)
+{
+    char text[37], capt[32], totalt[32];
+    uuid_text(uuid, text);
+    slog_refusal(c->tenant, "cap above the GPU's memory",
+                 "tenant %s: its memory cap %s is more than GPU-%s has (%s, as pid %u's driver reports it): "
+                 "the cap never binds there", c->tenant->name, bytes_text(cap, capt), text,
+                 bytes_text(total, totalt), c->pid);
+}
