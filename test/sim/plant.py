@@ -1,6 +1,7 @@
 """The simulation can fail: each of the bugs below is planted, one at a time,
-in a copy of the scheduler's sources (tokenserver/sched.c, memory.c) and of
-the shim's slice machine (shim/gs_slice.c), the simulation is built from
+in a copy of the scheduler's sources (tokenserver/sched.c, memory.c), of
+the server's glue the simulation runs (tokenserver/dispatch.c, devices.c)
+and of the shim's slice machine (shim/gs_slice.c), the simulation is built from
 that copy, and it must break an invariant within the first 1000 seeds
 (or, for a bug only rare runs meet, in the seeds named with it: the ones a
 search found, or the seeds of a named case, "case NAME FIRST-LAST"; when
@@ -109,17 +110,32 @@ BUGS = {
     "shim-ahead-ignored": (
         "shim/gs_slice.c", "    s->ahead_ns = ev->ahead_ns;", "    s->ahead_ns = 0;",
         "the shim ignores the GRANT's bound on what it admits ahead of the GPU (a preemption waits for its queue)"),
+    "server-gone-kept": (
+        "tokenserver/devices.c", "    if (named == 0)\n        return;\n    struct sched_event ev = {.type = SCHED_CLIENT_GONE",
+        "    if (named >= 0)\n        return;\n    struct sched_event ev = {.type = SCHED_CLIENT_GONE",
+        "a closed client's slots are not undeclared: the scheduler keeps them waiting and holding"),
+    "server-timer-not-rearmed": (
+        "tokenserver/dispatch.c", "        timer_at(&((struct gpu *)a->device)->timer, a->at);",
+        "        if (!((struct gpu *)a->device)->timer.at || !a->at)\n"
+        "            timer_at(&((struct gpu *)a->device)->timer, a->at);",
+        "a GPU's timer already armed is not armed again (an extension, a new deadline keep the old time)"),
+    "server-late-unlogged": (
+        "tokenserver/dispatch.c", "    case SCHED_LATE: {", "    case SCHED_LATE + 1000: {",
+        "a slice taken back past its grace period is not logged"),
 }
 
 SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/memory.c", "tokenserver/histogram.c",
              "tokenserver/sched_wire.c"]
 SHIM = ["shim/gs_slice.c", "shim/gs_slice_wire.c"]
+# The server's glue the simulation runs: the scheduler's driver and the
+# GPUs clients declare, with what they read below them.
+SERVER = ["tokenserver/options.c", "tokenserver/tables.c", "tokenserver/dispatch.c", "tokenserver/devices.c"]
 
 
 def build(root, cc, workdir, bug):
     """Copies the sources, plants bug, builds sim; its path or None."""
-    for rel in SCHEDULER + SHIM + ["tokenserver/sched.h", "tokenserver/histogram.h", "shim/gs_slice.h",
-                                  "shim/gs_slice_wire.h"]:
+    for rel in SCHEDULER + SHIM + SERVER + ["tokenserver/sched.h", "tokenserver/histogram.h",
+                                           "tokenserver/server.h", "shim/gs_slice.h", "shim/gs_slice_wire.h"]:
         os.makedirs(os.path.dirname(os.path.join(workdir, rel)), exist_ok=True)
         shutil.copy(os.path.join(root, rel), os.path.join(workdir, rel))
     path, old, new = BUGS[bug][:3]
@@ -131,9 +147,10 @@ def build(root, cc, workdir, bug):
     open(target, "w").write(text.replace(old, new))
     sim_dir = os.path.join(root, "test", "sim")
     sources = [os.path.join(sim_dir, f) for f in sorted(os.listdir(sim_dir)) if f.endswith(".c")]
-    sources += [os.path.join(workdir, rel) for rel in SCHEDULER + SHIM]
+    sources += [os.path.join(workdir, rel) for rel in SCHEDULER + SHIM + SERVER]
     exe = os.path.join(workdir, "sim")
-    argv = [cc, "-std=c11", "-O2", "-D_GNU_SOURCE", "-w", "-I", os.path.join(root, "include"),
+    argv = [cc, "-std=c11", "-O2", "-D_GNU_SOURCE", "-w", "-DGPUSLICE_SHIM_DEFAULT=\"libgpuslice.so\"",
+            "-DGPUSLICE_VERSION=\"planted\"", "-I", os.path.join(root, "include"),
             "-I", os.path.join(workdir, "tokenserver"), "-I", os.path.join(workdir, "shim"), "-I", sim_dir,
             "-o", exe] + sources + ["-lm"]
     built = subprocess.run(argv, capture_output=True, text=True)

@@ -1,15 +1,20 @@
 /*
  * The deterministic simulation of a node (test/sim): the server's real
  * scheduler (tokenserver/sched.c, memory.c, sched_prepare.c, unchanged)
- * driven by simulated processes, a simulated GPU per device, a virtual
- * clock and one seeded random source. Every run is a pure function of its
+ * and its driver (dispatch.c: the steps and their actions) and GPUs
+ * (devices.c), unchanged, driven by simulated processes, a simulated GPU
+ * per device, a virtual clock and one seeded random source. Every run is a pure function of its
  * seed: `sim --seed N --trace` replays it bit for bit.
  *
  *   sim_world.c    the clock, the event queue, the random source, a run
  *   sim_scenario.c what a seed makes: GPUs, tenants, processes, faults
  *   sim_cases.c    the named cases: nodes written by hand (sim --case)
- *   sim_server.c   the server's side: the scheduler's steps and actions,
- *                  what clients.c and devices.c do in the real server
+ *   sim_server.c   the server's side: what clients.c does in the real
+ *                  server (a message in, a close), onto devices.c and
+ *                  dispatch.c
+ *   sim_driver.c   what the server's glue calls below it, on the
+ *                  simulated world: the clock, timers, a client's sends,
+ *                  the log, a GPU's access check, whether a process lives
  *   sim_shim.c     a process's side of the protocol: the shim's real slice
  *                  machine (shim/gs_slice.c, unchanged) driven as its
  *                  threads drive it, and a model of its leases of device
@@ -30,6 +35,7 @@
 #include "gs_slice.h"
 #include "gs_slice_wire.h"
 #include "sched.h"
+#include "server.h"
 
 #define SIM_MAX_GPUS 4
 #define SIM_MAX_TENANTS 8
@@ -45,6 +51,7 @@
 #define SIM_QUEUE 2048
 _Static_assert(SIM_QUEUE >= SIM_MAX_PROCS * SIM_MOST_IN_FLIGHT, "a GPU's queue holds every process's items");
 #define SIM_EVENTS 4096        /* events pending at once */
+#define SIM_PID_BASE 1000      /* process i is pid SIM_PID_BASE + i */
 #define MS 1000000ull
 #define MIB (1ull << 20)
 #define US 1000ull
@@ -67,13 +74,12 @@ enum ev_kind {
     EV_TO_SERVER,            /* conn: msg arrives at the server */
     EV_TO_PROC,              /* proc (conn): msg arrives at the process */
     EV_CLOSED,               /* conn: the server sees the connection close */
-    EV_SERVER_TIMER,         /* gpu (gen) */
+    EV_SERVER_TIMER,         /* one of the server's timers (sim_driver.c; gen) */
     EV_GPU,                  /* gpu (gen): the item at the head finishes */
     EV_APP,                  /* proc (gen): the application's next step */
     EV_SHIM,                 /* proc (gen): the shim's timer */
     EV_FAULT,                /* fault index */
     EV_SERVER_START,         /* the server (re)starts */
-    EV_SERVER_WAKE,          /* the scheduler's wake-up (gen) */
     EV_PROCESS_GONE,         /* proc: the server notices it exited (its ghosts) */
 };
 
@@ -264,21 +270,25 @@ struct sim_conn {
     bool open;               /* at the server */
     bool closing;            /* dropped by the server: closed at its next event */
     int proc;
-    struct sched_slot slots[GS_MAX_DEVICES];
+    struct client client;    /* the server's (server.h): its tenant, pid, slots */
     unsigned queued_to;      /* messages sent to it and not delivered */
     uint64_t last_to_proc, last_to_server; /* keep each direction in order */
     int tenant;
 };
 
+#define SIM_TIMERS (SIM_MAX_GPUS + 4) /* the server's timers: the wake-up, one per GPU */
+
+/* The server: its scheduler state is dispatch.c's server_sched. */
 struct sim_server {
     bool up;
-    struct sched s;
-    struct sched_tenant tenants[SIM_MAX_TENANTS];
-    struct device *gpus[SIM_MAX_GPUS];
-    uint64_t timer_gen[SIM_MAX_GPUS];
+    struct tenant tenants[SIM_MAX_TENANTS];     /* the server's (server.h) */
+    struct device *gpus[SIM_MAX_GPUS];          /* what devices.c made of each GPU */
     uint64_t last_notice[SIM_MAX_GPUS]; /* when a GRANT for a new bound alone last went out */
-    uint64_t wake_gen;
-    size_t declared;
+    /* its timers (timer_init, sim_driver.c): armed ones wait in the event
+     * queue, each event with the generation it was armed in */
+    struct timer *timers[SIM_TIMERS];
+    uint64_t timer_gen[SIM_TIMERS];
+    int ntimers;
     uint64_t started_at;
     int starts;
 };
@@ -395,8 +405,15 @@ void server_start(struct world *w);
 void server_stop(struct world *w);
 void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t sent);
 void server_closed(struct world *w, int conn);
-void server_timer(struct world *w, int gpu, uint64_t gen);
-void server_wake(struct world *w, uint64_t gen);
+/* sim_driver.c */
+void server_timer(struct world *w, int timer, uint64_t gen);
+/* The world whose run is under way (world_run_for): what now_ns() and the
+ * rest of sim_driver.c act on. One run at a time per process. */
+extern struct world *sim_world;
+int sim_conn_of(const struct world *w, const struct client *c);
+void send_to_proc(struct world *w, int conn, const struct gs_msg *m);
+void drop_conn(struct world *w, int conn, const char *reason);
+int gpu_of_device(const struct world *w, const struct device *d);
 void server_process_gone(struct world *w, int proc);
 /* A process connects: a new connection (its HELLO follows). */
 int server_connect(struct world *w, int proc);
@@ -456,7 +473,7 @@ void hostile_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m
 /* sim_check.c */
 void check_after_step(struct world *w);
 void check_end(struct world *w);
-void check_grant(struct world *w, const struct sched_action *a);
+void check_grant(struct world *w, const struct sim_conn *c, const struct gs_msg_grant *g);
 void check_submit(struct world *w, int g, const struct sim_proc *p, bool excused);
 
 /* Kills a process (its connection closes, its GPU work stops). */

@@ -75,12 +75,11 @@ void check_submit(struct world *w, int g, const struct sim_proc *p, bool excused
              w->tenant[p->tenant].name, p->id, w->tenant[other].name);
 }
 
-void check_grant(struct world *w, const struct sched_action *a)
+void check_grant(struct world *w, const struct sim_conn *c, const struct gs_msg_grant *g)
 {
-    const struct sim_conn *c = a->slot->owner;
     if (!c->open)
         fail(w, "a GRANT to conn %d, which is closed", (int)(c - w->conn));
-    if (!a->slot->device)
+    if (g->slot >= GS_MAX_DEVICES || !c->client.slots[g->slot].device)
         fail(w, "a GRANT for a slot that names no GPU");
 }
 

@@ -1,18 +1,20 @@
 /*
- * The server's side of the simulation: the real scheduler state machine
- * (sched_step), fed with events as the server's clients.c and devices.c
- * feed it, its actions carried out as dispatch.c carries them out, but
- * onto simulated connections and timers. Messages take a random transport
- * delay, in order per connection and direction; timers fire a little late,
- * as a busy loop's do.
+ * The server's side of the simulation: what clients.c does with a
+ * connection (a message in, turned into an event by the shared
+ * translation; a close; a drop), onto the server's own devices.c (a
+ * DEVICE, a close, the ghosts' check) and dispatch.c (each step and its
+ * actions), which run unchanged; below them sim_driver.c puts the sends
+ * onto simulated connections and the timers into the event queue.
+ * Messages take a random transport delay, in order per connection and
+ * direction.
  */
 #include "sim.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define CLIENT_BUFFER_MSGS 200   /* messages queued to a client that does not read */
-#define GRACE_NS (250 * MS)
 
 static uint64_t transport_delay(struct world *w)
 {
@@ -31,9 +33,7 @@ void send_to_server(struct world *w, int conn, const struct gs_msg *m)
     post_msg(w, at, EV_TO_SERVER, conn, m, w->now);
 }
 
-static void drop_conn(struct world *w, int conn, const char *reason);
-
-static void send_to_proc(struct world *w, int conn, const struct gs_msg *m)
+void send_to_proc(struct world *w, int conn, const struct gs_msg *m)
 {
     struct sim_conn *c = &w->conn[conn];
     if (!c->open || c->closing)
@@ -53,102 +53,33 @@ static void send_to_proc(struct world *w, int conn, const struct gs_msg *m)
 
 /* ---- the scheduler's steps ------------------------------------------------------- */
 
-static int gpu_of_device(const struct world *w, const struct device *d)
+int gpu_of_device(const struct world *w, const struct device *d)
 {
     for (int g = 0; g < w->ngpus; g++)
-        if (w->server.gpus[g] == d)
+        if (d && w->server.gpus[g] == d)
             return g;
     return -1;
 }
 
-static int conn_of_slot(const struct world *w, const struct sched_slot *slot)
-{
-    return (int)((const struct sim_conn *)slot->owner - w->conn);
-}
-
-/* Carries out one action as dispatch.c does: a message through the
- * shared translation (sched_wire_message), onto the simulated connection;
- * the rest onto the simulated timers and connections. */
-static void carry_out(struct world *w, const struct sched_action *a)
-{
-    struct gs_msg m;
-    if (a->type == SCHED_GRANT && a->notice) {
-        /* one notice per GPU per BOUND_NOTICE_GAP_NS (its holders get it
-         * at once, in one step) */
-        int g = gpu_of_device(w, a->slot->device);
-        uint64_t *last = &w->server.last_notice[g];
-        if (*last && w->now != *last && w->now - *last < BOUND_NOTICE_GAP_NS)
-            fail(w, "GPU %d: a GRANT for a new bound %.3f ms after the last one (at least %.1f ms apart)", g,
-                 (double)(w->now - *last) / 1e6, (double)BOUND_NOTICE_GAP_NS / 1e6);
-        *last = w->now;
-    }
-    if (a->type == SCHED_GRANT) {
-        check_grant(w, a);
-        w->fig.grants++;
-        trace(w, "server: GRANT conn %d slot %u grant %llu deadline +%.3f ms flags %u%s", conn_of_slot(w, a->slot),
-              a->slot->number, (unsigned long long)a->grant, (double)(a->at - w->now) / 1e6, a->flags,
-              a->notice ? " (a new bound)" : "");
-    } else if (a->type == SCHED_REVOKE) {
-        trace(w, "server: REVOKE conn %d slot %u grant %llu", conn_of_slot(w, a->slot), a->slot->number,
-              (unsigned long long)a->grant);
-    }
-    if (sched_wire_message(a, 0, &m)) {
-        send_to_proc(w, conn_of_slot(w, a->slot), &m);
-        return;
-    }
-    switch (a->type) {
-    case SCHED_SET_TIMER: {
-        int g = gpu_of_device(w, a->device);
-        w->server.timer_gen[g]++;
-        if (a->at) {
-            /* the loop wakes up to a few hundred microseconds late */
-            uint64_t late = rng_chance(&w->rng, 0.05) ? rng_range(&w->rng, 100 * US, 2 * MS) : rng_range(&w->rng, 0, 80 * US);
-            post(w, a->at + late, EV_SERVER_TIMER, g, w->server.timer_gen[g]);
-        }
-        break;
-    }
-    case SCHED_DROP:
-        drop_conn(w, conn_of_slot(w, a->slot), a->reason);
-        break;
-    case SCHED_LATE: {
-        /* its work still on the GPU is its own: the slice is taken back */
-        const struct sim_conn *c = &w->conn[conn_of_slot(w, a->slot)];
-        trace(w, "server: proc %d did not release within the grace period", c->proc);
-        gpu_excuse(w, c->proc);
-        break;
-    }
-    case SCHED_SET_WAKE:
-        post(w, a->at, EV_SERVER_WAKE, 0, ++w->server.wake_gen);
-        break;
-    default: /* messages (above), and OVER_CAP: a log line */
-        break;
-    }
-}
-
-/* Runs one step and carries out its actions, as dispatch.c does. */
+/* Runs one step through the server's driver (dispatch.c's sched_run: the
+ * step and its actions carried out, onto sim_driver.c), with the
+ * simulation's figures and traces around it. */
 static void run(struct world *w, const struct sched_event *ev)
 {
-    struct sim_server *sv = &w->server;
     w->fig.steps++;
-    const struct sched_tenant *forming = sv->s.forming_gang;
-    sched_step(&sv->s, ev, w->now);
-    if (sv->s.forming_gang != forming)
-        trace(w, "server: %s%s%s", sv->s.forming_gang ? "gang " : "", sv->s.forming_gang ? sv->s.forming_gang->name : "",
-              sv->s.forming_gang ? " gathers its GPUs" : "no gang gathers now");
-    if ((w->flags & SIM_TRACE) && sv->s.forming_gang && (w->fig.steps % 64) == 0)
-        for (const struct device *d = sv->s.devices; d; d = d->next)
+    const struct sched_tenant *forming = server_sched.forming_gang;
+    sched_run(ev);
+    const struct sched *s = &server_sched;
+    if (s->forming_gang != forming)
+        trace(w, "server: %s%s%s", s->forming_gang ? "gang " : "", s->forming_gang ? s->forming_gang->name : "",
+              s->forming_gang ? " gathers its GPUs" : "no gang gathers now");
+    if ((w->flags & SIM_TRACE) && s->forming_gang && (w->fig.steps % 64) == 0)
+        for (const struct device *d = s->devices; d; d = d->next)
             for (size_t i = 0; i < d->ntenants; i++)
                 trace(w, "  GPU %d %s vtime %.6f waiting %u state %d", d->uuid[0] - 1, d->tenants[i].tenant->name,
                       d->tenants[i].vtime / 1e9, d->tenants[i].waiting, d->state);
-    if (sv->s.forming_gang && sv->s.forming_gang != forming)
-        trace(w, "server: until +%.3f ms", ((double)sv->s.forming_until - (double)w->now) / 1e6);
-    /* A drop only marks the connection (closed by a later event, as
-     * clients.c does), so nothing here steps again. */
-    for (size_t i = 0; i < sv->s.nactions && !w->failed; i++)
-        carry_out(w, &sv->s.actions[i]);
-    sv->s.nactions = 0;
-    if (sv->s.actions_lost)
-        fail(w, "the scheduler lost %llu actions for want of room", (unsigned long long)sv->s.actions_lost);
+    if (s->forming_gang && s->forming_gang != forming)
+        trace(w, "server: until +%.3f ms", ((double)s->forming_until - (double)w->now) / 1e6);
 }
 
 /* ---- the server's life -------------------------------------------------------------- */
@@ -158,26 +89,26 @@ void server_start(struct world *w)
     struct sim_server *sv = &w->server;
     if (sv->up)
         return;
-    memset(&sv->s, 0, sizeof sv->s);
-    sched_init(&sv->s, GRACE_NS);
-    if (!sched_actions_reserve(&sv->s, 0)) {
+    memset(&server_sched, 0, sizeof server_sched);
+    sched_init(&server_sched, options.grace_ns);
+    if (!sched_actions_reserve(&server_sched, 0)) {
         fail(w, "out of memory");
         return;
     }
     for (int t = 0; t < w->ntenants; t++) {
-        struct sched_tenant *st = &sv->tenants[t];
+        struct tenant *st = &sv->tenants[t];
         memset(st, 0, sizeof *st);
-        st->name = w->tenant[t].name;
-        st->config = w->tenant[t].config;
-        st->index = (unsigned)t;
+        snprintf(st->name, sizeof st->name, "%s", w->tenant[t].name);
+        st->sched.name = st->name;
+        st->sched.config = w->tenant[t].config;
+        st->sched.index = (unsigned)t;
     }
     memset(sv->gpus, 0, sizeof sv->gpus);
     memset(sv->last_notice, 0, sizeof sv->last_notice);
-    sv->declared = 0;
     /* processes of the last server declare what they hold first (its
      * .clients mark: they were connected when it died) */
     if (sv->starts++ > 0)
-        sv->s.recovering_until = w->now + 1500 * MS;
+        server_sched.recovering_until = w->now + 1500 * MS;
     sv->up = true;
     sv->started_at = w->now;
     trace(w, "server: started");
@@ -200,7 +131,6 @@ void server_stop(struct world *w)
                 trace(w, "server: stops with tenant %s counting %llu on GPU %d (its processes %llu, %d messages on the way)",
                       dt->tenant->name, (unsigned long long)dt->mem_used, g, (unsigned long long)sum, w->mem_in_flight);
             }
-    sv->up = false;
     for (int c = 0; c < w->nconns; c++)
         if (w->conn[c].open) {
             w->conn[c].open = false;
@@ -212,16 +142,17 @@ void server_stop(struct world *w)
                 w->conn[c].queued_to++;
             }
         }
-    for (int g = 0; g < w->ngpus; g++) {
-        if (sv->gpus[g]) {
-            sched_device_remove(&sv->s, sv->gpus[g]);
-            free(sv->gpus[g]);
-            sv->gpus[g] = NULL;
-        }
-        sv->timer_gen[g]++;
+    /* The process dies: its GPUs and timers go with it (devices.c frees
+     * them as a shutdown does), and no timer of it fires any more. */
+    devices_free_all();
+    memset(sv->gpus, 0, sizeof sv->gpus);
+    for (int i = 0; i < sv->ntimers; i++) {
+        sv->timer_gen[i]++;
+        sv->timers[i] = NULL;
     }
-    free(sv->s.actions);
-    sv->s.actions = NULL;
+    sv->up = false;
+    free(server_sched.actions);
+    server_sched.actions = NULL;
     for (int i = 0; i < w->nprocs; i++)
         w->proc[i].ghosted = w->proc[i].lease_lost = false; /* the next server keeps nothing */
     trace(w, "server: stopped");
@@ -237,23 +168,19 @@ int server_connect(struct world *w, int proc)
     conn->open = true;
     conn->proc = proc;
     conn->tenant = w->proc[proc].tenant;
+    struct client *cl = &conn->client;
+    cl->fd = -1;
+    cl->tenant = &w->server.tenants[conn->tenant];
+    cl->pid = (uint32_t)(SIM_PID_BASE + proc);
+    cl->greeted = true;
     for (int i = 0; i < GS_MAX_DEVICES; i++)
-        conn->slots[i] = (struct sched_slot){.owner = conn, .number = (uint32_t)i,
-                                             .tenant = &w->server.tenants[conn->tenant],
-                                             .pid = (uint32_t)(1000 + proc)};
+        cl->slots[i] = (struct sched_slot){.owner = cl, .number = (uint32_t)i, .tenant = &cl->tenant->sched,
+                                           .pid = cl->pid};
     return c;
 }
 
-static void undeclare(struct world *w, struct sim_conn *c, int slot, bool lives_on)
-{
-    if (!c->slots[slot].device)
-        return;
-    struct sched_event ev = {.type = SCHED_UNDECLARE, .slot = &c->slots[slot], .lives_on = lives_on};
-    run(w, &ev);
-    w->server.declared--;
-}
-
-/* The server closes its end (a drop), or sees the process's close. */
+/* The server closes its end (a drop), or sees the process's close:
+ * clients.c's client_close, onto devices.c. */
 static void close_conn(struct world *w, int conn)
 {
     struct sim_conn *c = &w->conn[conn];
@@ -261,20 +188,12 @@ static void close_conn(struct world *w, int conn)
         return;
     bool lives_on = w->proc[c->proc].alive; /* the server's kill(pid, 0) */
     w->proc[c->proc].ghosted |= lives_on;
-    unsigned named = 0;
-    for (int i = 0; i < GS_MAX_DEVICES; i++)
-        named += c->slots[i].device != NULL;
-    if (named) {
-        struct sched_event ev = {.type = SCHED_CLIENT_GONE, .slot = c->slots, .nslots = GS_MAX_DEVICES,
-                                 .lives_on = lives_on};
-        run(w, &ev);
-        w->server.declared -= named;
-    }
+    devices_client_gone(&c->client, lives_on);
     c->open = false;
     c->closing = false;
 }
 
-static void drop_conn(struct world *w, int conn, const char *reason)
+void drop_conn(struct world *w, int conn, const char *reason)
 {
     struct sim_conn *c = &w->conn[conn];
     if (!c->open || c->closing)
@@ -310,72 +229,34 @@ void close_from_proc(struct world *w, int conn)
     post(w, at, EV_CLOSED, conn, 0);
 }
 
-void server_timer(struct world *w, int gpu, uint64_t gen)
-{
-    struct sim_server *sv = &w->server;
-    if (!sv->up || gen != sv->timer_gen[gpu] || !sv->gpus[gpu])
-        return;
-    struct sched_event ev = {.type = SCHED_TIMER, .device = sv->gpus[gpu]};
-    run(w, &ev);
-}
-
-/* The server's check of its ghosts' processes (every second) finds the
- * process gone. */
+/* The server's check of its ghosts' processes (every second; devices.c)
+ * finds the process gone. */
 void server_process_gone(struct world *w, int proc)
 {
     if (!w->server.up)
         return;
     w->proc[proc].ghosted = false;
-    struct sched_event ev = {.type = SCHED_PROCESS_GONE, .pid = (uint32_t)(1000 + proc)};
-    run(w, &ev);
+    devices_check_ghosts();
 }
 
-void server_wake(struct world *w, uint64_t gen)
-{
-    if (!w->server.up || gen != w->server.wake_gen)
-        return;
-    struct sched_event ev = {.type = SCHED_WAKE};
-    run(w, &ev);
-}
-
-/* DEVICE: as devices.c, with the driver's list being the simulated GPUs. */
+/* DEVICE: as clients.c hands it to devices.c (device_declare: the
+ * access check, the limits, the GPU made ready, the step). */
 static void declare(struct world *w, int conn, const struct gs_msg *m)
 {
     struct sim_server *sv = &w->server;
     struct sim_conn *c = &w->conn[conn];
-    struct sched_slot *slot = &c->slots[m->u.device.slot];
-    int g = m->u.device.uuid[0] - 1;
-    if (g < 0 || g >= w->ngpus || memcmp(m->u.device.uuid + 1, "simulated-gpu", 13) != 0) {
-        drop_conn(w, conn, "declared a GPU this node's NVIDIA driver does not list");
-        return;
-    }
-    if (slot->device && (slot->wants || slot->holds) && slot->device != sv->gpus[g]) {
+    const struct sched_slot *slot = &c->client.slots[m->u.device.slot];
+    if (slot->device && (slot->wants || slot->holds) && memcmp(slot->device->uuid, m->u.device.uuid, 16) != 0) {
         drop_conn(w, conn, "re-declared a device slot it is using");
         return;
     }
-    if (slot->device && slot->device == sv->gpus[g])
-        return;
-    undeclare(w, c, (int)m->u.device.slot, false);
-    if (!sv->gpus[g]) {
-        struct device *d = calloc(1, sizeof *d);
-        if (!d) {
-            fail(w, "out of memory");
-            return;
-        }
-        d->uuid[0] = (uint8_t)(g + 1);
-        memcpy(d->uuid + 1, "simulated-gpu", 13);
-        d->id = (uint64_t)g + 1;
-        sched_device_add(&sv->s, d, w->now);
-        sv->gpus[g] = d;
-    }
-    struct device *d = sv->gpus[g];
-    if (!sched_entry_get(d, slot->tenant) || !sched_slots_reserve(d) || !sched_actions_reserve(&sv->s, sv->declared + 1)) {
-        fail(w, "out of memory");
+    const char *why = NULL;
+    struct device *d = device_declare(&c->client, (int)m->u.device.slot, m->u.device.uuid, -1, &why);
+    if (!d) {
+        drop_conn(w, conn, why);
         return;
     }
-    struct sched_event ev = {.type = SCHED_DECLARE, .slot = slot, .device = d};
-    run(w, &ev);
-    sv->declared++;
+    sv->gpus[m->u.device.uuid[0] - 1] = d;
 }
 
 void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t sent)
@@ -397,7 +278,7 @@ void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t 
     default:
         if (m->type == GS_MSG_MEM_DECLARE)
             w->proc[c->proc].ghosted = w->proc[c->proc].lease_lost = false;
-        if (!sched_wire_event(m, c->slots, sent, &ev)) {
+        if (!sched_wire_event(m, c->client.slots, sent, &ev)) {
             drop_conn(w, conn, "unexpected message");
             return;
         }
@@ -415,7 +296,7 @@ void server_tenant_changed(struct world *w, int t)
     struct sim_server *sv = &w->server;
     if (!sv->up)
         return;
-    sv->tenants[t].config = w->tenant[t].config;
-    struct sched_event ev = {.type = SCHED_TENANT_CHANGED, .tenant = &sv->tenants[t]};
+    sv->tenants[t].sched.config = w->tenant[t].config;
+    struct sched_event ev = {.type = SCHED_TENANT_CHANGED, .tenant = &sv->tenants[t].sched};
     run(w, &ev);
 }

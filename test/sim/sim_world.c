@@ -250,9 +250,6 @@ static void handle(struct world *w, struct event *e)
     case EV_SERVER_START:
         server_start(w);
         break;
-    case EV_SERVER_WAKE:
-        server_wake(w, e->gen);
-        break;
     case EV_PROCESS_GONE:
         server_process_gone(w, e->a);
         break;
@@ -262,6 +259,7 @@ static void handle(struct world *w, struct event *e)
 void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t duration, scenario_fn *make)
 {
     memset(w, 0, offsetof(struct world, free_list));
+    sim_world = w;
     w->seed = seed;
     w->flags = flags;
     w->end = duration;
@@ -306,7 +304,7 @@ void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t dura
     if (!w->failed)
         check_end(w);
     if ((w->flags & SIM_TRACE) && w->server.up) {
-        const struct sched *sc = &w->server.s;
+        const struct sched *sc = &server_sched;
         trace(w, "server's state: forming gang %s until %.3f", sc->forming_gang ? sc->forming_gang->name : "-",
               (double)sc->forming_until / 1e9);
         for (const struct device *d = sc->devices; d; d = d->next) {

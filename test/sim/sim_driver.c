@@ -1,0 +1,226 @@
+/*
+ * What the server's glue (tokenserver/dispatch.c and devices.c, linked
+ * unchanged) calls below it, here on the simulated world: the virtual
+ * clock; timers that wait in the event queue and fire a little late, as a
+ * busy loop's do; a client's sends, onto its simulated connection and
+ * checked as they go; the log (traced, and the one line the checks read);
+ * the check of a GPU's access (the simulated GPUs are the ones the node's
+ * driver lists); whether a process lives.
+ *
+ * The real ones (clock.c, timers.c, client_out.c, log.c, gpu_access.c,
+ * process_lives.c) stand on epoll, sockets and /proc, and do not run
+ * here; each is a thin layer over those.
+ */
+#include "sim.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The world whose run is under way: set by world_run_for, one run at a
+ * time per process (sim_main.c runs seeds one after another, or in
+ * separate processes). */
+struct world *sim_world;
+
+uint64_t now_ns(void)
+{
+    return sim_world->now;
+}
+
+/* ---- timers.c ------------------------------------------------------------------------- */
+
+/* t's place among the server's timers, taking a free one for a timer not
+ * seen yet; -1 (the run failed) if none is free. */
+static int timer_index(struct world *w, struct timer *t)
+{
+    struct sim_server *sv = &w->server;
+    int free_at = -1;
+    for (int i = 0; i < sv->ntimers; i++) {
+        if (sv->timers[i] == t)
+            return i;
+        if (!sv->timers[i] && free_at < 0)
+            free_at = i;
+    }
+    if (free_at < 0 && sv->ntimers < SIM_TIMERS)
+        free_at = sv->ntimers++;
+    if (free_at < 0) {
+        fail(w, "the server has more than %d timers", SIM_TIMERS);
+        return -1;
+    }
+    sv->timers[free_at] = t;
+    return free_at;
+}
+
+void timer_init(struct timer *t, void (*fn)(void *), void *arg)
+{
+    memset(t, 0, sizeof *t);
+    t->fn = fn;
+    t->arg = arg;
+}
+
+void timer_at(struct timer *t, uint64_t when_ns)
+{
+    struct world *w = sim_world;
+    int i = timer_index(w, t);
+    if (i < 0)
+        return;
+    w->server.timer_gen[i]++;
+    t->at = when_ns;
+    if (when_ns) {
+        /* the loop wakes up to a few hundred microseconds late, now and
+         * then milliseconds */
+        uint64_t late = rng_chance(&w->rng, 0.05) ? rng_range(&w->rng, 100 * US, 2 * MS) : rng_range(&w->rng, 0, 80 * US);
+        post(w, when_ns + late, EV_SERVER_TIMER, i, w->server.timer_gen[i]);
+    }
+}
+
+void timer_close(struct timer *t)
+{
+    struct world *w = sim_world;
+    int i = timer_index(w, t);
+    if (i < 0)
+        return;
+    w->server.timer_gen[i]++;
+    w->server.timers[i] = NULL;
+    t->at = 0;
+}
+
+/* EV_SERVER_TIMER: timer number i fires, unless it was armed again,
+ * disarmed or closed since (gen), or the server is down. */
+void server_timer(struct world *w, int i, uint64_t gen)
+{
+    struct sim_server *sv = &w->server;
+    if (!sv->up || gen != sv->timer_gen[i] || !sv->timers[i])
+        return;
+    struct timer *t = sv->timers[i];
+    t->at = 0;
+    t->fn(t->arg);
+}
+
+/* ---- client_out.c ------------------------------------------------------------------------ */
+
+int sim_conn_of(const struct world *w, const struct client *c)
+{
+    const struct sim_conn *conn = (const struct sim_conn *)(const void *)((const char *)c - offsetof(struct sim_conn, client));
+    return (int)(conn - w->conn);
+}
+
+static void trace_grant(struct world *w, int conn, const struct gs_msg *m, const char *what)
+{
+    if (m->type == GS_MSG_GRANT) {
+        check_grant(w, &w->conn[conn], &m->u.grant);
+        w->fig.grants++;
+        trace(w, "server: GRANT conn %d slot %u grant %llu deadline +%.3f ms flags %u%s", conn, m->u.grant.slot,
+              (unsigned long long)m->u.grant.grant, ((double)m->u.grant.deadline_ns - (double)w->now) / 1e6,
+              m->u.grant.flags, what);
+    } else if (m->type == GS_MSG_REVOKE) {
+        trace(w, "server: REVOKE conn %d slot %u grant %llu", conn, m->u.grant.slot,
+              (unsigned long long)m->u.grant.grant);
+    }
+}
+
+int client_send(struct client *c, const struct gs_msg *msg)
+{
+    struct world *w = sim_world;
+    int conn = sim_conn_of(w, c);
+    if (!w->conn[conn].open || w->conn[conn].closing)
+        return -1;
+    trace_grant(w, conn, msg, "");
+    send_to_proc(w, conn, msg);
+    return w->conn[conn].closing ? -1 : 0;
+}
+
+/* A GRANT for a new bound alone: at most one per GPU per
+ * BOUND_NOTICE_GAP_NS (its holders get it at once, in one step). The real
+ * one waits for room in the client's socket; a simulated connection
+ * always has room until the client stops reading. */
+void client_notify(struct client *c, const struct gs_msg *msg)
+{
+    struct world *w = sim_world;
+    int conn = sim_conn_of(w, c);
+    if (!w->conn[conn].open || w->conn[conn].closing || msg->type != GS_MSG_GRANT || msg->u.grant.slot >= GS_MAX_DEVICES)
+        return;
+    int g = gpu_of_device(w, c->slots[msg->u.grant.slot].device);
+    if (g >= 0) {
+        uint64_t *last = &w->server.last_notice[g];
+        if (*last && w->now != *last && w->now - *last < BOUND_NOTICE_GAP_NS)
+            fail(w, "GPU %d: a GRANT for a new bound %.3f ms after the last one (at least %.1f ms apart)", g,
+                 (double)(w->now - *last) / 1e6, (double)BOUND_NOTICE_GAP_NS / 1e6);
+        *last = w->now;
+    }
+    trace_grant(w, conn, msg, " (a new bound)");
+    send_to_proc(w, conn, msg);
+}
+
+void client_drop(struct client *c, const char *what)
+{
+    struct world *w = sim_world;
+    drop_conn(w, sim_conn_of(w, c), what);
+}
+
+void client_memory_refused(const struct client *c, const struct sched_slot *slot, uint64_t need, uint64_t cap,
+                           uint64_t used)
+{
+    (void)slot;
+    trace(sim_world, "server: tenant %s pid %u: a lease of %llu bytes refused at its cap of %llu (%llu in use)",
+          c->tenant->name, c->pid, (unsigned long long)need, (unsigned long long)cap, (unsigned long long)used);
+}
+
+/* ---- log.c ---------------------------------------------------------------------------------- */
+
+static void logged(int level, const char *fmt, va_list ap)
+{
+    struct world *w = sim_world;
+    char text[512];
+    vsnprintf(text, sizeof text, fmt, ap);
+    trace(w, "server log: %s", text);
+    /* The scheduler's LATE (dispatch.c logs it): its holder's work still
+     * on the GPU is its own now, as fakecuda's meter would show. */
+    const char *pid = strstr(text, " pid ");
+    unsigned proc_pid;
+    if (strstr(text, "did not release within") && pid && sscanf(pid, " pid %u", &proc_pid) == 1 &&
+        proc_pid >= SIM_PID_BASE && proc_pid < SIM_PID_BASE + (unsigned)w->nprocs)
+        gpu_excuse(w, (int)(proc_pid - SIM_PID_BASE));
+    if (level == LOG_ERR)
+        fail(w, "the server logged an error: %s", text);
+}
+
+void slog(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    logged(level, fmt, ap);
+    va_end(ap);
+}
+
+void slog_limited(const void *tag, int level, const char *fmt, ...)
+{
+    (void)tag;
+    va_list ap;
+    va_start(ap, fmt);
+    logged(level, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- gpu_access.c, process_lives.c ------------------------------------------------------------- */
+
+/* The node's driver lists the simulated GPUs (sim_shim.c declares GPU g
+ * as g + 1 and "simulated-gpu"); any other UUID is refused, as
+ * gpu_access.c refuses a GPU the driver does not list. */
+bool gpu_access_allowed(int node_fd, const uint8_t uuid[16], uint64_t now, char *why, size_t whylen)
+{
+    (void)node_fd;
+    (void)now;
+    int g = uuid[0] - 1;
+    if (g >= 0 && g < sim_world->ngpus && memcmp(uuid + 1, "simulated-gpu", 13) == 0)
+        return true;
+    snprintf(why, whylen, "declared a GPU this node's NVIDIA driver does not list");
+    return false;
+}
+
+bool process_lives(pid_t pid)
+{
+    struct world *w = sim_world;
+    return pid >= SIM_PID_BASE && pid < SIM_PID_BASE + w->nprocs && w->proc[pid - SIM_PID_BASE].alive;
+}
