@@ -106,7 +106,7 @@ BUGS = {
         "shim/gs_slice.c", "    if (ev->grant == s->last_released && !join && !extension)\n",
         "    if (ev->grant == s->last_released && !join)\n",
         "a process that gave its slice back and joined it again ignores the slice's extensions (a new deadline, "
-        "a bound on work ahead)", "5899-5899"),
+        "a bound on work ahead)", "case rejoined-holder-bounded 1-8"),
     "shim-ahead-ignored": (
         "shim/gs_slice.c", "    s->ahead_ns = ev->ahead_ns;", "    s->ahead_ns = 0;",
         "the shim ignores the GRANT's bound on what it admits ahead of the GPU (a preemption waits for its queue)"),
