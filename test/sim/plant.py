@@ -119,6 +119,10 @@ BUGS = {
         "        if (!((struct gpu *)a->device)->timer.at || !a->at)\n"
         "            timer_at(&((struct gpu *)a->device)->timer, a->at);",
         "a GPU's timer already armed is not armed again (an extension, a new deadline keep the old time)"),
+    "server-wake-unarmed": (
+        "tokenserver/dispatch.c", "    timer_at(&wake_timer, at);", "    timer_at(&wake_timer, 0);",
+        "the scheduler's wake-up (SET_WAKE) is never armed: leases deferred while a restarted server recovers "
+        "wait for the next memory event"),
     "server-late-unlogged": (
         "tokenserver/dispatch.c", "    case SCHED_LATE: {", "    case SCHED_LATE + 1000: {",
         "a slice taken back past its grace period is not logged"),

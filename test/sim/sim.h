@@ -51,6 +51,11 @@
 #define SIM_QUEUE 2048
 _Static_assert(SIM_QUEUE >= SIM_MAX_PROCS * SIM_MOST_IN_FLIGHT, "a GPU's queue holds every process's items");
 #define SIM_EVENTS 4096        /* events pending at once */
+/* The longest a MEM_LEASE waits for its answer while its process runs and
+ * its connection lasts: the recovery after a server's restart, when leases
+ * wait for the processes of the last server to declare what they hold
+ * (1.5 s, sim_server.c), and the messages and timers around it. */
+#define LEASE_ANSWER_NS (1600 * MS)
 #define SIM_PID_BASE 1000      /* process i is pid SIM_PID_BASE + i */
 #define MS 1000000ull
 #define MIB (1ull << 20)
@@ -186,6 +191,7 @@ struct shim_dev {
     uint64_t held, headroom; /* what the process holds, and its lease's rest */
     bool lease_wait;         /* an allocation waits for a lease */
     bool lease_out;          /* its MEM_LEASE is unanswered */
+    uint64_t lease_sent;     /* when that MEM_LEASE went out */
     uint64_t lease_retry_at; /* after a RETRY */
     uint64_t lease_need;     /* what the allocation waiting for it needs */
     uint64_t lease_id;

@@ -26,6 +26,10 @@
  *     BOUND_NOTICE_NS, also when the slice began before the latency tenant
  *     named the GPU (not a hostile or stopped holder, not where the run
  *     stalls).
+ *   - a MEM_LEASE is answered within LEASE_ANSWER_NS (the recovery after a
+ *     restart, and the messages around it) while its process runs and its
+ *     connection lasts (checked at the answer, sim_shim.c, and at the
+ *     end for one still unanswered).
  * At the end:
  *   - clean runs: busy tenants' shares of device time within 0.5 points
  *     of their weights (or, where the end cuts a round short, within the
@@ -408,6 +412,19 @@ static uint64_t wait_bound(const struct world *w, int t, int g)
 
 void check_end(struct world *w)
 {
+    /* a lease still unanswered has waited no longer than one may */
+    for (int i = 0; i < w->nprocs && w->server.up; i++) {
+        const struct sim_proc *p = &w->proc[i];
+        for (int k = 0; k < p->ngpus && p->alive && !p->stopped && p->conn >= 0; k++) {
+            const struct shim_dev *d = &p->dev[k];
+            uint64_t from = d->lease_sent > p->continued_at ? d->lease_sent : p->continued_at;
+            if (d->lease_out && w->now - from > LEASE_ANSWER_NS) {
+                fail(w, "proc %d's MEM_LEASE on GPU %d has waited %.1f ms for its answer (over %.0f ms)", p->id,
+                     d->gpu, (double)(w->now - from) / 1e6, (double)LEASE_ANSWER_NS / 1e6);
+                return;
+            }
+        }
+    }
     /* held time still running counts up to the end */
     for (int t = 0; t < w->ntenants; t++)
         for (int g = 0; g < w->ngpus; g++)

@@ -551,6 +551,7 @@ static void send_lease(struct world *w, struct sim_proc *p, int i)
     m.u.lease.need = need;
     m.u.lease.want = need + chunk(d->lease_need);
     d->lease_out = true;
+    d->lease_sent = w->now;
     send(w, p, &m);
 }
 
@@ -597,6 +598,10 @@ static void leased(struct world *w, struct sim_proc *p, const struct gs_msg *m)
         if (!d->lease_out || m->u.leased.id != d->lease_id)
             continue;
         d->lease_out = false;
+        uint64_t from = d->lease_sent > p->continued_at ? d->lease_sent : p->continued_at;
+        if (w->now - from > LEASE_ANSWER_NS)
+            fail(w, "proc %d's MEM_LEASE on GPU %d was answered %.1f ms after it went out (over %.0f ms)", p->id,
+                 d->gpu, (double)(w->now - from) / 1e6, (double)LEASE_ANSWER_NS / 1e6);
         if (m->u.leased.status == GS_LEASE_GRANTED) {
             d->headroom += m->u.leased.granted;
             if (d->headroom < d->lease_need) {
