@@ -27,7 +27,8 @@
  *     from when the loop woke to read it. A slice is charged at least
  *     MIN_SLICE_CHARGE_NS, for the handoffs it costs: a tenant that takes
  *     slices of microseconds (a modified shim) would otherwise fill the
- *     GPU with handoffs no one pays for.
+ *     GPU with handoffs no one pays for. Not a slice a latency tenant's
+ *     preemption cut short: the preemptor pays for that handoff.
  *   - No banking, no debt from idle times: each GPU keeps a floor, the
  *     largest "smallest virtual time among its active tenants" seen so far
  *     (device.vtime_floor). A tenant that becomes active, newcomers
@@ -649,7 +650,11 @@ static void end_slice(struct sched *s, struct device *d, uint64_t ended, uint64_
     uint64_t used = end - d->slice_start;
     uint64_t due = now < d->deadline ? now : d->deadline; /* when the next grant could have come */
     charge(d, end);
-    if (used < MIN_SLICE_CHARGE_NS) { /* in virtual time and the limit only: the figures count what was held */
+    /* The least a slice costs (in virtual time and the limit only: the
+     * figures count what was held), unless a latency tenant's preemption
+     * cut it short: that handoff is the preemptor's, paid from its
+     * preemption debt (case batch-preempted-early). */
+    if (used < MIN_SLICE_CHARGE_NS && !d->preempting) {
         dt->vtime = vtime_add(dt->vtime, (double)(MIN_SLICE_CHARGE_NS - used) / dt->tenant->config.share);
         used = MIN_SLICE_CHARGE_NS;
     }

@@ -729,6 +729,33 @@ static void rejoined_holder_bounded(struct world *w)
     scenario_describe(w, "rejoined-holder-bounded (named case)");
 }
 
+/* Three latency tenants (shares 3, 1 and 3, items of 0.3, 2.5 and 2.6 ms)
+ * and a batch tenant (share 1, items of 0.2 ms, four queued), quantum
+ * 5 ms, alone on one GPU: a clean run, judged on shares. The latency
+ * tenants preempt the batch tenant's slices within a millisecond of their
+ * start, and each such slice was charged MIN_SLICE_CHARGE_NS, the least a
+ * slice costs for its handoffs, although the preemptor caused the handoff
+ * and paid for it in its preemption debt: the batch tenant got 11.76 % of
+ * the device time against its weight's 12.50 % (fresh seed 141105071). A
+ * slice cut short by a preemption is charged what it held
+ * (tokenserver/sched.c, end_slice). */
+static void batch_preempted_early(struct world *w)
+{
+    node(w, 1, ON_DOWN_WAIT);
+    /* share, limit, quantum (ms), memory (MiB), class, gang mode, gang */
+    static const struct tenant_row tenants[] = {{3, 1, 5, 0, CLASS_LATENCY, GANG_AUTO, false},
+                                                {1, 1, 5, 0, CLASS_LATENCY, GANG_AUTO, false},
+                                                {1, 1, 5, 0, CLASS_BATCH, GANG_AUTO, false},
+                                                {3, 1, 5, 0, CLASS_LATENCY, GANG_AUTO, false}};
+    add_tenants(w, tenants, sizeof tenants / sizeof tenants[0]);
+    deep(w, 0, 0, 300 * US, 16);
+    deep(w, 1, 0, 2500 * US, 15);
+    deep(w, 2, 0, 200 * US, 4);
+    deep(w, 3, 0, 2600 * US, 5);
+    w->clean = true;
+    scenario_describe(w, "batch-preempted-early (named case)");
+}
+
 const struct sim_case sim_cases[] = {
     {"gang-rank-killed-early", "a gang whose rank died before the job formed is not owed a turn",
      gang_rank_killed_early},
@@ -770,5 +797,7 @@ const struct sim_case sim_cases[] = {
      latency_behind_holder_share_change},
     {"rejoined-holder-bounded", "a batch holder that gave its slice back and joined it again takes the bound "
      "on work ahead a latency tenant brings", rejoined_holder_bounded},
+    {"batch-preempted-early", "a batch slice a latency tenant preempts within a millisecond is charged what "
+     "it held, not the least a slice costs", batch_preempted_early},
 };
 const int sim_ncases = (int)(sizeof sim_cases / sizeof sim_cases[0]);
