@@ -77,6 +77,12 @@ BUGS = {
         "        if (false) {",
         "a batch holder gets a GRANT for each change of its bound, however close together (a latency tenant "
         "flipping its declaration had it dropped for not reading)", "case latency-device-flood 1-8"),
+    "sched-change-unlooked": (
+        "tokenserver/sched.c",
+        "                bound_changed(s, d, now);\n                preempt_check(s, d, now);\n            }\n        break;",
+        "                bound_changed(s, d, now);\n            }\n        break;",
+        "a holder's new share does not move the preemption planned with its old one",
+        "case latency-behind-holder-share-change 1-8"),
     "gang-rank-forgotten": (
         "tokenserver/sched.c", "    if (dt && dt->refs > 0 && --dt->refs == 0) {\n        slot->tenant->devices--;",
         "    if (dt && dt->refs > 0 && dt->refs == 0) {\n        slot->tenant->devices--;",
