@@ -83,6 +83,11 @@ BUGS = {
         "                bound_changed(s, d, now);\n            }\n        break;",
         "a holder's new share does not move the preemption planned with its old one",
         "case latency-behind-holder-share-change 1-8"),
+    "sched-preempted-min-charged": (
+        "tokenserver/sched.c", "    if (used < MIN_SLICE_CHARGE_NS && !d->preempting) {",
+        "    if (used < MIN_SLICE_CHARGE_NS) {",
+        "a batch slice a latency tenant preempted early is charged the least a slice costs",
+        "case batch-preempted-early 1-8"),
     "gang-rank-forgotten": (
         "tokenserver/sched.c", "    if (dt && dt->refs > 0 && --dt->refs == 0) {\n        slot->tenant->devices--;",
         "    if (dt && dt->refs > 0 && dt->refs == 0) {\n        slot->tenant->devices--;",
