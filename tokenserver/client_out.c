@@ -34,19 +34,6 @@ static const char *bytes_text(uint64_t bytes, char out[32])
     return out;
 }
 
-static void uuid_text(const uint8_t uuid[16], char out[37])
-{
-    static const char hex[] = "0123456789abcdef";
-    char *p = out;
-    for (int i = 0; i < 16; i++) {
-        *p++ = hex[uuid[i] >> 4];
-        *p++ = hex[uuid[i] & 15];
-        if (i == 3 || i == 5 || i == 7 || i == 9)
-            *p++ = '-';
-    }
-    *p = '\0';
-}
-
 void client_memory_refused(const struct client *c, const struct sched_slot *slot, uint64_t need, uint64_t cap_bytes,
                           uint64_t used_bytes)
 {

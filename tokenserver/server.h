@@ -6,6 +6,7 @@
  *
  *   options.c      the options, set by main.c, read by every file
  *   tables.c       the tables many files read: tenants, clients, removals
+ *   uuid_text.c    a GPU's UUID as text
  *   clock.c        the monotonic clock everything counts in
  *   loop.c         the epoll event loop
  *   timers.c       one-shot timers in memory, the loop's one timerfd
@@ -74,6 +75,11 @@ int loop_run(void);
 /* The number of the current round (one epoll_wait and its batch). */
 uint64_t loop_round(void);
 void loop_stop(void);
+
+/* ---- uuid_text.c ---------------------------------------------------------------- */
+
+/* A GPU's UUID as 8-4-4-4-12 lowercase hex digits (what follows "GPU-"). */
+void uuid_text(const uint8_t uuid[16], char out[37]);
 
 /* ---- clock.c ------------------------------------------------------------------ */
 

@@ -69,20 +69,6 @@ void status_begin(struct status_cursor *cur, enum gs_status_format format)
     *cur = (struct status_cursor){.format = format, .part = PART_HEAD};
 }
 
-static void uuid_str(const uint8_t uuid[16], char str[37])
-{
-    static const int dash[16] = {0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0};
-    static const char hex[] = "0123456789abcdef";
-    char *p = str;
-    for (int i = 0; i < 16; i++) {
-        *p++ = hex[uuid[i] >> 4];
-        *p++ = hex[uuid[i] & 15];
-        if (dash[i])
-            *p++ = '-';
-    }
-    *p = '\0';
-}
-
 static const char *state_name(enum device_state s)
 {
     return s == DEV_IDLE ? "idle" : s == DEV_RUNNING ? "running" : s == DEV_RESERVED ? "reserved" : "revoking";
@@ -173,7 +159,7 @@ static struct tenant *tenant_after(const struct status_cursor *cur)
 static void json_device(struct text *o, const struct device *d, bool first, uint64_t now)
 {
     char uuid[37];
-    uuid_str(d->uuid, uuid);
+    uuid_text(d->uuid, uuid);
     text_printf(o, "%s{\"uuid\":\"GPU-%s\",\"state\":\"%s\",\"holder\":", first ? "" : ",", uuid, state_name(d->state));
     if (d->holder)
         text_printf(o, "\"%s\",\"slice_remaining_ms\":%.3f", d->holder->tenant->name,
@@ -210,7 +196,7 @@ static void json_tenant(struct text *o, const struct tenant *t, bool first, uint
         if (!dt)
             continue;
         char uuid[37];
-        uuid_str(d->uuid, uuid);
+        uuid_text(d->uuid, uuid);
         text_printf(o, "%s{\"uuid\":\"GPU-%s\",\"achieved_share\":%.4f,\"target_share\":%.4f,\"slices\":%llu,\"wait_ms\":%.1f,"
                        "\"gpu_ms\":%.1f,\"waiting\":%u,\"overrun_p99_ms\":%.3f,\"overruns\":%zu,"
                        "\"mem_used\":%llu,\"mem_cap\":%llu,\"mem_peak\":%llu,\"oom_refusals\":%llu}",
@@ -233,7 +219,7 @@ static void json_tenant(struct text *o, const struct tenant *t, bool first, uint
 static void table_device(struct text *o, const struct device *d)
 {
     char uuid[37], queue[256] = "-";
-    uuid_str(d->uuid, uuid);
+    uuid_text(d->uuid, uuid);
     size_t q = 0;
     for (size_t i = 0; i < d->ntenants; i++)
         if (sched_in_line(&d->tenants[i]) && q < sizeof queue - GS_NAME_MAX - 2) {
@@ -252,7 +238,7 @@ static void table_tenant(struct text *o, const struct tenant *t, uint64_t now)
         if (!dt)
             continue;
         char uuid[37];
-        uuid_str(d->uuid, uuid);
+        uuid_text(d->uuid, uuid);
         char cap[32] = "-";
         if (t->sched.config.memory)
             snprintf(cap, sizeof cap, "%.1f", (double)t->sched.config.memory / 1048576.0);

@@ -34,19 +34,6 @@ static size_t add_label(char *out, size_t cap, size_t pos, const char *name, con
     return p;
 }
 
-static void uuid_text(const uint8_t uuid[16], char out[37])
-{
-    static const char hex[] = "0123456789abcdef";
-    char *p = out;
-    for (int i = 0; i < 16; i++) {
-        *p++ = hex[uuid[i] >> 4];
-        *p++ = hex[uuid[i] & 15];
-        if (i == 3 || i == 5 || i == 7 || i == 9)
-            *p++ = '-';
-    }
-    *p = '\0';
-}
-
 static void copy_gpu(struct snap_gpu *g, const struct device *d, const long *tenant_of_index, uint64_t now)
 {
     char uuid[41] = "GPU-", number[16];
