@@ -22,7 +22,9 @@
  *     server cannot check, so it refunds at most IDLE_REFUND_MAX of the
  *     slice: a tenant that claims every slice idle gains at most
  *     1 / (1 - IDLE_REFUND_MAX) of its weight in held time (3.2 %), and a
- *     limit is always judged on held time, refund or not.
+ *     limit is always judged on held time, refund or not. Of a slice a
+ *     latency tenant's preemption cut short, up to PREEMPTED_REFUND_NS:
+ *     the GRANT's way to the holders is a larger part of a short slice.
  *     A release counts from when it was sent (gpuslice/transport.h), not
  *     from when the loop woke to read it. A slice is charged at least
  *     MIN_SLICE_CHARGE_NS, for the handoffs it costs: a tenant that takes
@@ -95,6 +97,10 @@
 #define BACKFILL_MIN_NS 2000000ull
 /* The most of a slice refunded for idle time its holders claim. */
 #define IDLE_REFUND_MAX (1.0 / 32)
+/* ...or, of a slice a latency tenant's preemption cut short, up to this
+ * (a quarter of what the preemptor pays for it, PREEMPT_COST_NS): the
+ * GRANT's way to its holders, idle at the start of the slice. */
+#define PREEMPTED_REFUND_NS (PREEMPT_COST_NS / 4)
 /* Each slice is charged at least this: its handoffs cost the GPU time
  * nobody holds, and a shim holds a slice at least its idle time (2 ms). A
  * tenant that takes slices of microseconds pays for them. */
@@ -659,9 +665,18 @@ static void end_slice(struct sched *s, struct device *d, uint64_t ended, uint64_
         used = MIN_SLICE_CHARGE_NS;
     }
     /* The part of the slice every holder claims it left idle (the least
-     * any reported: their idle spells may not overlap), bounded. */
+     * any reported: their idle spells may not overlap), bounded: a part of
+     * what was held or, for a slice a preemption cut short, up to
+     * PREEMPTED_REFUND_NS of it. The GRANT's way to the holders is idle
+     * time at the start of every slice, a larger part of a short one, and
+     * the preemptor chose its length (case batch-preempted-early). */
     uint64_t idle = d->slice_idle == UINT64_MAX ? 0 : d->slice_idle;
     uint64_t refund_max = saturate_ns((double)used * IDLE_REFUND_MAX);
+    if (d->preempting) {
+        uint64_t handoff = used < PREEMPTED_REFUND_NS ? used : PREEMPTED_REFUND_NS;
+        if (handoff > refund_max)
+            refund_max = handoff;
+    }
     if (idle > refund_max)
         idle = refund_max;
     if (idle)

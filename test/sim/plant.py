@@ -88,6 +88,11 @@ BUGS = {
         "    if (used < MIN_SLICE_CHARGE_NS) {",
         "a batch slice a latency tenant preempted early is charged the least a slice costs",
         "case batch-preempted-early 1-8"),
+    "sched-preempted-refund-capped": (
+        "tokenserver/sched.c", "    if (d->preempting) {\n        uint64_t handoff",
+        "    if (false) {\n        uint64_t handoff",
+        "a batch slice a latency tenant preempted early is refunded only 1/32 of it for the GRANT's way",
+        "case batch-preempted-early 40-60"),
     "gang-rank-forgotten": (
         "tokenserver/sched.c", "    if (dt && dt->refs > 0 && --dt->refs == 0) {\n        slot->tenant->devices--;",
         "    if (dt && dt->refs > 0 && dt->refs == 0) {\n        slot->tenant->devices--;",
