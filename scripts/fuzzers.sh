@@ -2,7 +2,10 @@
 # targets, how each is built and what it starts from.
 #
 #   FUZZERS                      the targets' names, in the order they run
-#   fuzzer_corpus NAME           its seed corpus (test/fuzz/...)
+#   fuzzer_dir NAME              the suite's folder under test/ that holds
+#                                its source (NAME.c) and seed corpus; meson
+#                                builds it into build/test/DIR/NAME
+#   fuzzer_corpus NAME           its seed corpus (test/DIR/..._corpus)
 #   fuzzer_max_len NAME          the largest input it is given
 #   build_fuzzers DIR [replay]   builds every target into DIR with clang,
 #                                ASan and UBSan (installs clang with
@@ -23,14 +26,20 @@
 
 FUZZERS=(protocol_fuzz config_fuzz http_fuzz sched_fuzz)
 
-fuzzer_corpus() {
+fuzzer_dir() {
     case $1 in
-    protocol_fuzz) echo test/fuzz/corpus ;;
-    config_fuzz) echo test/fuzz/config_corpus ;;
-    http_fuzz) echo test/fuzz/http_corpus ;;
-    sched_fuzz) echo test/fuzz/sched_corpus ;;
+    protocol_fuzz) echo unit ;;
+    config_fuzz) echo hardening ;;
+    http_fuzz) echo metrics ;;
+    sched_fuzz) echo sched ;;
     *) die "no fuzzer $1" ;;
     esac
+}
+
+fuzzer_corpus() {
+    local dir
+    dir=$(fuzzer_dir "$1")
+    echo "test/$dir/${1%_fuzz}_corpus"
 }
 
 fuzzer_max_len() {
@@ -52,12 +61,12 @@ build_fuzzers() {
     local flags=(-std=c11 -g -O1 -D_GNU_SOURCE -DGS_LIBFUZZER -fsanitize=fuzzer,address,undefined
                  -fno-sanitize-recover=undefined -Iinclude -Itokenserver)
     [ "${2:-}" != replay ] || flags+=(-fno-sanitize=pointer-overflow,alignment)
-    clang "${flags[@]}" test/fuzz/protocol_fuzz.c include/gpuslice/protocol.c -o "$dir/protocol_fuzz" &&
-    clang "${flags[@]}" test/fuzz/config_fuzz.c tokenserver/config.c include/gpuslice/rules.c -lm \
+    clang "${flags[@]}" test/unit/protocol_fuzz.c include/gpuslice/protocol.c -o "$dir/protocol_fuzz" &&
+    clang "${flags[@]}" test/hardening/config_fuzz.c tokenserver/config.c include/gpuslice/rules.c -lm \
         -o "$dir/config_fuzz" &&
-    clang "${flags[@]}" test/fuzz/http_fuzz.c tokenserver/metrics/http_request.c -Itokenserver/metrics \
+    clang "${flags[@]}" test/metrics/http_fuzz.c tokenserver/metrics/http_request.c -Itokenserver/metrics \
         -o "$dir/http_fuzz" &&
-    clang "${flags[@]}" test/fuzz/sched_fuzz.c include/gpuslice/protocol.c tokenserver/sched.c \
+    clang "${flags[@]}" test/sched/sched_fuzz.c include/gpuslice/protocol.c tokenserver/sched.c \
         tokenserver/sched_prepare.c tokenserver/memory.c tokenserver/histogram.c tokenserver/sched_wire.c -lm \
         -o "$dir/sched_fuzz" ||
         die "building the fuzzers failed"

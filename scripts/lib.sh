@@ -97,7 +97,7 @@ ensure_tools() {
     find_meson_ninja || die "meson or ninja still missing after apt-get install"
 }
 
-# The tools the observability tests run (plain build only): Prometheus and
+# The tools the tests of suite metrics run (plain build only): Prometheus and
 # promtool, and tmux for gpuslicectl top.
 ensure_observability_tools() {
     local missing=()

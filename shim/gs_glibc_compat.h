@@ -4,7 +4,7 @@
  * so that libgpuslice.so built on a new distribution still loads on glibc
  * 2.17 (CentOS 7, Amazon Linux 2). The old versions stay exported by every
  * later glibc as compatibility symbols. Include it in every shim file that
- * calls one of these. test/shim_symbols_test.py checks the result.
+ * calls one of these. test/shim/symbols_test.py checks the result.
  */
 #ifndef GPUSLICE_GLIBC_COMPAT_H
 #define GPUSLICE_GLIBC_COMPAT_H

@@ -2,7 +2,7 @@
  * gpuslice-server internals: the objects the server's files share. The
  * files stand in layers, each calling only those below it
  * (tokenserver/meson.build lists them from the bottom up;
- * test/server_layers_test.py).
+ * test/server/layers_test.py).
  *
  *   options.c      the options, set by main.c, read by every file
  *   tables.c       the tables many files read: tenants, clients, removals

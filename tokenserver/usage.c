@@ -13,7 +13,7 @@
  * with the tenant's cap and zeros, so an answer tells nothing about who
  * else uses a GPU. The window is always USAGE_WINDOW_NS: one that ended
  * at the GPU's first use told whether another tenant had used it in the
- * last second (test/hardening_usage_window_test.py).
+ * last second (test/hardening/usage_window_test.py).
  *
  * Pids: a process is listed with the pid it gave in its HELLO (its own,
  * in its PID namespace) when it is in the asker's PID namespace (the

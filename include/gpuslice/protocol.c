@@ -1,7 +1,7 @@
 /*
  * The gpuslice wire protocol's encoder and decoder (see protocol.h): the
  * only code that turns messages into bytes and back. Compiled into the
- * shim, the server and gpuslicectl alike; fuzzed by test/fuzz.
+ * shim, the server and gpuslicectl alike; fuzzed by test/unit/protocol_fuzz.c.
  */
 #include "protocol.h"
 

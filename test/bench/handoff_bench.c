@@ -1,6 +1,6 @@
 /*
  * handoff_bench: how long a blocked launch waits after the slice it waits
- * for is released. Two roles, run as two processes by token_bench.py:
+ * for is released. Two roles, run as two processes by server_bench.py:
  *
  *   handoff_bench holder SOCKET ROUNDS
  *       a bare protocol client of tenant A: takes the slice, holds it 20 ms,

@@ -3,7 +3,7 @@
 handoff latency (release -> the next tenant's blocked launch returns,
 handoff_bench) side by side: no scraper, slow scrapers (20 that never
 send, 4 reading 1 KiB every 100 ms), and every hostile scraper of
-metrics_hostile_test.py at once; and another tenant's ACQUIRE -> GRANT
+metrics/hostile_test.py at once; and another tenant's ACQUIRE -> GRANT
 with none, with 16 scrapers back to back, with a slowloris, and with both,
 phases taken in turn on one server. One line per figure with its target."""
 import os
@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from metricslib import (MetricsServer, handoff_latencies, percentile, populated_server, scrape,  # noqa: E402
                         server_run_ns)
 from testlib import Machine  # noqa: E402

@@ -5,7 +5,7 @@ the simulated NVML:
    way): median without the shim, and with it inside a capped tenant
    (answers cached 100 ms, so nearly every call is the cache's).
 2. Another tenant's handoff (release -> blocked launch returns, the
-   handoff_bench pair of token_bench.py) with nothing else running, while
+   handoff_bench pair of server_bench.py) with nothing else running, while
    a third tenant's process calls NVML 10 000 times a second through the
    shim, and while a third tenant's bare client sends 10 000 USAGE_QUERYs
    a second straight to the server; medians, and the server's CPU.
@@ -17,11 +17,11 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from testlib import BUILD, SHIM, Machine, Server  # noqa: E402
 
-HANDOFF = os.path.join(BUILD, "test", "handoff_bench")
-PROBE = os.path.join(BUILD, "test", "nvml_probe")
+HANDOFF = os.path.join(BUILD, "test", "bench", "handoff_bench")
+PROBE = os.path.join(BUILD, "test", "helpers", "nvml_probe")
 results = []
 
 

@@ -28,7 +28,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from testlib import SPIN, Machine, Server, tenant_overruns, tenant_shares  # noqa: E402
 
 WARMUP = 0.8
@@ -132,7 +132,7 @@ def cells(subset):
             {"a": 1, "b": 1}, sec)))
     if subset:
         # Three representative cells: synchronizing programs at 3:1 and
-        # 1:1:1:1 (test/sync_shares_test.py judges such cells in the suite).
+        # 1:1:1:1 (test/server/sync_shares_test.py judges such cells in the suite).
         keep = ("3:1 k=500us sync=4", "1:1:1:1 k=1000us sync=32", "3:1 k=1000us sync=32")
         out = [c for c in out if c[0] in keep]
     return out

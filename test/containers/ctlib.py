@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import testlib  # noqa: E402
 from testlib import BUILD, CTL, SHIM, SPIN, Checks, Server  # noqa: E402,F401
 

@@ -7,7 +7,7 @@ apt, dpkg, sudo, pip and pip3 are stubs that record any call and fail.
 check.sh --simulate --quick --offline must build into a fresh directory
 and run every row that needs no PyTorch to a measurement, calling no
 package manager and naming what it left out. A build that fails must exit
-2. Whether the rows meet their targets is gpu-check-simulate's test: the
+2. Whether the rows meet their targets is gpu/check's test: the
 --quick rows are too short to judge on a busy machine.
 
   bare_build_test.py SOURCE_ROOT WORK_DIR [CUDADIR]
@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import testlib  # noqa: E402
 
 root, work = sys.argv[1], os.path.abspath(sys.argv[2])

@@ -105,7 +105,7 @@ EOF
 
 # The programs the rows run (ninja's names for them).
 targets="shim/libgpuslice.so tokenserver/gpuslice-server tokenserver/gpuslicectl examples/spin/spin
-    test/launch_overhead_bench test/gpu/stamps test/memscript test/fakecuda/libcuda.so.1 test/fakecuda/fakecuda-stat
+    test/bench/launch_overhead_bench test/gpu/stamps test/helpers/memscript test/fakecuda/libcuda.so.1 test/fakecuda/fakecuda-stat
     test/fakecuda/libnvidia-ml.so.1"
 
 if [ -z "$build_dir" ]; then

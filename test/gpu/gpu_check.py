@@ -54,7 +54,7 @@ if ARGS.plant and not ARGS.simulate:
     parser.error("--plant is for --simulate only")
 BUILD = os.path.abspath(ARGS.build)
 os.environ["GPUSLICE_BUILD_DIR"] = BUILD
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import testlib  # noqa: E402  (reads GPUSLICE_BUILD_DIR)
 import checkrun  # noqa: E402
 from checkrun import (Node, Row, Tenants, busy_in, common_window, fields, handoffs, overlap_in,  # noqa: E402
@@ -63,7 +63,7 @@ from checkrun import (Node, Row, Tenants, busy_in, common_window, fields, handof
 SIMULATE, QUICK = ARGS.simulate, ARGS.quick
 checkrun.SIMULATE = SIMULATE
 STAMPS = os.path.join(BUILD, "test", "gpu", "stamps")
-BENCH = os.path.join(BUILD, "test", "launch_overhead_bench")
+BENCH = os.path.join(BUILD, "test", "bench", "launch_overhead_bench")
 
 
 def pick(gpu, simulated, quick):
@@ -1022,7 +1022,7 @@ def row_nvml():
 # never stops launching splits 50 / 50 +- 2 points with a batch tenant.
 # Simulated, on a small shared machine, the median is judged instead of
 # the p99 (at most 4 ms and a quarter of the same pair's as batch; the p99
-# is reported) and 75 % kept, as test/latency_class_test.py does.
+# is reported) and 75 % kept, as test/server/latency_class_test.py does.
 LATENCY_STEPS = pick(600, 600, 200)   # each inference run, by count
 LATENCY_ALONE_S = pick(3, 2, 1)       # the batch program alone, its rate
 LATENCY_SPLIT_S = pick(8, 5, 2.5)     # the never-stopping latency tenant

@@ -15,7 +15,7 @@ what it should, simulated and --quick (gpu_check.py --rows 10):
    holder's pid.
 
 That the row passes without a stand-in, nvidia-smi skipped, is
-gpu-check-simulate's job.
+gpu/check's job.
 
   nvml_row_test.py BUILD_DIR
 """
@@ -26,7 +26,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import testlib  # noqa: E402
 
 build = sys.argv[1]

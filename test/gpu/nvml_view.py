@@ -1,5 +1,5 @@
 """What one process sees of GPU 0 through NVML, for row 10 of
-test/gpu/check.sh: the ctypes client of test/nvml_ctypes.py (it dlopens
+test/gpu/check.sh: the ctypes client of test/lib/nvml_ctypes.py (it dlopens
 libnvidia-ml.so.1 and fetches each function with dlsym, as pynvml does),
 one call at a time. A function this NVML does not have is reported as
 absent instead of stopping the others, so that the same program runs on
@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import nvml_ctypes  # noqa: E402
 
 LISTS = {"procs_v1": ("nvmlDeviceGetComputeRunningProcesses", nvml_ctypes.ProcV1),

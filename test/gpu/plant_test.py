@@ -15,7 +15,7 @@ fault breaks, the rest of the row unharmed:
   keeps each slice to its deadline. The inference steps as class = latency
   then wait about as long as they do as class = batch (median over 4 ms).
 
-That the same rows pass without the faults is gpu-check-simulate's job.
+That the same rows pass without the faults is gpu/check's job.
 
   plant_test.py BUILD_DIR
 """
@@ -26,7 +26,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import testlib  # noqa: E402
 
 build = sys.argv[1]

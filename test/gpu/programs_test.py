@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import testlib  # noqa: E402
 
 stamps, cuda_bin = sys.argv[1], sys.argv[2]

@@ -10,7 +10,7 @@ form, each figure the way README says the real one may get it:
 
 - memory and utilization through NVML's public calls
   (nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetUtilizationRates, by dlsym as
-  test/nvml_ctypes.py makes them): in a tenant, the shim answers them;
+  test/lib/nvml_ctypes.py makes them): in a tenant, the shim answers them;
 - the processes from fakecuda's meter (fakecuda-stat, beside
   libcuda.so.1 on LD_LIBRARY_PATH, run without the shim), standing for the
   private export table the shim does not see: the whole GPU's.
@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import nvml_ctypes  # noqa: E402
 
 GPU = "--query-gpu=memory.total,memory.used,memory.free,utilization.gpu"

@@ -13,7 +13,7 @@ import struct
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import gsproto  # noqa: E402
 
 path, count, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])

@@ -1,6 +1,6 @@
 /*
  * evil_libcuda.so: stands in for a library an attacker names in
- * GPUSLICE_REAL_LIBCUDA (hardening_secure_exec_test.py). Loading it is
+ * GPUSLICE_REAL_LIBCUDA (hardening/secure_exec_test.py). Loading it is
  * the attack: its constructor appends "loaded euid=U egid=G" to the file
  * EVIL_MARKER names. It defines cuInit so that the shim takes it for a
  * driver.

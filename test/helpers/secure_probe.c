@@ -1,6 +1,6 @@
 /*
  * secure_probe: a CUDA program for the secure-execution test
- * (hardening_secure_exec_test.py), linked against libgpuslice.so itself so
+ * (hardening/secure_exec_test.py), linked against libgpuslice.so itself so
  * that the shim is loaded even where the loader ignores LD_PRELOAD (a
  * set-uid program). It calls cuInit and prints
  *   "secure_probe: at_secure=S euid=U egid=G cuInit=RC"

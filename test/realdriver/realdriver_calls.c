@@ -1,7 +1,7 @@
 /*
  * realdriver_calls: a fixed sequence of driver calls that can only fail on
  * a machine without a GPU (before and after a failed cuInit, a bad device,
- * no context), printing each result code. realdriver_test.py runs it with
+ * no context), printing each result code. cuda_test.py runs it with
  * and without libgpuslice.so preloaded on NVIDIA's driver: every code must
  * be the same.
  *

@@ -3,7 +3,7 @@
  * on a machine without a GPU. Opens libcudart.so.11.0 with dlopen (no cudart
  * headers are needed: the few functions used are declared here), asks for
  * the device count and a device allocation, and prints each result with how
- * long the call took. realdriver_test.py runs it with and without
+ * long the call took. cuda_test.py runs it with and without
  * libgpuslice.so preloaded and compares codes and times.
  *
  * Prints "NAME rc=CODE error=NAME ms=MILLISECONDS" per call, and

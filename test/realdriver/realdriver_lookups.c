@@ -1,7 +1,7 @@
 /*
  * realdriver_lookups: answers entry-point lookups the way an application or
  * a CUDA runtime makes them, and says which object each answer points into.
- * Used by realdriver_test.py, which runs it with and without
+ * Used by cuda_test.py, which runs it with and without
  * libgpuslice.so preloaded on NVIDIA's driver and compares the answers.
  *
  * Reads one query a line from standard input:

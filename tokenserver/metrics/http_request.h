@@ -1,7 +1,7 @@
 /*
  * The request head of an HTTP/1.x request, as the /metrics listener reads
  * it: pure bytes in, a method and a path out, no I/O (metrics_http.c reads
- * the socket and parses as bytes arrive; test/fuzz/http_fuzz.c calls this
+ * the socket and parses as bytes arrive; test/metrics/http_fuzz.c calls this
  * directly).
  */
 #ifndef GPUSLICE_HTTP_REQUEST_H
