@@ -1731,7 +1731,8 @@ void sched_step(struct sched *s, const struct sched_event *ev, uint64_t now)
         mark_all_dirty(s);
         /* A new share, limit or class may make a latency tenant due
          * sooner, or now (the holder's share changed and the preemption
-         * planned with the old one came late: sched/cases case 14). */
+         * planned with the old one came late: the scripted case
+         * latency-waits-holder-share-halved). */
         for (struct device *d = s->devices; d; d = d->next)
             if (d->state == DEV_RUNNING) {
                 bound_changed(s, d, now);

@@ -5,7 +5,8 @@ and of the shim's slice machine (shim/gs_slice.c), the simulation is built from
 that copy, and it must break an invariant within the first 1000 seeds
 (or, for a bug only rare runs meet, in the seeds named with it: the ones a
 search found, or the seeds of a named case, "case NAME FIRST-LAST"; when
-the simulation changes, search again). Prints the first
+the simulation changes, search again; a bug only a scripted case meets
+names that case, whose checks fail on it). Prints the first
 seed that caught each bug.
 
     plant.py SOURCE_ROOT CC [BUG ...]
@@ -93,6 +94,57 @@ BUGS = {
         "    if (false) {\n        uint64_t handoff",
         "a batch slice a latency tenant preempted early is refunded only 1/32 of it for the GRANT's way",
         "case batch-preempted-early 40-60"),
+    # bugs only the scripted cases (test/sim/sim_scripted_*.c) meet: each
+    # in the case that guards against it, one run
+    "sched-floor-stale-entry": (
+        "tokenserver/sched.c",
+        "(dt != d->holder && (dt->eligible_at > now || is_gang(dt->tenant) || !waits_for(dt))))",
+        "(dt != d->holder && (dt->eligible_at > now || is_gang(dt->tenant))))",
+        "an entry left active while its tenant waits nowhere holds the GPU's floor down: a tenant back from "
+        "idle starts that far behind", "case stale-gang-entry-floor 1-1"),
+    "sched-gathers-for-nobody": (
+        "tokenserver/sched.c", "    if (t->waiting == 0 && s->forming_gang == t)\n        gang_cancel(s, now);", "",
+        "a gathering gang whose only waiting process exited goes on gathering, keeping GPUs for nobody",
+        "case gathering-for-nobody-gives-up 1-1"),
+    "sched-gang-limit-unlooked": (
+        "tokenserver/sched.c", "        if (t->waiting > 0 && is_gang(t))\n            mark_dirty(s, e);", "",
+        "a gang that starts waiting is not looked at on its other GPUs: where its limit holds it back no timer "
+        "is armed, and its rank waits for ever", "case gang-limit-on-another-gpu 1-1"),
+    "sched-gang-fallback-none": (
+        "tokenserver/sched.c", "if (u != tried && is_gang(u) && waits_for(&d->tenants[i])",
+        "if (0 && u != tried && is_gang(u) && waits_for(&d->tenants[i])",
+        "where the gang picked to gather is not next on all its GPUs, no other gang is tried: the GPUs idle while "
+        "gangs wait", "case gang-fallback-not-next-everywhere 1-1"),
+    "sched-preemptions-free": (
+        "tokenserver/sched.c", "        dt->preempt_debt_ns += PREEMPT_COST_NS;", "",
+        "a latency tenant's preemptions cost it nothing: one that asks and gives back at once preempts at "
+        "every ask", "case latency-ask-release-churn 1-1"),
+    "sched-joiner-bound-untold": (
+        "tokenserver/sched.c", "    if (d->ahead_granted != told) {", "    if (d->ahead_granted != told && 0) {",
+        "a process that joins a slice as a latency tenant's settle time ends gets the new bound, and the "
+        "holders never do", "case join-as-latency-settle-ends 1-1"),
+    "sched-late-drain-unbounded": (
+        "tokenserver/sched.c", "                d->holder->late_stop = now + s->grace_ns;",
+        "                d->holder->late_stop = UINT64_MAX;",
+        "a release long after the grace period charges all that time, not one more grace period at most",
+        "case late-release-charge-bounded 1-1"),
+    "sched-limit-from-slice-start": (
+        "tokenserver/sched.c", "        dt->cap_from = now > d->slice_start ? now : d->slice_start;\n        return;",
+        "        return;",
+        "a limit set while a slice runs judges the slice from its start: a long slice held with no limit keeps "
+        "its tenant off the GPU for seconds", "case limit-set-mid-slice 1-1"),
+    "sched-limit-window-kept": (
+        "tokenserver/sched.c",
+        "    if (dt->eligible_at <= now || old >= 1.0 || dt->cap_until <= dt->cap_from)\n        return;",
+        "    return;",
+        "a tenant waiting out its limit's window keeps it when the limit changes (a limit lifted still holds "
+        "it back)", "case limit-set-mid-slice 1-1"),
+    "sched-ghost-gpu-unused": (
+        "tokenserver/sched_prepare.c",
+        "        if (dt->mem_used)\n            return false;\n        for (int g = 0; g < MEM_GHOSTS; g++)\n"
+        "            if (dt->ghosts[g].pid)\n                return false;", "",
+        "a GPU on which only a process that lost its connection counts memory reads unused (freed, its counts "
+        "would go with it)", "case ghost-memory-keeps-gpu 1-1"),
     "gang-rank-forgotten": (
         "tokenserver/sched.c", "    if (dt && dt->refs > 0 && --dt->refs == 0) {\n        slot->tenant->devices--;",
         "    if (dt && dt->refs > 0 && dt->refs == 0) {\n        slot->tenant->devices--;",

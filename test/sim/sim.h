@@ -9,6 +9,12 @@
  *   sim_world.c    the clock, the event queue, the random source, a run
  *   sim_scenario.c what a seed makes: GPUs, tenants, processes, faults
  *   sim_cases.c    the named cases: nodes written by hand (sim --case)
+ *   sim_script.c   the scripted cases' harness (sim_script.h): processes
+ *                  that send what a case says when it says, on a node
+ *                  without transport delays, and what a case measures
+ *   sim_scripted_gangs.c, sim_scripted_latency.c, sim_scripted_charges.c
+ *                  the scripted cases (sim --case): histories written by
+ *                  hand, regression cases for the scheduler (sim_scripted.h)
  *   sim_server.c   the server's side: what clients.c does in the real
  *                  server (a message in, a close), onto devices.c and
  *                  dispatch.c
@@ -132,6 +138,8 @@ enum app_kind {
     APP_BURSTS,              /* deep queue for a while, then idle */
     APP_RANK,                /* a gang rank: collectives, `depth` queued */
     APP_HOSTILE,             /* no application: sim_hostile.c speaks */
+    APP_SCRIPT,              /* no application: a scripted case speaks
+                                (sim_script.c) */
 };
 
 enum hostile_kind {
@@ -325,9 +333,15 @@ struct figures {
     uint64_t events, steps, messages;
 };
 
+struct script;
+
 struct world {
     uint64_t seed;
     unsigned flags;
+    bool exact;              /* messages arrive as they are sent and the
+                                server's timers fire on time: a scripted
+                                case's node (sim_script.c) */
+    struct script *script;   /* that case's harness; NULL in other runs */
     struct rng rng;
     uint64_t now, end, seq;
     int nfree, nheap;        /* of the event queue, below */
@@ -381,6 +395,18 @@ struct world {
 typedef void scenario_fn(struct world *w);
 /* One run of `duration` simulated ns on the node `make` makes. */
 void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t duration, scenario_fn *make);
+/* The same a step at a time (a scripted case): a run reset, its node made
+ * by the caller, started (the server, the processes' first steps, the
+ * faults), advanced to one time after another (every event due by then
+ * handled, those its handling posts for then included; the clock then
+ * moves there), and finished (the checks at the end, the server
+ * stopped). world_next_at: when the next event is due (UINT64_MAX: none,
+ * or the run failed). */
+void world_reset(struct world *w, uint64_t seed, unsigned flags, uint64_t duration);
+void world_start(struct world *w);
+void world_advance(struct world *w, uint64_t until);
+uint64_t world_next_at(const struct world *w);
+void world_finish(struct world *w);
 void post(struct world *w, uint64_t at, enum ev_kind kind, int a, uint64_t gen);
 void post_msg(struct world *w, uint64_t at, enum ev_kind kind, int a, const struct gs_msg *m, uint64_t sent);
 void trace(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -397,14 +423,23 @@ struct fault *scenario_fault(struct world *w, enum fault_kind kind, int target, 
 /* Traces what the node is made of (its first lines), as `kind`. */
 void scenario_describe(struct world *w, const char *kind);
 
-/* sim_cases.c: the named cases (sim --case NAME) */
+/* sim_cases.c: the named cases (sim --case NAME): a node each; and the
+ * scripted cases (sim_script.c), a history each */
+typedef void script_fn(struct script *s);
 struct sim_case {
     const char *name;
     const char *what;        /* what it shows, in a line */
-    scenario_fn *make;
+    scenario_fn *make;       /* a node's case: its node */
+    script_fn *script;       /* a scripted case: its history (make is NULL) */
 };
 extern const struct sim_case sim_cases[];
 extern const int sim_ncases;
+extern const struct sim_case sim_scripted_cases[];
+extern const int sim_nscripted_cases;
+/* The case of that name, either kind; NULL if none. */
+const struct sim_case *sim_case_find(const char *name);
+/* One run of a scripted case (as world_run_for runs a node). */
+void script_run(struct world *w, uint64_t seed, unsigned flags, const struct sim_case *c);
 
 /* sim_server.c */
 void server_start(struct world *w);
@@ -420,6 +455,10 @@ int sim_conn_of(const struct world *w, const struct client *c);
 void send_to_proc(struct world *w, int conn, const struct gs_msg *m);
 void drop_conn(struct world *w, int conn, const char *reason);
 int gpu_of_device(const struct world *w, const struct device *d);
+/* The server's loop wakes up `late` ns after the time GPU g's armed timer
+ * asked for (a scripted case's busy loop); that time (0: it is not armed,
+ * nothing moves). */
+uint64_t server_timer_late(struct world *w, int g, uint64_t late);
 void server_process_gone(struct world *w, int proc);
 /* A process connects: a new connection (its HELLO follows). */
 int server_connect(struct world *w, int proc);
@@ -475,6 +514,13 @@ uint64_t gpu_ungated_busy(const struct world *w, int g);
 void hostile_start(struct world *w, struct sim_proc *p);
 void hostile_act(struct world *w, struct sim_proc *p);
 void hostile_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m);
+
+/* sim_script.c: the scripted processes' side (APP_SCRIPT) */
+void script_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m);
+/* A GRANT for a new bound alone went out on conn (client_notify). */
+void script_notice(struct world *w, int conn, const struct gs_msg *m);
+/* The clock moves from now to `until`: the case's meters count the span. */
+void script_meter(struct world *w, uint64_t until);
 
 /* sim_check.c */
 void check_after_step(struct world *w);

@@ -310,6 +310,7 @@ void app_step(struct world *w, struct sim_proc *p)
             p->syncing = true;
         break;
     case APP_HOSTILE:
+    case APP_SCRIPT:
         break;
     }
 }

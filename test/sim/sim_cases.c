@@ -6,7 +6,7 @@
  *
  *   sim --case NAME     one case (with --seed N: its random details,
  *                       transport delays and item lengths, from seed N)
- *   sim --cases         every case
+ *   sim --cases         every case, and every scripted case (sim_script.c)
  *
  * Each case says what broke before, and each fails on the code or the
  * check it names as it was then.
@@ -14,6 +14,7 @@
 #include "sim.h"
 
 #include <stddef.h>
+#include <string.h>
 
 /* One GPU or more, a policy for a server that is down, figures from 1 s. */
 static void node(struct world *w, int gpus, enum on_server_down policy)
@@ -661,8 +662,9 @@ static void gang_behind_unevenly_charged_gang(struct world *w)
  * t0 waited past the 17.6 ms its preemption may take. A tenant's
  * configuration change now looks at preemption on every GPU a slice runs
  * on (tokenserver/sched.c, sched_step on SCHED_TENANT_CHANGED:
- * preempt_check; sched-cases case 14 plays it too). Without it the bound
- * breaks on 15 of seeds 1-200, seed 2 among them (meson runs 1-8). */
+ * preempt_check; the scripted case latency-waits-holder-share-halved
+ * plays it too). Without it the bound breaks on 15 of seeds 1-200, seed
+ * 2 among them (meson runs 1-8). */
 static void latency_behind_holder_share_change(struct world *w)
 {
     node(w, 3, ON_DOWN_WAIT);
@@ -758,46 +760,57 @@ static void batch_preempted_early(struct world *w)
 
 const struct sim_case sim_cases[] = {
     {"gang-rank-killed-early", "a gang whose rank died before the job formed is not owed a turn",
-     gang_rank_killed_early},
+     gang_rank_killed_early, NULL},
     {"returning-after-limit-lifted", "a wait its limit made is not held against a tenant once the limit goes",
-     returning_after_limit_lifted},
+     returning_after_limit_lifted, NULL},
     {"latency-behind-ungated-work", "work a holder launched with no connection is no slice's to bound",
-     latency_behind_ungated_work},
+     latency_behind_ungated_work, NULL},
     {"open-restart-many-processes", "a GPU's queue holds every process's items when all run ungated",
-     open_restart_many_processes},
+     open_restart_many_processes, NULL},
     {"returning-behind-ungated-work", "a process back from a pause behind work no slice admitted is not owed "
-     "its bound", returning_behind_ungated_work},
+     "its bound", returning_behind_ungated_work, NULL},
     {"open-reconnect-under-limit", "a tenant's limit is not promised once a process of it ran ungated",
-     open_reconnect_under_limit},
+     open_reconnect_under_limit, NULL},
     {"returning-behind-own-work", "a process back from a pause with its own work still queued waits for it "
-     "first", returning_behind_own_work},
+     "first", returning_behind_own_work, NULL},
     {"limited-neighbours-run-ahead", "a tenant that ran while its limited neighbours waited out their "
-     "windows is not owed for it", limited_neighbours_run_ahead},
+     "windows is not owed for it", limited_neighbours_run_ahead, NULL},
     {"waiting-behind-ungated-work", "the GPU's time on work queued ungated is not counted in a tenant's wait",
-     waiting_behind_ungated_work},
+     waiting_behind_ungated_work, NULL},
     {"share-lag-mid-slice", "a share is judged at the end within the lag fair queuing allows",
-     share_lag_mid_slice},
+     share_lag_mid_slice, NULL},
     {"gang-behind-holder", "a gang does not gather while a holder behind it would come first after its slice",
-     gang_behind_holder},
+     gang_behind_holder, NULL},
     {"gangs-one-held-elsewhere", "a gang that waited for another GPU banks nothing against a gang that ran "
-     "meanwhile", gangs_one_held_elsewhere},
+     "meanwhile", gangs_one_held_elsewhere, NULL},
     {"overlapping-holds", "a tenant's longest slice is its processes' longest hold, also where their holds "
-     "overlap", overlapping_holds},
+     "overlap", overlapping_holds, NULL},
     {"latency-device-flood", "a latency tenant declaring GPUs over and over sends batch holders at most one "
-     "GRANT for a new bound per GPU per 2 ms", latency_device_flood},
+     "GRANT for a new bound per GPU per 2 ms", latency_device_flood, NULL},
     {"idle-after-fast-launches", "a slice goes back within two of the gate thread's looks (10 ms, and their "
-     "lateness) after a program's last fast-path launches finish", idle_after_fast_launches},
+     "lateness) after a program's last fast-path launches finish", idle_after_fast_launches, NULL},
     {"gang-starved-by-alternating-drains", "a gang whose gathering gave up reserves its GPUs at the next one, "
-     "though their holders drain past their deadlines in turn", gang_starved_by_alternating_drains},
+     "though their holders drain past their deadlines in turn", gang_starved_by_alternating_drains, NULL},
     {"late-drains-under-limit", "a drain past the grace counts toward the limit once its late release comes",
-     late_drains_under_limit},
+     late_drains_under_limit, NULL},
     {"gang-behind-unevenly-charged-gang", "a gang's ranks late past the grace are not charged on one of its "
-     "GPUs alone", gang_behind_unevenly_charged_gang},
+     "GPUs alone", gang_behind_unevenly_charged_gang, NULL},
     {"latency-behind-holder-share-change", "a holder's new share moves the preemption a latency tenant waits for",
-     latency_behind_holder_share_change},
+     latency_behind_holder_share_change, NULL},
     {"rejoined-holder-bounded", "a batch holder that gave its slice back and joined it again takes the bound "
-     "on work ahead a latency tenant brings", rejoined_holder_bounded},
+     "on work ahead a latency tenant brings", rejoined_holder_bounded, NULL},
     {"batch-preempted-early", "a batch slice a latency tenant preempts within a millisecond is charged what "
-     "it held, not the least a slice costs", batch_preempted_early},
+     "it held, not the least a slice costs", batch_preempted_early, NULL},
 };
 const int sim_ncases = (int)(sizeof sim_cases / sizeof sim_cases[0]);
+
+const struct sim_case *sim_case_find(const char *name)
+{
+    for (int k = 0; k < sim_ncases; k++)
+        if (strcmp(sim_cases[k].name, name) == 0)
+            return &sim_cases[k];
+    for (int k = 0; k < sim_nscripted_cases; k++)
+        if (strcmp(sim_scripted_cases[k].name, name) == 0)
+            return &sim_scripted_cases[k];
+    return NULL;
+}

@@ -2,7 +2,8 @@
  * What the server's glue (tokenserver/dispatch.c and devices.c, linked
  * unchanged) calls below it, here on the simulated world: the virtual
  * clock; timers that wait in the event queue and fire a little late, as a
- * busy loop's do; a client's sends, onto its simulated connection and
+ * busy loop's do (on time on a scripted case's node, unless its script
+ * says otherwise); a client's sends, onto its simulated connection and
  * checked as they go; the log (traced, and the one line the checks read);
  * the check of a GPU's access (the simulated GPUs are the ones the node's
  * driver lists); whether a process lives.
@@ -69,8 +70,10 @@ void timer_at(struct timer *t, uint64_t when_ns)
     t->at = when_ns;
     if (when_ns) {
         /* the loop wakes up to a few hundred microseconds late, now and
-         * then milliseconds */
-        uint64_t late = rng_chance(&w->rng, 0.05) ? rng_range(&w->rng, 100 * US, 2 * MS) : rng_range(&w->rng, 0, 80 * US);
+         * then milliseconds (on time on a scripted case's node) */
+        uint64_t late = 0;
+        if (!w->exact)
+            late = rng_chance(&w->rng, 0.05) ? rng_range(&w->rng, 100 * US, 2 * MS) : rng_range(&w->rng, 0, 80 * US);
         post(w, when_ns + late, EV_SERVER_TIMER, i, w->server.timer_gen[i]);
     }
 }
@@ -84,6 +87,21 @@ void timer_close(struct timer *t)
     w->server.timer_gen[i]++;
     w->server.timers[i] = NULL;
     t->at = 0;
+}
+
+uint64_t server_timer_late(struct world *w, int g, uint64_t late)
+{
+    struct sim_server *sv = &w->server;
+    for (int i = 0; i < sv->ntimers && sv->gpus[g]; i++) {
+        struct timer *t = sv->timers[i];
+        /* a GPU's timer calls back with the GPU, whose first member is the
+         * scheduler's device (dispatch.c) */
+        if (t && t->at && t->arg == (void *)sv->gpus[g]) {
+            post(w, t->at + late, EV_SERVER_TIMER, i, ++sv->timer_gen[i]);
+            return t->at;
+        }
+    }
+    return 0;
 }
 
 /* EV_SERVER_TIMER: timer number i fires, unless it was armed again,
@@ -151,6 +169,8 @@ void client_notify(struct client *c, const struct gs_msg *msg)
     }
     trace_grant(w, conn, msg, " (a new bound)");
     send_to_proc(w, conn, msg);
+    if (w->script)
+        script_notice(w, conn, msg);
 }
 
 void client_drop(struct client *c, const char *what)

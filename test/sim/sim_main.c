@@ -5,7 +5,9 @@
  *   sim --case NAME [--seed N] [--trace]   (or --cases: every named case)
  *
  * Each seed is one run (sim_world.c) of the node scenario_make makes of it;
- * a named case (sim_cases.c) is a node written by hand. A run that breaks
+ * a named case is a node written by hand (sim_cases.c) or a history
+ * written by hand (a scripted case: sim_script.c), which runs the same
+ * whatever the seed. A run that breaks
  * an invariant prints its seed, what broke, and the command that replays
  * it with its trace.
  * Exit status: 0 when every run kept every invariant, 1 when one did not,
@@ -44,7 +46,9 @@ static void usage(FILE *f)
 "                      run is printed last)\n"
 "  --trace             print every run's events (for one seed)\n"
 "  --case NAME         a named case instead of the seed's node (its random\n"
-"                      details from --seed, default 1); --cases: each of them\n"
+"                      details from --seed, default 1), or a scripted case (a\n"
+"                      history with checks of its own, the same whatever the\n"
+"                      seed); --cases: each of them\n"
 "  -h, --help          show this help\n"
 "\n"
 "Exit status: 0 if every run kept every invariant, 1 if one did not (its\n"
@@ -85,7 +89,10 @@ static int run_seeds(uint64_t first, uint64_t last, uint64_t stride, unsigned fl
     int failures = 0;
     for (uint64_t seed = first; seed <= last; seed += stride) {
         w->end = 0;
-        world_run_for(w, seed, flags, seconds * 1000 * MS, named ? named->make : scenario_make);
+        if (named && named->script)
+            script_run(w, seed, flags, named);
+        else
+            world_run_for(w, seed, flags, seconds * 1000 * MS, named ? named->make : scenario_make);
         *events += w->fig.events;
         if (w->failed) {
             printf("%s%s%sseed %llu: FAILED %s\n  replay: sim %s%s%s--seed %llu --seconds %llu --trace\n",
@@ -115,13 +122,14 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--case") == 0 && v) {
-            for (int k = 0; k < sim_ncases && !named; k++)
-                if (strcmp(sim_cases[k].name, v) == 0)
-                    named = &sim_cases[k];
+            named = sim_case_find(v);
             if (!named) {
                 fprintf(stderr, "sim: no case named '%s'; the cases:\n", v);
                 for (int k = 0; k < sim_ncases; k++)
-                    fprintf(stderr, "  %-32s %s\n", sim_cases[k].name, sim_cases[k].what);
+                    fprintf(stderr, "  %-38s %s\n", sim_cases[k].name, sim_cases[k].what);
+                fprintf(stderr, "the scripted cases:\n");
+                for (int k = 0; k < sim_nscripted_cases; k++)
+                    fprintf(stderr, "  %-38s %s\n", sim_scripted_cases[k].name, sim_scripted_cases[k].what);
                 return 2;
             }
             i++;
@@ -165,9 +173,9 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (all_cases) {
         int failed = 0;
-        for (int k = 0; k < sim_ncases; k++) {
+        for (int k = 0; k < sim_ncases + sim_nscripted_cases; k++) {
             uint64_t events = 0, failed_seed = 0;
-            named = &sim_cases[k];
+            named = k < sim_ncases ? &sim_cases[k] : &sim_scripted_cases[k - sim_ncases];
             int f = run_seeds(first, first, 1, flags, seconds, &events, &failed_seed);
             printf("case %s (%s): %s\n", named->name, named->what, f ? "FAILED" : "every invariant held");
             failed += f != 0;
@@ -217,8 +225,11 @@ int main(int argc, char **argv)
                 failures++;
         }
     }
-    printf("sim: %s%s%llu runs of %llu simulated s (seeds %llu-%llu), %llu events, %s, %.1f s\n",
-           named ? named->name : "", named ? ": " : "", (unsigned long long)runs, (unsigned long long)seconds, (unsigned long long)first, (unsigned long long)last,
+    char length[48] = ""; /* a scripted case runs as long as its history */
+    if (!named || !named->script)
+        snprintf(length, sizeof length, " of %llu simulated s", (unsigned long long)seconds);
+    printf("sim: %s%s%llu runs%s (seeds %llu-%llu), %llu events, %s, %.1f s\n", named ? named->name : "",
+           named ? ": " : "", (unsigned long long)runs, length, (unsigned long long)first, (unsigned long long)last,
            (unsigned long long)events, failures ? "FAILED" : "every invariant held", wall_s() - start);
     if (failed_seed)
         printf("sim: first failing seed %llu\n", (unsigned long long)failed_seed);

@@ -6,7 +6,8 @@
  * actions), which run unchanged; below them sim_driver.c puts the sends
  * onto simulated connections and the timers into the event queue.
  * Messages take a random transport delay, in order per connection and
- * direction.
+ * direction; on a scripted case's node (world.exact) none: they arrive
+ * as they are sent, in the order sent.
  */
 #include "sim.h"
 
@@ -18,6 +19,8 @@
 
 static uint64_t transport_delay(struct world *w)
 {
+    if (w->exact)
+        return 0;
     /* mostly tens of microseconds, now and then a wake-up's milliseconds */
     return rng_chance(&w->rng, 0.02) ? rng_range(&w->rng, 200 * US, 3 * MS) : rng_range(&w->rng, 5 * US, 60 * US);
 }
@@ -26,7 +29,7 @@ void send_to_server(struct world *w, int conn, const struct gs_msg *m)
 {
     struct sim_conn *c = &w->conn[conn];
     uint64_t at = w->now + transport_delay(w);
-    if (at <= c->last_to_server)
+    if (at <= c->last_to_server && !w->exact)
         at = c->last_to_server + 1;
     c->last_to_server = at;
     w->fig.messages++;
@@ -43,7 +46,7 @@ void send_to_proc(struct world *w, int conn, const struct gs_msg *m)
         return;
     }
     uint64_t at = w->now + transport_delay(w);
-    if (at <= c->last_to_proc)
+    if (at <= c->last_to_proc && !w->exact)
         at = c->last_to_proc + 1;
     c->last_to_proc = at;
     c->queued_to++;
@@ -202,7 +205,7 @@ void drop_conn(struct world *w, int conn, const char *reason)
     struct gs_msg m = {.type = GS_MSG_ERROR};
     strncpy(m.u.error.reason, reason, sizeof m.u.error.reason - 1);
     uint64_t at = w->now + transport_delay(w);
-    if (at <= c->last_to_proc)
+    if (at <= c->last_to_proc && !w->exact)
         at = c->last_to_proc + 1;
     c->last_to_proc = at;
     post_msg(w, at, EV_TO_PROC, conn, &m, w->now);
@@ -223,7 +226,7 @@ void close_from_proc(struct world *w, int conn)
         return;
     struct sim_conn *c = &w->conn[conn];
     uint64_t at = w->now + transport_delay(w);
-    if (at <= c->last_to_server)
+    if (at <= c->last_to_server && !w->exact)
         at = c->last_to_server + 1;
     c->last_to_server = at;
     post(w, at, EV_CLOSED, conn, 0);

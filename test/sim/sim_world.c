@@ -2,7 +2,9 @@
  * The simulation's clock, event queue and random source, and one run:
  * events are taken in order of time (ties in order of posting), each is
  * handled to the end, and the invariants are checked after it. Nothing
- * reads a real clock; everything random comes from the seed.
+ * reads a real clock; everything random comes from the seed. A run goes
+ * in one call (world_run_for), or a step at a time for a scripted case
+ * (world_reset, world_start, world_advance, world_finish: sim_script.c).
  */
 #include "sim.h"
 
@@ -207,6 +209,8 @@ static void handle(struct world *w, struct event *e)
                 c->queued_to++;
             } else if (p->app == APP_HOSTILE) {
                 hostile_receive(w, p, &e->msg);
+            } else if (p->app == APP_SCRIPT) {
+                script_receive(w, p, &e->msg);
             } else {
                 shim_receive(w, p, &e->msg, e->sent);
             }
@@ -229,7 +233,7 @@ static void handle(struct world *w, struct event *e)
                 post(w, w->now + 100 * US, EV_APP, e->a, e->gen);
             else if (p->app == APP_HOSTILE)
                 hostile_act(w, p);
-            else
+            else if (p->app != APP_SCRIPT) /* a script acts for its processes */
                 app_step(w, p);
         }
         break;
@@ -256,7 +260,35 @@ static void handle(struct world *w, struct event *e)
     }
 }
 
-void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t duration, scenario_fn *make)
+/* Handles the next event if it is due by `until`; false if none is (or
+ * the run failed). */
+static bool handle_next(struct world *w, uint64_t until)
+{
+    if (w->nheap == 0 || w->failed || w->heap[0].at > until)
+        return false;
+    int idx = heap_pop(w);
+    struct event *e = &w->pool[idx];
+    if (w->script && e->at > w->now)
+        script_meter(w, e->at);
+    w->now = e->at;
+    if (!w->warm && w->now >= w->warmup) {
+        w->warm = true;
+        for (int g = 0; g < w->ngpus; g++)
+            for (int t = 0; t < w->ntenants; t++)
+                w->busy_at_warmup[g][t] = w->gpu[g].busy_tenant[t];
+    }
+    handle(w, e);
+    if (e->mem) {
+        w->mem_in_flight--;
+        w->mem_changed = true;
+    }
+    w->free_list[w->nfree++] = idx;
+    if (!w->failed)
+        check_after_step(w);
+    return true;
+}
+
+void world_reset(struct world *w, uint64_t seed, unsigned flags, uint64_t duration)
 {
     memset(w, 0, offsetof(struct world, free_list));
     sim_world = w;
@@ -268,7 +300,10 @@ void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t dura
     w->nfree = SIM_EVENTS;
     for (int i = 0; i < SIM_EVENTS; i++)
         w->free_list[i] = SIM_EVENTS - 1 - i;
-    make(w);
+}
+
+void world_start(struct world *w)
+{
     server_start(w);
     for (int i = 0; i < w->nprocs; i++) {
         struct sim_proc *p = &w->proc[i];
@@ -276,31 +311,26 @@ void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t dura
     }
     for (int f = 0; f < w->nfaults; f++)
         post(w, w->fault[f].at, EV_FAULT, f, 0);
-    while (w->nheap > 0 && !w->failed) {
-        int idx = heap_pop(w);
-        struct event *e = &w->pool[idx];
-        if (e->at > w->end) {
-            w->free_list[w->nfree++] = idx;
-            break;
-        }
-        w->now = e->at;
-        if (!w->warm && w->now >= w->warmup) {
-            w->warm = true;
-            for (int g = 0; g < w->ngpus; g++)
-                for (int t = 0; t < w->ntenants; t++)
-                    w->busy_at_warmup[g][t] = w->gpu[g].busy_tenant[t];
-        }
-        handle(w, e);
-        if (e->mem) {
-            w->mem_in_flight--;
-            w->mem_changed = true;
-        }
-        w->free_list[w->nfree++] = idx;
-        if (!w->failed)
-            check_after_step(w);
+}
+
+uint64_t world_next_at(const struct world *w)
+{
+    return w->nheap > 0 && !w->failed ? w->heap[0].at : UINT64_MAX;
+}
+
+void world_advance(struct world *w, uint64_t until)
+{
+    while (handle_next(w, until))
+        ;
+    if (until > w->now) { /* (also once the run failed: a script's clock still moves) */
+        if (w->script)
+            script_meter(w, until);
+        w->now = until;
     }
-    if (w->nheap > 0 && w->now < w->end)
-        w->now = w->end;
+}
+
+void world_finish(struct world *w)
+{
     if (!w->failed)
         check_end(w);
     if ((w->flags & SIM_TRACE) && w->server.up) {
@@ -319,4 +349,20 @@ void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t dura
         }
     }
     server_stop(w);
+}
+
+void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t duration, scenario_fn *make)
+{
+    world_reset(w, seed, flags, duration);
+    make(w);
+    world_start(w);
+    while (handle_next(w, w->end))
+        ;
+    /* The first event past the end is taken off the queue, and the clock
+     * moves to the end only if others remain: check_end reads the clock. */
+    if (w->nheap > 0 && !w->failed)
+        w->free_list[w->nfree++] = heap_pop(w);
+    if (w->nheap > 0 && w->now < w->end)
+        w->now = w->end;
+    world_finish(w);
 }
