@@ -56,7 +56,7 @@ BUGS = {
         "tokenserver/sched.c", "                if (dt != d->holder && d->state == DEV_RUNNING)\n                    preempt_check(s, d, now);",
         "",
         "a tenant ahead of a latency tenant stops waiting, and nobody looks whether the latency tenant may "
-        "preempt now", "24748-24748"),
+        "preempt now", "case latency-behind-leaver 1-8"),
     "sched-eligible-unlooked": (
         "tokenserver/sched.c",
         "        if (dt->eligible_at < d->deadline && (!d->timer_at || dt->eligible_at < d->timer_at))\n"
