@@ -213,7 +213,7 @@ static void *gate_main(void *arg)
     (void)arg;
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* wake at deadlines, not 50 us later */
     prctl(PR_SET_NAME, "gpuslice-gate", 0, 0, 0);
-    gs_dispatch_defer_wakeups();
+    gs_dispatch_defer_wakeups(true);
     uint64_t backoff = 50000000ull, next_try = 0;
     gs_lock(GS_LOCK_GATE);
     for (;;) {

@@ -16,9 +16,13 @@
  *                  simulated world: the clock, timers, a client's sends,
  *                  the log, a GPU's access check, whether a process lives
  *   sim_shim.c     a process's side of the protocol: the shim's real slice
- *                  machine (shim/gs_slice.c, unchanged) driven as its
- *                  threads drive it, and a model of its leases of device
- *                  memory
+ *                  machine (shim/gs_slice.c) and its dispatch
+ *                  (shim/gs_dispatch.c: the actions carried out), both
+ *                  unchanged, driven as its threads drive them, and a
+ *                  model of its leases of device memory
+ *   sim_shim_conn.c the stand-ins for what gs_dispatch.c calls in the
+ *                  rest of the shim: the connection's sends and wake-ups,
+ *                  the gate lock's condition variables
  *   sim_app.c      what processes run (patterns of kernels and host work)
  *                  and the simulated GPUs
  *   sim_hostile.c  tenants that speak the protocol to abuse it
@@ -32,6 +36,7 @@
 #include <stdint.h>
 
 #include "gpuslice/protocol.h"
+#include "gs_dispatch.h"
 #include "gs_slice.h"
 #include "gs_slice_wire.h"
 #include "sched.h"
@@ -156,13 +161,15 @@ struct tenant_plan {
     uint64_t cap_lowered_at;
 };
 
-/* A process's side of one GPU: the shim's slice machine for it, what its
- * threads do around the machine, and what the checks know. */
+/* A process's side of one GPU: what its threads do around the shim's own
+ * record of it (gs_dev.h: the slice machine), and what the checks know. */
 struct shim_dev {
     int gpu, slot;
-    struct gs_slice slice;   /* the real slice machine (shim/gs_slice.c) */
+    struct gs_dev *gs;       /* the shim's record of the GPU, in its process's table
+                                (sim_proc.shim.devs[slot]): the real slice machine
+                                (shim/gs_slice.c) is its `slice` */
     bool waiting;            /* the application's launch waits for admission */
-    bool drainer_poked;      /* START_ROUND: the drainer asks once the step is done */
+    bool drainer_poked;      /* woken (START_ROUND): the drainer asks once the waking thread lets go */
     bool round;              /* a drainer round runs */
     uint64_t round_target, round_began;
     uint64_t drainer_at;     /* when the drainer asks again (0: when woken) */
@@ -212,8 +219,13 @@ struct sim_proc {
     /* GPUs */
     int ngpus;
     struct shim_dev dev[SIM_RANKS];
+    /* what shim/gs_dispatch.c keeps for the process: its table of GPUs
+     * (shim_dev.gs), the wake-ups its gate thread owes, until when that
+     * sleeps; in use (gs_dispatch_use) while the process's shim runs */
+    struct gs_dispatch_state shim;
     uint64_t shim_gen, shim_at;
     uint64_t gate_due, gate_at; /* the gate thread's next look: planned, and with its lateness */
+    bool gate_running;       /* the gate thread runs (its wake-ups owed, given as it sleeps) */
     /* the application */
     uint64_t app_gen;
     uint64_t item_len;       /* its items' device time */
@@ -456,6 +468,15 @@ void shim_schedule(struct world *w, struct sim_proc *p);
 /* What the process counts with the server on its GPU number i. */
 uint64_t shim_count(const struct sim_proc *p, int i);
 bool shim_policy_open(struct world *w, const struct sim_proc *p);
+/* What gs_dispatch.c's stand-ins (sim_shim_conn.c) do, for the process
+ * whose shim runs (shim_current): a message about a GPU sent (0, or -1
+ * when it has no connection), the launchers waiting for admission woken,
+ * its drainers woken, its gate thread woken (it plans again). */
+extern struct sim_proc *shim_current;
+int shim_sends(struct world *w, struct sim_proc *p, struct gs_dev *gd, const struct gs_msg *m);
+void shim_wake_launchers(struct world *w, struct sim_proc *p);
+void shim_wake_drainers(struct world *w, struct sim_proc *p);
+void shim_wake_gate(struct world *w, struct sim_proc *p);
 
 /* sim_app.c */
 void app_step(struct world *w, struct sim_proc *p);

@@ -259,7 +259,7 @@ static bool batch_holder_unbounded(const struct world *w, const struct device *d
         if (!holds_slice(p, d, g) || p->stopped || p->hostile != H_NONE)
             continue;
         for (int k = 0; k < p->ngpus; k++)
-            if (p->dev[k].gpu == g && p->dev[k].held_grant == d->grant && p->dev[k].slice.ahead_ns == 0)
+            if (p->dev[k].gpu == g && p->dev[k].held_grant == d->grant && p->dev[k].gs->slice.ahead_ns == 0)
                 return true;
     }
     return false;
