@@ -2,7 +2,8 @@
 in a copy of the scheduler's sources (tokenserver/sched.c, memory.c), of
 the server's glue the simulation runs (tokenserver/dispatch.c, devices.c)
 and of the shim's (its slice machine shim/gs_slice.c, its dispatch
-shim/gs_dispatch.c), the simulation is built from
+shim/gs_dispatch.c, what its gate thread does with what it reads
+shim/gs_gate_messages.c), the simulation is built from
 that copy, and it must break an invariant within the first 1000 seeds
 (or, for a bug only rare runs meet, in the seeds named with it: the ones a
 search found, or the seeds of a named case, "case NAME FIRST-LAST"; when
@@ -153,6 +154,24 @@ BUGS = {
     "dispatch-owed-ungiven": (
         "shim/gs_dispatch.c", "    unsigned o = state->owed & which;", "    unsigned o = 0;",
         "the wake-ups the gate thread owes are never given"),
+    # the gate thread's handling of what it reads (gs_gate_messages.c)
+    "gate-welcome-undeclared": (
+        "shim/gs_gate_messages.c", "            m.u.mem.bytes = gs_lease_count(d);\n            gs_conn_send_about_locked(d, &m);",
+        "            m.u.mem.bytes = gs_lease_count(d);",
+        "a WELCOME declares no GPU's count: after a server's restart it counts nothing of what the processes hold"),
+    "gate-revoke-ignored": (
+        "shim/gs_gate_messages.c", "    case GS_MSG_GRANT:\n    case GS_MSG_REVOKE: {", "    case GS_MSG_GRANT: {",
+        "a REVOKE is not handed to the slice machine: the process admits launches to its deadline"),
+    "gate-grant-sent-ignored": (
+        "shim/gs_gate_messages.c", "gs_slice_wire_event(msg, sent_ns, gs_conn_clock_offset_locked(), &ev);",
+        "gs_slice_wire_event(msg, now, gs_conn_clock_offset_locked(), &ev);",
+        "a GRANT's slice is taken to start when it is read, not when it was sent: its idle start goes unreported"),
+    "gate-lost-unheard": (
+        "shim/gs_gate_messages.c",
+        "    gs_conn_lost_locked(why);\n    struct gs_slice_event ev = {.type = GS_SLICE_DISCONNECTED, "
+        ".policy_open = gs_conn_policy_open_locked()};\n    gs_dispatch_all_locked(&ev, now);",
+        "    gs_conn_lost_locked(why);\n    (void)now;",
+        "a lost connection is not told to the slice machines: a slice held goes on admitting"),
     "server-gone-kept": (
         "tokenserver/devices.c", "    if (named == 0)\n        return;\n    struct sched_event ev = {.type = SCHED_CLIENT_GONE",
         "    if (named >= 0)\n        return;\n    struct sched_event ev = {.type = SCHED_CLIENT_GONE",
@@ -173,7 +192,7 @@ BUGS = {
 
 SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/memory.c", "tokenserver/histogram.c",
              "tokenserver/sched_wire.c"]
-SHIM = ["shim/gs_slice.c", "shim/gs_slice_wire.c", "shim/gs_dispatch.c"]
+SHIM = ["shim/gs_slice.c", "shim/gs_slice_wire.c", "shim/gs_dispatch.c", "shim/gs_gate_messages.c"]
 
 # The server's glue the simulation runs: the scheduler's driver and the
 # GPUs clients declare, with what they read below them.
@@ -206,6 +225,7 @@ def build(root, cc, workdir, bug):
     sim_dir = os.path.join(root, "test", "sim")
     sources = [os.path.join(sim_dir, f) for f in sorted(os.listdir(sim_dir)) if f.endswith(".c")]
     sources += [os.path.join(workdir, rel) for rel in SCHEDULER + SHIM + SERVER]
+    sources += [os.path.join(root, "include", "gpuslice", "protocol.c")]
     exe = os.path.join(workdir, "sim")
     # (the scheduler's sched.h for "sched.h" only: it would stand for the
     # system's <sched.h>, which <pthread.h> includes)

@@ -87,8 +87,10 @@ void check_grant(struct world *w, const struct sim_conn *c, const struct gs_msg_
         fail(w, "a GRANT for a slot that names no GPU");
 }
 
-/* What tenant t's processes count on GPU g: those connected, and those
- * the server keeps a count for without a connection (ghosted: the process
+/* What tenant t's processes count on GPU g: those connected and
+ * welcomed (a process declares what it holds when its WELCOME comes,
+ * gs_gate_messages.c), and those the server keeps a count for without a
+ * connection, or before it declares on its next (ghosted: the process
  * lives on, and what it counted when its connection closed is still on
  * the GPU; a ghosted process that dies is in flight, EV_PROCESS_GONE, until
  * the server's check sees it gone). -1 where the server may rightly count
@@ -104,7 +106,7 @@ static int64_t truth(const struct world *w, int t, int g)
     int ghosts = 0;
     for (int i = 0; i < w->nprocs; i++) {
         const struct sim_proc *p = &w->proc[i];
-        if (p->tenant != t || !p->alive || (p->conn < 0 && !p->ghosted))
+        if (p->tenant != t || !p->alive || ((p->conn < 0 || !p->welcomed) && !p->ghosted))
             continue;
         if (p->ghosted && (w->over_cap_excused[t] || ++ghosts > MEM_GHOSTS))
             return -1;
