@@ -69,8 +69,9 @@ struct gs_launch_target {
     struct gs_dev *dev;
 };
 
-/* Every GPU the process uses, by slot (gs_dispatch.c). */
-extern struct gs_dev gs_devs[GS_MAX_DEVICES];
+/* Every GPU the process uses, by slot: GS_MAX_DEVICES of them
+ * (gs_dispatch.c's, in its struct gs_dispatch_state). */
+extern struct gs_dev *gs_devs;
 
 /* CLOCK_MONOTONIC in ns: the one reading a thread takes before it steps a
  * slice machine (never on the fast path). */

@@ -2,58 +2,51 @@
  * Delivering events to the slice machines and carrying out their actions
  * (see gs_dispatch.h).
  *
- * Owns (guarded by the gate lock): the table of GPUs gs_devs, the
- * wake-ups the gate thread owes, and until when it sleeps; the drainers'
- * condition variable; and, per thread, whether its wake-ups are deferred
- * (the gate thread's own).
+ * Owns (guarded by the gate lock): the process's table of GPUs, the
+ * wake-ups the gate thread owes and until when it sleeps (struct
+ * gs_dispatch_state, and gs_devs, which points into it); and, per thread,
+ * whether its wake-ups are deferred (the gate thread's own). It calls no
+ * clock and no system call itself: the wake-ups go through gs_locks.c's
+ * condition variables and gs_conn.c's eventfds, and the simulation
+ * (test/sim) compiles this file unchanged with stand-ins for those.
  */
 #include "gs_dispatch.h"
-#include "gs_glibc_compat.h"
 #include "gs_conn.h"
 #include "gs_locks.h"
 #include "gs_slice_wire.h"
 
 #include <string.h>
 
-struct gs_dev gs_devs[GS_MAX_DEVICES];
+/* The process's state (its contents guarded by the gate lock). `state`
+ * and `gs_devs` point at it from the start and stay there in the shim:
+ * only the simulation, one thread, moves them (gs_dispatch_use), to the
+ * simulated process it steps. */
+static struct gs_dispatch_state process;
+static struct gs_dispatch_state *state = &process;
+struct gs_dev *gs_devs = process.devs;
 
 static __thread bool defer_wakeups;
-static unsigned owed;
-static uint64_t gate_sleeps_until;
-/* Wakes drainers; used with the gate lock; waits time out on
- * CLOCK_MONOTONIC (set up by init_drainer_cv). */
-static pthread_cond_t drainer_cv;
-static pthread_once_t drainer_cv_once = PTHREAD_ONCE_INIT;
 
-static void init_drainer_cv(void)
+void gs_dispatch_use(struct gs_dispatch_state *s)
 {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&drainer_cv, &attr);
-    pthread_condattr_destroy(&attr);
-}
-
-pthread_cond_t *gs_drainer_cv(void)
-{
-    pthread_once(&drainer_cv_once, init_drainer_cv);
-    return &drainer_cv;
+    state = s;
+    gs_devs = s->devs;
 }
 
 /* ---- wake-ups ------------------------------------------------------------------ */
 
-void gs_dispatch_defer_wakeups(void)
+void gs_dispatch_defer_wakeups(bool defer)
 {
-    defer_wakeups = true;
+    defer_wakeups = defer;
 }
 
 void gs_wake_launchers_locked(void)
 {
     if (defer_wakeups) {
-        owed |= GS_OWED_LAUNCHERS;
+        state->owed |= GS_OWED_LAUNCHERS;
         return;
     }
-    pthread_cond_broadcast(&gs_gate_cv);
+    gs_gate_cv_broadcast();
     if (gs_conn_launcher_reads_locked())
         gs_conn_wake_reader();
 }
@@ -61,15 +54,15 @@ void gs_wake_launchers_locked(void)
 void gs_wake_drainers_locked(void)
 {
     if (defer_wakeups)
-        owed |= GS_OWED_DRAINERS;
+        state->owed |= GS_OWED_DRAINERS;
     else
-        pthread_cond_broadcast(gs_drainer_cv());
+        gs_drainer_cv_broadcast();
 }
 
 unsigned gs_dispatch_owed_locked(unsigned which)
 {
-    unsigned o = owed & which;
-    owed &= ~which;
+    unsigned o = state->owed & which;
+    state->owed &= ~which;
     return o;
 }
 
@@ -80,16 +73,16 @@ void gs_dispatch_give_owed(unsigned o)
      * it before this call. Whether a launcher reads the socket cannot be
      * read without the lock: it is poked either way. */
     if (o & GS_OWED_LAUNCHERS) {
-        pthread_cond_broadcast(&gs_gate_cv);
+        gs_gate_cv_broadcast();
         gs_conn_wake_reader();
     }
     if (o & GS_OWED_DRAINERS)
-        pthread_cond_broadcast(gs_drainer_cv());
+        gs_drainer_cv_broadcast();
 }
 
 void gs_dispatch_gate_sleeps_until_locked(uint64_t until)
 {
-    gate_sleeps_until = until;
+    state->gate_sleeps_until = until;
 }
 
 /* ---- delivering ------------------------------------------------------------------- */
@@ -112,12 +105,14 @@ void gs_dispatch_locked(struct gs_dev *d, const struct gs_slice_event *ev, uint6
         case GS_SLICE_WAKE_LAUNCHERS:
             gs_wake_launchers_locked();
             break;
-        case GS_SLICE_ARM_TIMER:
+        case GS_SLICE_ARM_TIMER: {
             /* The gate thread reads every timer before it sleeps; one that
              * may sleep past this one is woken to plan again. */
-            if (a->wake && a->at && gate_sleeps_until && a->at < gate_sleeps_until)
+            uint64_t sleeps_until = state->gate_sleeps_until;
+            if (a->wake && a->at && sleeps_until && a->at < sleeps_until)
                 gs_conn_wake_gate_thread();
             break;
+        }
         case GS_SLICE_FORGET_STREAMS:
             d->nstreams = 0;
             atomic_fetch_add(&d->stream_set_gen, 1);
@@ -139,9 +134,7 @@ void gs_dispatch_all_locked(const struct gs_slice_event *ev, uint64_t now)
 void gs_dispatch_after_fork_child(void)
 {
     /* No gate or drainer thread exists in the child: no GPU either, until
-     * it uses one. */
-    memset(gs_devs, 0, sizeof gs_devs);
-    owed = 0;
-    gate_sleeps_until = 0;
-    init_drainer_cv();
+     * it uses one. (The drainers' condition variable is made anew by
+     * gs_locks.c.) */
+    memset(state, 0, sizeof *state);
 }

@@ -25,7 +25,7 @@
  *
  * State: the stream lists and flush marks live in gs_devs and the thread
  * marks in thread_marks, all guarded by the gate lock; the drainers' condition
- * variable is gs_dispatch.c's.
+ * variable is gs_locks.c's.
  */
 #include "gs_drain.h"
 #include "gs_capture.h"

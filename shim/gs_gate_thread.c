@@ -1,14 +1,15 @@
 /*
- * The gate thread (see gs_gate_thread.h). It connects (gs_conn.c) with
- * backoff (50 ms to 1 s), reads the server's messages and hands each to
- * whom it concerns: a GPU's slice machine (GRANT, REVOKE; WELCOME and a
- * lost connection to all of them: gs_dispatch.c), the lease ledger
- * (MEM_RECALL, and the counts a WELCOME declares: gs_lease.c), the
- * requests waiting for an answer (MEM_RESULT, MEM_LEASED, USAGE:
- * gs_conn.c). After each wake-up it tells every slice machine that time
- * passed (TIMER), and sleeps until the earliest moment one of them asked
- * for, a message, or a wake-up; every 20 to 40 ms while device memory
- * changes it gives idle headroom back and reads the pools again.
+ * The gate thread (see gs_gate_thread.h): the thread, its loop and its
+ * poll, and reading the socket. It connects (gs_conn.c) with backoff
+ * (50 ms to 1 s), reads the server's messages and hands each to
+ * gs_gate_messages.c, which gives it to whom it concerns; after each
+ * wake-up it looks at every GPU (gs_gate_look_locked: TIMER), and sleeps
+ * until the earliest moment a slice machine asked for, a message, or a
+ * wake-up; every 20 to 40 ms while device memory changes it gives idle
+ * headroom back and reads the pools again. This file is the thin part
+ * the simulation (test/sim) cannot run: a thread, ppoll on eventfds and
+ * the socket, recv; what it decides with what it reads is
+ * gs_gate_messages.c's, which the simulation runs unchanged.
  *
  * Owns (guarded by the gate lock): whether it runs, and the reconnection
  * backoff; the memory tick's rate (its own).
@@ -16,13 +17,12 @@
 #include "gs_gate_thread.h"
 #include "gs_conn.h"
 #include "gs_dispatch.h"
-#include "gs_drain.h"
+#include "gs_gate_messages.h"
 #include "gs_glibc_compat.h"
 #include "gs_locks.h"
 #include "gs_lease.h"
 #include "gs_log.h"
 #include "gs_pools.h"
-#include "gs_slice_wire.h"
 #include "gpuslice/transport.h"
 
 #include <errno.h>
@@ -38,99 +38,7 @@
 static bool started;
 static pthread_t thread;
 
-/* ---- messages -------------------------------------------------------------------- */
-
-/* sent_ns: when the server sent msg (gpuslice/transport.h), at most now. */
-static void handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent_ns)
-{
-    switch (msg->type) {
-    case GS_MSG_WELCOME: {
-        gs_conn_welcomed_locked(msg->u.welcome.tenant);
-        /* Declare every GPU and what this process holds on it (even
-         * nothing), so that the count survives a server restart and the
-         * server lets go of what it kept counted for this process while
-         * it had no connection. */
-        for (int i = 0; i < GS_MAX_DEVICES; i++) {
-            struct gs_dev *d = &gs_devs[i];
-            if (!d->used)
-                continue;
-            struct gs_msg m = {.type = GS_MSG_MEM_DECLARE};
-            m.u.mem.slot = (uint32_t)d->slot;
-            m.u.mem.bytes = gs_lease_count(d);
-            gs_conn_send_about_locked(d, &m);
-        }
-        /* throttled from here on; ACQUIRE where launches wait */
-        struct gs_slice_event ev = {.type = GS_SLICE_WELCOME};
-        gs_dispatch_all_locked(&ev, now);
-        pthread_cond_broadcast(&gs_gate_cv); /* requests waiting for the server */
-        break;
-    }
-    case GS_MSG_MEM_RESULT:
-        gs_conn_answer_arrived_locked(msg->u.mem_result.id, msg);
-        break;
-    case GS_MSG_MEM_LEASED: {
-        /* A grant is counted as it arrives, under the gate lock: a later
-         * connection's declaration has it in it. Counted by its requester,
-         * once awake, it could come after that declaration, and be missing
-         * from the server's count. Only what a request waits for: the
-         * answer to gs_lease_take_anyway's lease is counted already. */
-        struct gs_answer *a = gs_conn_answer_arrived_locked(msg->u.leased.id, msg);
-        if (a && a->dev && msg->u.leased.status == GS_LEASE_GRANTED)
-            gs_lease_granted(a->dev, msg->u.leased.granted);
-        break;
-    }
-    case GS_MSG_USAGE:
-        gs_conn_answer_arrived_locked(msg->u.usage.id, msg);
-        break;
-    case GS_MSG_MEM_RECALL: {
-        /* A sibling needs room: give back all headroom, and answer even
-         * with nothing to give. */
-        struct gs_dev *d = &gs_devs[msg->u.recall.slot];
-        struct gs_msg m = {.type = GS_MSG_MEM_FREE};
-        m.u.mem.slot = msg->u.recall.slot;
-        m.u.mem.bytes = d->used ? gs_lease_recall(d) : 0;
-        gs_conn_send_locked(&m);
-        break;
-    }
-    case GS_MSG_GRANT:
-    case GS_MSG_REVOKE: {
-        struct gs_dev *d = &gs_devs[msg->u.grant.slot];
-        if (!d->used)
-            break;
-        struct gs_slice_event ev;
-        gs_slice_wire_event(msg, sent_ns, gs_conn_clock_offset_locked(), &ev);
-        struct gs_slice_actions out;
-        gs_dispatch_locked(d, &ev, now, &out);
-        break;
-    }
-    case GS_MSG_ERROR:
-        gs_log(GS_LOG_WARN, "gpuslice-server: %s", msg->u.error.reason);
-        break;
-    default:
-        gs_log(GS_LOG_WARN, "unexpected %s message from gpuslice-server", gs_msg_type_str(msg->type));
-        break;
-    }
-}
-
-/* The connection broke or could not be made: every slice machine hears
- * it (admission closes, or opens wide under the open policy). */
-static void lost_locked(const char *why)
-{
-    gs_conn_lost_locked(why);
-    struct gs_slice_event ev = {.type = GS_SLICE_DISCONNECTED, .policy_open = gs_conn_policy_open_locked()};
-    gs_dispatch_all_locked(&ev, gs_now_ns());
-}
-
-static void connect_locked(void)
-{
-    if (!gs_conn_connect_locked()) {
-        struct gs_slice_event ev = {.type = GS_SLICE_DISCONNECTED, .policy_open = gs_conn_policy_open_locked()};
-        gs_dispatch_all_locked(&ev, gs_now_ns());
-        return;
-    }
-    struct gs_slice_event ev = {.type = GS_SLICE_CONNECTING}; /* launches wait for its WELCOME */
-    gs_dispatch_all_locked(&ev, gs_now_ns());
-}
+/* ---- reading the socket -------------------------------------------------------- */
 
 /* Reads every message waiting on the socket (gate lock held). */
 static void read_socket_locked(uint64_t now)
@@ -145,7 +53,7 @@ static void read_socket_locked(uint64_t now)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            lost_locked(n == 0 ? "the server closed the connection" : strerror(errno));
+            gs_gate_lost_locked(n == 0 ? "the server closed the connection" : strerror(errno), gs_now_ns());
             return;
         }
         struct gs_msg msg;
@@ -157,36 +65,16 @@ static void read_socket_locked(uint64_t now)
                        GS_PROTOCOL_VERSION, (unsigned)(buf[4] | (buf[5] << 8)));
             else
                 gs_log(GS_LOG_ERROR, "bad message from gpuslice-server: %s", gs_decode_result_str(r));
-            lost_locked("bad message");
+            gs_gate_lost_locked("bad message", gs_now_ns());
             return;
         }
-        handle_locked(&msg, now, sent_ns && sent_ns < now ? sent_ns : now);
+        gs_gate_handle_locked(&msg, now, sent_ns && sent_ns < now ? sent_ns : now);
         if (gs_conn_socket_locked() != sock)
             return;
     }
 }
 
 /* ---- the loop -------------------------------------------------------------------- */
-
-/* Every GPU: declared once connected, its drainer started if its start
- * failed before (a drain without a drainer ends at once), and its slice
- * machine told that time passed. */
-static void look_at_devices_locked(uint64_t now)
-{
-    struct gs_slice_event tick = {.type = GS_SLICE_TIMER};
-    struct gs_slice_actions out;
-    bool connected = gs_conn_connected_locked();
-    for (int i = 0; i < GS_MAX_DEVICES; i++) {
-        struct gs_dev *d = &gs_devs[i];
-        if (!d->used)
-            continue;
-        if (connected)
-            gs_conn_declare_locked(d);
-        if (d->slice.state == GS_SLICE_HOLD)
-            gs_drain_start_locked(d);
-        gs_dispatch_locked(d, &tick, now, &out);
-    }
-}
 
 /* Idle headroom goes back to the server, pools are read again: the
  * nanoseconds until it wants to run again, 0 for never. Called without the
@@ -213,21 +101,20 @@ static void *gate_main(void *arg)
     (void)arg;
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* wake at deadlines, not 50 us later */
     prctl(PR_SET_NAME, "gpuslice-gate", 0, 0, 0);
-    gs_dispatch_defer_wakeups();
+    gs_dispatch_defer_wakeups(true);
     uint64_t backoff = 50000000ull, next_try = 0;
     gs_lock(GS_LOCK_GATE);
     for (;;) {
         uint64_t now = gs_now_ns();
         if (gs_conn_socket_locked() < 0 && now >= next_try) {
-            connect_locked();
-            if (gs_conn_socket_locked() < 0) {
+            if (!gs_gate_connect_locked(gs_now_ns())) {
                 next_try = now + backoff;
                 backoff = backoff * 2 > 1000000000ull ? 1000000000ull : backoff * 2;
             } else {
                 backoff = 50000000ull;
             }
         }
-        look_at_devices_locked(now);
+        gs_gate_look_locked(now);
 
         /* Sleep until a message, a wake-up, the earliest moment a slice
          * machine asked to be looked at (gs_slice.c: its deadline, the
@@ -236,12 +123,7 @@ static void *gate_main(void *arg)
          * thread's CPU is the tenant's, and on a small machine each one
          * takes a core from the application or the driver for tens of
          * microseconds. */
-        uint64_t wake_at = UINT64_MAX;
-        for (int i = 0; i < GS_MAX_DEVICES; i++) {
-            const struct gs_dev *d = &gs_devs[i];
-            if (d->used && d->slice.timer_at && d->slice.timer_at < wake_at)
-                wake_at = d->slice.timer_at;
-        }
+        uint64_t wake_at = gs_gate_next_look_locked();
         int sock = gs_conn_socket_locked();
         if (sock < 0 && next_try < wake_at)
             wake_at = next_try;

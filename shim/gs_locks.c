@@ -2,8 +2,8 @@
  * The shim's locks (the table is in gs_locks.h): their definitions, the
  * checks of their order, and what fork() does with them.
  *
- * Owns: the mutexes and gs_gate_cv, and each thread's set of locks held
- * (thread-local, its own).
+ * Owns: the mutexes, gs_gate_cv and the drainers' condition variable, and
+ * each thread's set of locks held (thread-local, its own).
  */
 #include "gs_locks.h"
 #include "gs_glibc_compat.h"
@@ -26,6 +26,11 @@ static const char *const names[GS_LOCK_COUNT] = {
 };
 
 pthread_cond_t gs_gate_cv = PTHREAD_COND_INITIALIZER;
+/* Wakes drainers; used with the gate lock; waits time out on
+ * CLOCK_MONOTONIC (set up by init_drainer_cv, once, and again in a forked
+ * child). */
+static pthread_cond_t drainer_cv;
+static pthread_once_t drainer_cv_once = PTHREAD_ONCE_INIT;
 
 /* The locks the calling thread holds, one bit per enum gs_lock. */
 static __thread unsigned held;
@@ -83,6 +88,31 @@ void gs_gate_cv_wait_ms_locked(long ms)
     pthread_cond_timedwait(&gs_gate_cv, &locks[GS_LOCK_GATE], &until);
 }
 
+static void init_drainer_cv(void)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&drainer_cv, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+pthread_cond_t *gs_drainer_cv(void)
+{
+    pthread_once(&drainer_cv_once, init_drainer_cv);
+    return &drainer_cv;
+}
+
+void gs_gate_cv_broadcast(void)
+{
+    pthread_cond_broadcast(&gs_gate_cv);
+}
+
+void gs_drainer_cv_broadcast(void)
+{
+    pthread_cond_broadcast(gs_drainer_cv());
+}
+
 pthread_mutex_t *gs_lock_mutex(enum gs_lock lock)
 {
     return &locks[lock];
@@ -133,8 +163,10 @@ static void unlock_all(bool child)
     for (int i = GS_LOCK_COUNT - 1; i >= 0; i--)
         gs_unlock((enum gs_lock)i);
     /* In the child nobody waits on a condition variable: made anew. */
-    if (child)
+    if (child) {
         pthread_cond_init(&gs_gate_cv, NULL);
+        init_drainer_cv();
+    }
 }
 
 static void late_prepare(void)

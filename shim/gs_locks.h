@@ -36,8 +36,8 @@
  *
  * Condition variables, each used with the gate lock: gs_gate_cv (launches
  * waiting for admission, requests waiting for the server's answer) and
- * the drainers' (gs_dispatch.c, on CLOCK_MONOTONIC); ctx_cv (gs_contexts.c)
- * wakes a context's closer when its last use ends.
+ * the drainers' (gs_drainer_cv, on CLOCK_MONOTONIC), both here; ctx_cv
+ * (gs_contexts.c) wakes a context's closer when its last use ends.
  */
 #ifndef GPUSLICE_LOCKS_H
 #define GPUSLICE_LOCKS_H
@@ -73,6 +73,16 @@ extern pthread_cond_t gs_gate_cv;
 /* Waits on gs_gate_cv (gate lock held) for a broadcast or `ms`
  * milliseconds (gs_gate_cv measures time on CLOCK_REALTIME). */
 void gs_gate_cv_wait_ms_locked(long ms);
+
+/* The drainers' condition variable (used with the gate lock; its waits
+ * time out on CLOCK_MONOTONIC). */
+pthread_cond_t *gs_drainer_cv(void);
+
+/* Wakes every thread waiting on gs_gate_cv, or on the drainers' condition
+ * variable (with the gate lock or without). The one way gs_dispatch.c
+ * wakes them: the simulation (test/sim) stands in for these two. */
+void gs_gate_cv_broadcast(void);
+void gs_drainer_cv_broadcast(void);
 
 /* A thread is about to wait for the server's answer, or for admission
  * (what): it holds no lock but the gate lock, which the wait releases. */

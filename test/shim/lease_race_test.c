@@ -22,7 +22,8 @@
 
 /* ---- stand-ins for the rest of the shim ----------------------------------------- */
 
-struct gs_dev gs_devs[GS_MAX_DEVICES];
+static struct gs_dev devs[GS_MAX_DEVICES];
+struct gs_dev *gs_devs = devs;
 int gs_log_threshold = GS_LOG_ERROR;
 pthread_cond_t gs_gate_cv = PTHREAD_COND_INITIALIZER;
 

@@ -1,7 +1,9 @@
 """The simulation can fail: each of the bugs below is planted, one at a time,
 in a copy of the scheduler's sources (tokenserver/sched.c, memory.c), of
 the server's glue the simulation runs (tokenserver/dispatch.c, devices.c)
-and of the shim's slice machine (shim/gs_slice.c), the simulation is built from
+and of the shim's (its slice machine shim/gs_slice.c, its dispatch
+shim/gs_dispatch.c, what its gate thread does with what it reads
+shim/gs_gate_messages.c), the simulation is built from
 that copy, and it must break an invariant within the first 1000 seeds
 (or, for a bug only rare runs meet, in the seeds named with it: the ones a
 search found, or the seeds of a named case, "case NAME FIRST-LAST"; when
@@ -10,6 +12,9 @@ names that case, whose checks fail on it). Prints the first
 seed that caught each bug.
 
     plant.py SOURCE_ROOT CC [BUG ...]
+
+The shim's headers need the CUDA driver's cuda.h: from the directory in
+GPUSLICE_CUDA_INCLUDE, else CUDA_HOME/include, else /usr/local/cuda/include.
 
 Exit status 0 when every bug is caught, 1 when one is not (or its patch
 no longer applies: the code it names has changed), 2 on a usage error."""
@@ -178,6 +183,47 @@ BUGS = {
     "shim-ahead-ignored": (
         "shim/gs_slice.c", "    s->ahead_ns = ev->ahead_ns;", "    s->ahead_ns = 0;",
         "the shim ignores the GRANT's bound on what it admits ahead of the GPU (a preemption waits for its queue)"),
+    # the shim's dispatch (what a slice machine's actions do)
+    "dispatch-round-unwoken": (
+        "shim/gs_dispatch.c", "        case GS_SLICE_START_ROUND:\n            gs_wake_drainers_locked();\n",
+        "        case GS_SLICE_START_ROUND:\n",
+        "START_ROUND does not wake the drainers: a round waits for a drainer's own timeout"),
+    "dispatch-launchers-unwoken": (
+        "shim/gs_dispatch.c", "        case GS_SLICE_WAKE_LAUNCHERS:\n            gs_wake_launchers_locked();\n",
+        "        case GS_SLICE_WAKE_LAUNCHERS:\n",
+        "WAKE_LAUNCHERS does not wake the launches waiting for admission"),
+    "dispatch-gate-unwoken": (
+        "shim/gs_dispatch.c", "            if (a->wake && a->at && sleeps_until && a->at < sleeps_until)",
+        "            if (a->wake && a->at && sleeps_until && a->at > sleeps_until)",
+        "ARM_TIMER wakes the gate thread only for a timer after the time it sleeps until, never for an earlier one"),
+    "dispatch-owed-launchers-lost": (
+        "shim/gs_dispatch.c", "        state->owed |= GS_OWED_LAUNCHERS;\n        return;", "        return;",
+        "a wake-up of the launchers on the gate thread is dropped, not owed: a GRANT does not wake the launches "
+        "waiting for it"),
+    "dispatch-owed-drainers-lost": (
+        "shim/gs_dispatch.c", "        state->owed |= GS_OWED_DRAINERS;\n", "        ;\n",
+        "a wake-up of the drainers on the gate thread is dropped, not owed"),
+    "dispatch-owed-ungiven": (
+        "shim/gs_dispatch.c", "    unsigned o = state->owed & which;", "    unsigned o = 0;",
+        "the wake-ups the gate thread owes are never given"),
+    # the gate thread's handling of what it reads (gs_gate_messages.c)
+    "gate-welcome-undeclared": (
+        "shim/gs_gate_messages.c", "            m.u.mem.bytes = gs_lease_count(d);\n            gs_conn_send_about_locked(d, &m);",
+        "            m.u.mem.bytes = gs_lease_count(d);",
+        "a WELCOME declares no GPU's count: after a server's restart it counts nothing of what the processes hold"),
+    "gate-revoke-ignored": (
+        "shim/gs_gate_messages.c", "    case GS_MSG_GRANT:\n    case GS_MSG_REVOKE: {", "    case GS_MSG_GRANT: {",
+        "a REVOKE is not handed to the slice machine: the process admits launches to its deadline"),
+    "gate-grant-sent-ignored": (
+        "shim/gs_gate_messages.c", "gs_slice_wire_event(msg, sent_ns, gs_conn_clock_offset_locked(), &ev);",
+        "gs_slice_wire_event(msg, now, gs_conn_clock_offset_locked(), &ev);",
+        "a GRANT's slice is taken to start when it is read, not when it was sent: its idle start goes unreported"),
+    "gate-lost-unheard": (
+        "shim/gs_gate_messages.c",
+        "    gs_conn_lost_locked(why);\n    struct gs_slice_event ev = {.type = GS_SLICE_DISCONNECTED, "
+        ".policy_open = gs_conn_policy_open_locked()};\n    gs_dispatch_all_locked(&ev, now);",
+        "    gs_conn_lost_locked(why);\n    (void)now;",
+        "a lost connection is not told to the slice machines: a slice held goes on admitting"),
     "server-gone-kept": (
         "tokenserver/devices.c", "    if (named == 0)\n        return;\n    struct sched_event ev = {.type = SCHED_CLIENT_GONE",
         "    if (named >= 0)\n        return;\n    struct sched_event ev = {.type = SCHED_CLIENT_GONE",
@@ -198,16 +244,27 @@ BUGS = {
 
 SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/memory.c", "tokenserver/histogram.c",
              "tokenserver/sched_wire.c"]
-SHIM = ["shim/gs_slice.c", "shim/gs_slice_wire.c"]
+SHIM = ["shim/gs_slice.c", "shim/gs_slice_wire.c", "shim/gs_dispatch.c", "shim/gs_gate_messages.c"]
+
 # The server's glue the simulation runs: the scheduler's driver and the
 # GPUs clients declare, with what they read below them.
 SERVER = ["tokenserver/options.c", "tokenserver/tables.c", "tokenserver/dispatch.c", "tokenserver/devices.c"]
 
 
+def cuda_include():
+    """Where cuda.h is (see the docstring)."""
+    if os.environ.get("GPUSLICE_CUDA_INCLUDE"):
+        return os.environ["GPUSLICE_CUDA_INCLUDE"]
+    if os.environ.get("CUDA_HOME"):
+        return os.path.join(os.environ["CUDA_HOME"], "include")
+    return "/usr/local/cuda/include"
+
+
 def build(root, cc, workdir, bug):
     """Copies the sources, plants bug, builds sim; its path or None."""
-    for rel in SCHEDULER + SHIM + SERVER + ["tokenserver/sched.h", "tokenserver/histogram.h",
-                                           "tokenserver/server.h", "shim/gs_slice.h", "shim/gs_slice_wire.h"]:
+    headers = ["shim/" + f for f in os.listdir(os.path.join(root, "shim")) if f.endswith(".h")]
+    for rel in SCHEDULER + SHIM + SERVER + headers + ["tokenserver/sched.h", "tokenserver/histogram.h",
+                                                      "tokenserver/server.h"]:
         os.makedirs(os.path.dirname(os.path.join(workdir, rel)), exist_ok=True)
         shutil.copy(os.path.join(root, rel), os.path.join(workdir, rel))
     path, old, new = BUGS[bug][:3]
@@ -220,11 +277,14 @@ def build(root, cc, workdir, bug):
     sim_dir = os.path.join(root, "test", "sim")
     sources = [os.path.join(sim_dir, f) for f in sorted(os.listdir(sim_dir)) if f.endswith(".c")]
     sources += [os.path.join(workdir, rel) for rel in SCHEDULER + SHIM + SERVER]
+    sources += [os.path.join(root, "include", "gpuslice", "protocol.c")]
     exe = os.path.join(workdir, "sim")
+    # (the scheduler's sched.h for "sched.h" only: it would stand for the
+    # system's <sched.h>, which <pthread.h> includes)
     argv = [cc, "-std=c11", "-O2", "-D_GNU_SOURCE", "-w", "-DGPUSLICE_SHIM_DEFAULT=\"libgpuslice.so\"",
             "-DGPUSLICE_VERSION=\"planted\"", "-I", os.path.join(root, "include"),
-            "-I", os.path.join(workdir, "tokenserver"), "-I", os.path.join(workdir, "shim"), "-I", sim_dir,
-            "-o", exe] + sources + ["-lm"]
+            "-iquote", os.path.join(workdir, "tokenserver"), "-I", os.path.join(workdir, "shim"), "-I", sim_dir,
+            "-I", cuda_include(), "-o", exe] + sources + ["-lm"]
     built = subprocess.run(argv, capture_output=True, text=True)
     if built.returncode != 0:
         print("FAILED: bug %s: the planted copy does not build:\n%s" % (bug, built.stderr[-2000:]))

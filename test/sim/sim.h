@@ -22,9 +22,15 @@
  *                  simulated world: the clock, timers, a client's sends,
  *                  the log, a GPU's access check, whether a process lives
  *   sim_shim.c     a process's side of the protocol: the shim's real slice
- *                  machine (shim/gs_slice.c, unchanged) driven as its
- *                  threads drive it, and a model of its leases of device
- *                  memory
+ *                  machine (shim/gs_slice.c), its dispatch
+ *                  (shim/gs_dispatch.c: the actions carried out) and its
+ *                  gate thread's handling of what it reads
+ *                  (shim/gs_gate_messages.c), unchanged, driven as its
+ *                  threads drive them, and a model of its leases of
+ *                  device memory
+ *   sim_shim_conn.c the stand-ins for what those call in the rest of the
+ *                  shim: the connection, the gate lock's condition
+ *                  variables, the lease ledger, the log
  *   sim_app.c      what processes run (patterns of kernels and host work)
  *                  and the simulated GPUs
  *   sim_hostile.c  tenants that speak the protocol to abuse it
@@ -38,6 +44,7 @@
 #include <stdint.h>
 
 #include "gpuslice/protocol.h"
+#include "gs_dispatch.h"
 #include "gs_slice.h"
 #include "gs_slice_wire.h"
 #include "sched.h"
@@ -164,13 +171,16 @@ struct tenant_plan {
     uint64_t cap_lowered_at;
 };
 
-/* A process's side of one GPU: the shim's slice machine for it, what its
- * threads do around the machine, and what the checks know. */
+/* A process's side of one GPU: what its threads do around the shim's own
+ * record of it (gs_dev.h: the slice machine), and what the checks know. */
 struct shim_dev {
     int gpu, slot;
-    struct gs_slice slice;   /* the real slice machine (shim/gs_slice.c) */
+    struct gs_dev *gs;       /* the shim's record of the GPU, in its process's table
+                                (sim_proc.shim.devs[slot]): the real slice machine
+                                (shim/gs_slice.c) is its `slice` */
     bool waiting;            /* the application's launch waits for admission */
-    bool drainer_poked;      /* START_ROUND: the drainer asks once the step is done */
+    bool drainer_poked;      /* woken (START_ROUND): the drainer asks once the waking thread lets go */
+    enum gs_slice_state step_before; /* (within a step of the shim's) the machine's state before */
     bool round;              /* a drainer round runs */
     uint64_t round_target, round_began;
     uint64_t drainer_at;     /* when the drainer asks again (0: when woken) */
@@ -215,13 +225,19 @@ struct sim_proc {
     /* connection */
     int conn;                /* -1: none */
     bool welcomed;
+    unsigned declared;       /* the slots whose DEVICE went out on this connection */
     uint64_t conn_gen;       /* drops messages of an old connection */
     uint64_t next_try, backoff;
     /* GPUs */
     int ngpus;
     struct shim_dev dev[SIM_RANKS];
+    /* what shim/gs_dispatch.c keeps for the process: its table of GPUs
+     * (shim_dev.gs), the wake-ups its gate thread owes, until when that
+     * sleeps; in use (gs_dispatch_use) while the process's shim runs */
+    struct gs_dispatch_state shim;
     uint64_t shim_gen, shim_at;
     uint64_t gate_due, gate_at; /* the gate thread's next look: planned, and with its lateness */
+    bool gate_running;       /* the gate thread runs (its wake-ups owed, given as it sleeps) */
     /* the application */
     uint64_t app_gen;
     uint64_t item_len;       /* its items' device time */
@@ -495,6 +511,24 @@ void shim_schedule(struct world *w, struct sim_proc *p);
 /* What the process counts with the server on its GPU number i. */
 uint64_t shim_count(const struct sim_proc *p, int i);
 bool shim_policy_open(struct world *w, const struct sim_proc *p);
+/* What the stand-ins (sim_shim_conn.c) for the rest of the shim below
+ * gs_dispatch.c and gs_gate_messages.c do, for the process whose shim runs
+ * (shim_current): a message sent (about gd: once welcomed, DEVICE first;
+ * 0, or -1 when it is not sent), DEVICE for gd once per connection, the
+ * connection made (HELLO) or lost, an answer arrived, headroom recalled,
+ * what the process counts on gd, the launchers waiting for admission
+ * woken, its drainers woken, its gate thread woken (it plans again). */
+extern struct sim_proc *shim_current;
+int shim_sends(struct world *w, struct sim_proc *p, struct gs_dev *gd, const struct gs_msg *m);
+void shim_declares(struct world *w, struct sim_proc *p, struct gs_dev *gd);
+bool shim_connects(struct world *w, struct sim_proc *p);
+void shim_conn_lost(struct sim_proc *p);
+void shim_answered(struct world *w, struct sim_proc *p, const struct gs_msg *m);
+uint64_t shim_recalled(struct sim_proc *p, const struct gs_dev *gd);
+uint64_t shim_counted(const struct sim_proc *p, const struct gs_dev *gd);
+void shim_wake_launchers(struct world *w, struct sim_proc *p);
+void shim_wake_drainers(struct world *w, struct sim_proc *p);
+void shim_wake_gate(struct world *w, struct sim_proc *p);
 
 /* sim_app.c */
 void app_step(struct world *w, struct sim_proc *p);

@@ -87,8 +87,10 @@ void check_grant(struct world *w, const struct sim_conn *c, const struct gs_msg_
         fail(w, "a GRANT for a slot that names no GPU");
 }
 
-/* What tenant t's processes count on GPU g: those connected, and those
- * the server keeps a count for without a connection (ghosted: the process
+/* What tenant t's processes count on GPU g: those connected and
+ * welcomed (a process declares what it holds when its WELCOME comes,
+ * gs_gate_messages.c), and those the server keeps a count for without a
+ * connection, or before it declares on its next (ghosted: the process
  * lives on, and what it counted when its connection closed is still on
  * the GPU; a ghosted process that dies is in flight, EV_PROCESS_GONE, until
  * the server's check sees it gone). -1 where the server may rightly count
@@ -104,7 +106,7 @@ static int64_t truth(const struct world *w, int t, int g)
     int ghosts = 0;
     for (int i = 0; i < w->nprocs; i++) {
         const struct sim_proc *p = &w->proc[i];
-        if (p->tenant != t || !p->alive || (p->conn < 0 && !p->ghosted))
+        if (p->tenant != t || !p->alive || ((p->conn < 0 || !p->welcomed) && !p->ghosted))
             continue;
         if (p->ghosted && (w->over_cap_excused[t] || ++ghosts > MEM_GHOSTS))
             return -1;
@@ -259,7 +261,7 @@ static bool batch_holder_unbounded(const struct world *w, const struct device *d
         if (!holds_slice(p, d, g) || p->stopped || p->hostile != H_NONE)
             continue;
         for (int k = 0; k < p->ngpus; k++)
-            if (p->dev[k].gpu == g && p->dev[k].held_grant == d->grant && p->dev[k].slice.ahead_ns == 0)
+            if (p->dev[k].gpu == g && p->dev[k].held_grant == d->grant && p->dev[k].gs->slice.ahead_ns == 0)
                 return true;
     }
     return false;

@@ -47,6 +47,7 @@ struct sim_proc *scenario_proc(struct world *w, int tenant, enum app_kind app)
     p->ngpus = 1;
     p->dev[0].gpu = 0;
     p->dev[0].slot = 0;
+    p->dev[0].gs = &p->shim.devs[0];
     return p;
 }
 

@@ -1,21 +1,32 @@
 /*
  * A process's side of the protocol in the simulation: the shim's real
- * slice machine (shim/gs_slice.c, compiled in unchanged), driven the way
- * the shim's threads drive it:
+ * slice machine (shim/gs_slice.c), the dispatch that delivers its events
+ * and carries out its actions (shim/gs_dispatch.c: the messages sent, the
+ * launchers, drainers and gate thread woken, the streams forgotten) and
+ * what the gate thread does with a message, a connection made or lost and
+ * at each look (shim/gs_gate_messages.c), all compiled in unchanged, each
+ * process with its own gs_dispatch_state (made the one in use,
+ * gs_dispatch_use, before its shim runs). What they call in the rest of
+ * the shim is sim_shim_conn.c's stand-ins, onto the functions below. The
+ * machines are driven the way the shim's threads drive them:
  *   - the application's launches take the machine's fast path
  *     (gs_slice_admit_fast) or, when it refuses, deliver LAUNCH and wait
- *     for WAKE_LAUNCHERS, asking again;
+ *     until the launchers are woken (gs_gate_cv), asking again;
  *   - the gate thread delivers the server's messages and, after each and
  *     at the time the machines asked for (ARM_TIMER), TIMER to every GPU;
- *     its wake-ups come a little late, as a busy machine's do;
- *   - a drainer per GPU asks DRAINER_READY when woken (START_ROUND) or at
- *     the time it was told, and a round it begins ends when the work
- *     handed to the driver before it has finished on the simulated GPU
- *     (ROUND_DONE);
+ *     its own wake-ups are owed while it runs and given as it goes back
+ *     to sleep (gs_dispatch_defer_wakeups), and it is woken to plan again
+ *     for a timer before the time it sleeps until; its wake-ups come a
+ *     little late, as a busy machine's do;
+ *   - a drainer per GPU asks DRAINER_READY when woken (the drainers'
+ *     condition variable: START_ROUND) or at the time it was told, and a
+ *     round it begins ends when the work handed to the driver before it
+ *     has finished on the simulated GPU (ROUND_DONE);
  *   - a synchronization that finds every launch finished delivers SYNCED.
  * Device memory is counted in leases of headroom by a model of
  * shim/gs_lease.c (not the slice machine's business). Reconnection after a
- * lost server: backoff from 50 ms to 1 s, then HELLO, DEVICE, MEM_DECLARE.
+ * lost server: backoff from 50 ms to 1 s, then HELLO; once welcomed,
+ * DEVICE and MEM_DECLARE for each GPU (gs_gate_messages.c).
  *
  * What it checks about the shim (besides sim_check.c's invariants):
  *   - a launch is admitted only within a slice: a grant the process holds,
@@ -41,6 +52,8 @@
  *     launch or the release).
  */
 #include "sim.h"
+
+#include "gs_gate_messages.h"
 
 #include <string.h>
 
@@ -104,7 +117,7 @@ static void send_mem(struct world *w, struct sim_proc *p, enum gs_msg_type type,
 
 static uint64_t submitted(const struct shim_dev *d)
 {
-    return atomic_load(&d->slice.submitted);
+    return atomic_load(&d->gs->slice.submitted);
 }
 
 static bool holding(enum gs_slice_state st)
@@ -203,7 +216,7 @@ static void want_end(struct world *w, struct sim_proc *p, int i)
 /* The figures follow the machine's state. */
 static void state_changed(struct world *w, struct sim_proc *p, int i, enum gs_slice_state before)
 {
-    enum gs_slice_state after = p->dev[i].slice.state;
+    enum gs_slice_state after = p->dev[i].gs->slice.state;
     if (after == before)
         return;
     if (before == GS_SLICE_WANT)
@@ -237,9 +250,10 @@ static void idle_hold_ends(struct world *w, struct sim_proc *p, int i, const cha
 }
 
 /* RELEASE: what the checks know of a slice given back. */
-static void released(struct world *w, struct sim_proc *p, int i, const struct gs_slice_action *a)
+static void released(struct world *w, struct sim_proc *p, int i, const struct gs_msg_release *a)
 {
     struct shim_dev *d = &p->dev[i];
+    bool more = a->flags & GS_RELEASE_MORE;
     uint64_t left = submitted(d) - d->done;
     if (left > 0)
         fail(w, "proc %d released GPU %d (grant %llu) with %llu of its launches still on it", p->id, d->gpu,
@@ -258,59 +272,114 @@ static void released(struct world *w, struct sim_proc *p, int i, const struct gs
     if (a->idle_ns + IDLE_SLACK_NS < known)
         fail(w, "proc %d's RELEASE on GPU %d reports %.3f ms idle; the shim saw spells of %.3f ms", p->id, d->gpu,
              (double)a->idle_ns / 1e6, (double)known / 1e6);
+    const struct gs_slice *s = &d->gs->slice;
     trace(w, "proc %d gpu %d: RELEASE grant %llu idle %.3f ms%s (launches %llu in the slice, %.3f ms each, %.3f ms left)",
-          p->id, d->gpu, (unsigned long long)a->grant, (double)a->idle_ns / 1e6, a->more ? " more" : "",
-          (unsigned long long)(atomic_load(&d->slice.admitted) - d->slice.admitted_at_grant), d->slice.kernel_ns / 1e6,
-          ((double)d->slice.deadline_ns - (double)w->now) / 1e6);
-    struct gs_msg m;
-    gs_slice_wire_message(a, (uint32_t)d->slot, &m);
-    send(w, p, &m);
+          p->id, d->gpu, (unsigned long long)a->grant, (double)a->idle_ns / 1e6, more ? " more" : "",
+          (unsigned long long)(atomic_load(&s->admitted) - s->admitted_at_grant), s->kernel_ns / 1e6,
+          ((double)s->deadline_ns - (double)w->now) / 1e6);
     d->held_grant = 0;
     d->revoked = false;
     d->known_since = 0;
 }
 
-/* One step of GPU number i's machine, and its actions carried out as the
- * shim's threads carry them out. */
+/* The process whose shim runs: gs_dispatch.c's state in use is its own,
+ * and the stand-ins act on it. Set by shim_enter before each step of a
+ * process's shim (the simulation has one thread: no lock). */
+struct sim_proc *shim_current;
+
+static void shim_enter(struct sim_proc *p)
+{
+    if (shim_current != p) {
+        shim_current = p;
+        gs_dispatch_use(&p->shim);
+    }
+}
+
+/* Around the shim's steps of p's machines (gs_dispatch.c's, and
+ * gs_gate_messages.c's through it): what the checks know of each before,
+ * and the figures after. */
+static void steps_begin(struct world *w, struct sim_proc *p)
+{
+    shim_enter(p);
+    for (int i = 0; i < p->ngpus; i++) {
+        struct shim_dev *d = &p->dev[i];
+        d->step_before = d->gs->slice.state;
+        if (d->step_before != GS_SLICE_DRAIN)
+            d->drain_began = w->now; /* a RELEASE in this step ends a drain begun in it */
+    }
+}
+
+static void steps_end(struct world *w, struct sim_proc *p)
+{
+    for (int i = 0; i < p->ngpus; i++)
+        state_changed(w, p, i, p->dev[i].step_before);
+}
+
+/* One step of GPU number i's machine, and its actions carried out by the
+ * shim's dispatch (shim/gs_dispatch.c), as the thread that delivers it
+ * (the gate thread's wake-ups are owed: gate_wakes). */
 static struct gs_slice_actions deliver(struct world *w, struct sim_proc *p, int i, const struct gs_slice_event *ev)
 {
-    struct shim_dev *d = &p->dev[i];
-    enum gs_slice_state before = d->slice.state;
+    steps_begin(w, p);
     struct gs_slice_actions out;
-    gs_slice_step(&d->slice, ev, w->now, &out);
-    if (before != GS_SLICE_DRAIN)
-        d->drain_began = w->now; /* a RELEASE in this step ends a drain begun in it */
-    state_changed(w, p, i, before);
-    for (int k = 0; k < out.n && !w->failed; k++) {
-        const struct gs_slice_action *a = &out.a[k];
-        struct gs_msg m;
-        if (a->type == GS_SLICE_SEND_RELEASE) {
-            released(w, p, i, a); /* checked, then sent */
-            continue;
-        }
-        if (gs_slice_wire_message(a, (uint32_t)d->slot, &m)) {
-            send(w, p, &m);
-            continue;
-        }
-        switch (a->type) {
-        case GS_SLICE_START_ROUND:
-            d->drainer_poked = true; /* it asks once this step's thread lets go */
-            break;
-        case GS_SLICE_WAKE_LAUNCHERS:
-            if (d->waiting)
-                app_admitted(w, p, i);
-            break;
-        case GS_SLICE_ARM_TIMER:
-            if (a->wake)
-                plan_gate(w, p);
-            break;
-        case GS_SLICE_FORGET_STREAMS:
-            break;
-        default: /* the messages (gs_slice_wire_message, above) */
-            break;
-        }
-    }
+    gs_dispatch_locked(p->dev[i].gs, ev, w->now, &out);
+    steps_end(w, p);
     return out;
+}
+
+/* What the shim's stand-ins do (sim_shim_conn.c). */
+
+static int dev_of(const struct sim_proc *p, const struct gs_dev *gd)
+{
+    for (int i = 0; i < p->ngpus; i++)
+        if (p->dev[i].gs == gd)
+            return i;
+    return -1;
+}
+
+/* DEVICE for gd, once per connection (gs_conn_declare_locked). */
+void shim_declares(struct world *w, struct sim_proc *p, struct gs_dev *gd)
+{
+    int i = dev_of(p, gd);
+    if (i < 0 || p->conn < 0 || (p->declared & (1u << gd->slot)))
+        return;
+    struct gs_msg dev = {.type = GS_MSG_DEVICE};
+    dev.u.device.slot = (uint32_t)gd->slot;
+    dev.u.device.uuid[0] = (uint8_t)(p->dev[i].gpu + 1);
+    memcpy(dev.u.device.uuid + 1, "simulated-gpu", 13);
+    send(w, p, &dev);
+    p->declared |= 1u << gd->slot;
+}
+
+/* A message about gd, sent once welcomed, its GPU declared first
+ * (gs_conn_send_about_locked); a RELEASE is checked whether or not it
+ * goes out. gd NULL: about no GPU (gs_conn_send_locked), sent while a
+ * connection is open. */
+int shim_sends(struct world *w, struct sim_proc *p, struct gs_dev *gd, const struct gs_msg *m)
+{
+    int i = gd ? dev_of(p, gd) : -1;
+    if (i >= 0 && m->type == GS_MSG_RELEASE)
+        released(w, p, i, &m->u.release); /* checked, then sent */
+    if (gd ? !connected(p) : p->conn < 0)
+        return -1;
+    if (gd)
+        shim_declares(w, p, gd);
+    send(w, p, m);
+    return 0;
+}
+
+void shim_wake_launchers(struct world *w, struct sim_proc *p)
+{
+    for (int i = 0; i < p->ngpus; i++)
+        if (p->dev[i].waiting)
+            app_admitted(w, p, i); /* it asks again */
+}
+
+void shim_wake_drainers(struct world *w, struct sim_proc *p)
+{
+    (void)w;
+    for (int i = 0; i < p->ngpus; i++)
+        p->dev[i].drainer_poked = true; /* each asks once the waking thread lets go */
 }
 
 /* ---- the gate thread's timer ------------------------------------------------- */
@@ -325,12 +394,10 @@ static uint64_t lateness(struct world *w)
 /* The gate thread plans its next look: the earliest time a machine asked. */
 static void plan_gate(struct world *w, struct sim_proc *p)
 {
-    uint64_t due = 0;
-    for (int i = 0; i < p->ngpus; i++) {
-        uint64_t at = p->dev[i].slice.timer_at;
-        if (at && (!due || at < due))
-            due = at;
-    }
+    shim_enter(p);
+    uint64_t due = gs_gate_next_look_locked();
+    if (due == UINT64_MAX)
+        due = 0;
     if (due == p->gate_due)
         return;
     p->gate_due = due;
@@ -338,15 +405,55 @@ static void plan_gate(struct world *w, struct sim_proc *p)
     shim_schedule(w, p);
 }
 
-/* The gate thread runs: every machine hears that time passed, and it
- * plans again. */
+/* Until when the sleeping gate thread sleeps (gs_dispatch.c wakes it for
+ * a timer before that): its next look, or until woken. */
+static void gate_sleeps_until(struct sim_proc *p)
+{
+    shim_enter(p);
+    gs_dispatch_gate_sleeps_until_locked(p->gate_due ? p->gate_due : UINT64_MAX);
+}
+
+/* The gate thread was woken (a timer before the time it sleeps until):
+ * it plans again (its look comes then). */
+void shim_wake_gate(struct world *w, struct sim_proc *p)
+{
+    plan_gate(w, p);
+    gate_sleeps_until(p);
+}
+
+/* The gate thread runs: until it sleeps again its wake-ups are owed, and
+ * no timer wakes it. */
+static void gate_wakes(struct sim_proc *p)
+{
+    shim_enter(p);
+    p->gate_running = true;
+    gs_dispatch_gate_sleeps_until_locked(0);
+    gs_dispatch_defer_wakeups(true);
+}
+
+/* ... and it sleeps: until its next look (UINT64_MAX: until woken), once
+ * it gave the wake-ups it owed. */
+static void gate_sleeps(struct world *w, struct sim_proc *p)
+{
+    plan_gate(w, p);
+    shim_enter(p);
+    unsigned owed = gs_dispatch_owed_locked(GS_OWED_LAUNCHERS | GS_OWED_DRAINERS);
+    gate_sleeps_until(p);
+    gs_dispatch_defer_wakeups(false);
+    p->gate_running = false;
+    gs_dispatch_give_owed(owed);
+}
+
+/* The gate thread looks (gs_gate_look_locked: every machine hears that
+ * time passed), and it plans again and sleeps. */
 static void gate_looks(struct world *w, struct sim_proc *p)
 {
+    gate_wakes(p);
     p->gate_due = p->gate_at = 0;
-    struct gs_slice_event tick = {.type = GS_SLICE_TIMER};
-    for (int i = 0; i < p->ngpus; i++)
-        deliver(w, p, i, &tick);
-    plan_gate(w, p);
+    steps_begin(w, p);
+    gs_gate_look_locked(w->now);
+    steps_end(w, p);
+    gate_sleeps(w, p);
 }
 
 /* ---- the drainers -------------------------------------------------------------- */
@@ -416,7 +523,7 @@ static void run_drainers(struct world *w, struct sim_proc *p)
 static enum shim_admit launched(struct world *w, struct sim_proc *p, int i)
 {
     struct shim_dev *d = &p->dev[i];
-    const struct gs_slice *s = &d->slice;
+    const struct gs_slice *s = &d->gs->slice;
     if (!d->busy) {
         uint64_t from = d->empty_since > d->slice_sent ? d->empty_since : d->slice_sent;
         if (w->now > from)
@@ -470,7 +577,7 @@ static enum shim_admit launched(struct world *w, struct sim_proc *p, int i)
 enum shim_admit shim_launch(struct world *w, struct sim_proc *p, int i)
 {
     struct shim_dev *d = &p->dev[i];
-    struct gs_slice *s = &d->slice;
+    struct gs_slice *s = &d->gs->slice;
     bool admitted;
     if (!d->waiting && gs_slice_admit_fast(s)) {
         if (atomic_load(&s->idle_since) != 0)
@@ -525,7 +632,7 @@ void shim_item_done(struct world *w, struct sim_proc *p, int i, uint64_t submitt
 void shim_synced(struct world *w, struct sim_proc *p, int i)
 {
     struct shim_dev *d = &p->dev[i];
-    struct gs_slice *s = &d->slice;
+    struct gs_slice *s = &d->gs->slice;
     uint64_t admitted = atomic_load(&s->admitted);
     if (!atomic_load(&s->open) || atomic_load(&s->idle_since) != 0 || submitted(d) != admitted ||
         s->state != GS_SLICE_HOLD)
@@ -633,17 +740,15 @@ static int dev_of_slot(const struct sim_proc *p, uint32_t slot)
     return -1;
 }
 
-static void granted(struct world *w, struct sim_proc *p, const struct gs_msg *m, uint64_t sent)
+/* A GRANT the shim handled (held_before: it held that slice before):
+ * what the checks know of the slice. */
+static void granted(struct world *w, struct sim_proc *p, const struct gs_msg *m, uint64_t sent, bool held_before)
 {
     int i = dev_of_slot(p, m->u.grant.slot);
     if (i < 0)
         return;
     struct shim_dev *d = &p->dev[i];
-    struct gs_slice *s = &d->slice;
-    bool held_before = holding(s->state) && s->grant == m->u.grant.grant;
-    struct gs_slice_event ev;
-    gs_slice_wire_event(m, sent, 0, &ev);
-    deliver(w, p, i, &ev);
+    struct gs_slice *s = &d->gs->slice;
     if (s->state != GS_SLICE_HOLD || s->grant != m->u.grant.grant)
         return; /* not taken: given back already, or not asked for */
     if (!held_before) {
@@ -670,51 +775,42 @@ static void granted(struct world *w, struct sim_proc *p, const struct gs_msg *m,
           m->u.grant.ahead_ns ? ", bounded ahead" : "");
 }
 
+/* The gate thread reads a message: the shim's own handling
+ * (gs_gate_messages.c), and around it what the checks know and what the
+ * model of the leases does. */
 void shim_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m, uint64_t sent)
 {
-    switch (m->type) {
-    case GS_MSG_WELCOME: {
-        p->welcomed = true;
-        p->backoff = 50 * MS;
-        struct gs_slice_event ev = {.type = GS_SLICE_WELCOME};
-        for (int i = 0; i < p->ngpus; i++) {
-            struct shim_dev *d = &p->dev[i];
-            deliver(w, p, i, &ev);
-            if (d->lease_wait && !d->lease_out)
-                send_lease(w, p, i);
-        }
-        break;
+    gate_wakes(p);
+    bool held_before = false;
+    int i = m->type == GS_MSG_GRANT || m->type == GS_MSG_REVOKE ? dev_of_slot(p, m->u.grant.slot) : -1;
+    if (i >= 0 && m->type == GS_MSG_GRANT) {
+        const struct gs_slice *s = &p->dev[i].gs->slice;
+        held_before = holding(s->state) && s->grant == m->u.grant.grant;
     }
-    case GS_MSG_GRANT:
-        granted(w, p, m, sent);
-        break;
-    case GS_MSG_REVOKE: {
-        int i = dev_of_slot(p, m->u.grant.slot);
-        if (i < 0)
-            break;
+    if (i >= 0 && m->type == GS_MSG_REVOKE) {
         struct shim_dev *d = &p->dev[i];
         if (d->held_grant && d->held_grant == m->u.grant.grant && !d->revoked) {
             d->revoked = true;
             d->revoked_at = w->now;
             trace(w, "proc %d gpu %d: REVOKE of grant %llu (in %s)", p->id, d->gpu, (unsigned long long)d->held_grant,
-                  gs_slice_state_name(d->slice.state));
+                  gs_slice_state_name(d->gs->slice.state));
         }
-        struct gs_slice_event ev;
-        gs_slice_wire_event(m, sent, 0, &ev);
-        deliver(w, p, i, &ev);
-        break;
     }
-    case GS_MSG_MEM_LEASED:
-        leased(w, p, m);
-        break;
-    case GS_MSG_MEM_RECALL: {
-        int i = dev_of_slot(p, m->u.recall.slot);
-        if (i >= 0) {
-            send_mem(w, p, GS_MSG_MEM_FREE, &p->dev[i], p->dev[i].headroom);
-            p->dev[i].headroom = 0;
+    steps_begin(w, p);
+    gs_gate_handle_locked(m, w->now, sent);
+    steps_end(w, p);
+    switch (m->type) {
+    case GS_MSG_WELCOME:
+        p->backoff = 50 * MS;
+        for (int k = 0; k < p->ngpus; k++) {
+            struct shim_dev *d = &p->dev[k];
+            if (d->lease_wait && !d->lease_out)
+                send_lease(w, p, k);
         }
         break;
-    }
+    case GS_MSG_GRANT:
+        granted(w, p, m, sent, held_before);
+        break;
     case GS_MSG_ERROR:
         trace(w, "proc %d: connection closed: %s", p->id, m->u.error.reason);
         shim_disconnected(w, p);
@@ -725,54 +821,95 @@ void shim_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m, u
     /* the gate thread read it, and looks at every GPU before it sleeps */
     if (p->conn >= 0)
         gate_looks(w, p);
+    else if (p->gate_running)
+        gate_sleeps(w, p);
     run_drainers(w, p);
     shim_schedule(w, p);
 }
 
+/* MEM_LEASED arrived (gs_conn_answer_arrived_locked): the model's lease
+ * waits for it, not a request of gs_conn.c's. */
+void shim_answered(struct world *w, struct sim_proc *p, const struct gs_msg *m)
+{
+    if (m->type == GS_MSG_MEM_LEASED)
+        leased(w, p, m);
+}
+
+/* MEM_RECALL (gs_lease_recall): all headroom of gd goes back. */
+uint64_t shim_recalled(struct sim_proc *p, const struct gs_dev *gd)
+{
+    int i = dev_of(p, gd);
+    if (i < 0)
+        return 0;
+    uint64_t back = p->dev[i].headroom;
+    p->dev[i].headroom = 0;
+    return back;
+}
+
+uint64_t shim_counted(const struct sim_proc *p, const struct gs_dev *gd)
+{
+    int i = dev_of(p, gd);
+    return i < 0 ? 0 : shim_count(p, i);
+}
+
 /* ---- the connection ------------------------------------------------------------ */
 
-static void lost(struct world *w, struct sim_proc *p)
+/* The connection is lost (gs_conn_lost_locked): the requests waiting
+ * for an answer are lost with it. */
+void shim_conn_lost(struct sim_proc *p)
 {
-    struct gs_slice_event ev = {.type = GS_SLICE_DISCONNECTED, .policy_open = shim_policy_open(w, p)};
     for (int i = 0; i < p->ngpus; i++) {
         struct shim_dev *d = &p->dev[i];
-        d->held_grant = 0;
-        d->revoked = false;
-        d->known_since = 0;
         if (d->lease_out)
             p->lease_lost = true; /* the server may have granted it */
         d->lease_out = false; /* lost with the connection: asked again */
-        deliver(w, p, i, &ev);
     }
 }
 
-static void connect_now(struct world *w, struct sim_proc *p)
+/* Connects and sends HELLO (gs_conn_connect_locked): false if no server
+ * answers. */
+bool shim_connects(struct world *w, struct sim_proc *p)
 {
     p->conn = server_connect(w, p->id);
     p->welcomed = false;
+    p->declared = 0;
     if (p->conn < 0) {
-        p->next_try = w->now + p->backoff;
-        p->backoff = p->backoff * 2 > 1000 * MS ? 1000 * MS : p->backoff * 2;
-        lost(w, p);
-        return;
+        shim_conn_lost(p);
+        return false;
     }
     p->conn_gen++;
-    struct gs_slice_event ev = {.type = GS_SLICE_CONNECTING};
-    for (int i = 0; i < p->ngpus; i++)
-        deliver(w, p, i, &ev);
     trace(w, "proc %d: connected (conn %d), counting %llu (held %llu)", p->id, p->conn,
           (unsigned long long)shim_count(p, 0), (unsigned long long)p->dev[0].held);
     struct gs_msg hello = {.type = GS_MSG_HELLO};
     hello.u.hello.pid = (uint32_t)(1000 + p->id);
     send(w, p, &hello);
+    return true;
+}
+
+/* The gate thread finds the connection lost (gs_gate_lost_locked): what
+ * the checks know of the slices ends with it. */
+static void lost(struct world *w, struct sim_proc *p, const char *why)
+{
     for (int i = 0; i < p->ngpus; i++) {
         struct shim_dev *d = &p->dev[i];
-        struct gs_msg dev = {.type = GS_MSG_DEVICE};
-        dev.u.device.slot = (uint32_t)d->slot;
-        dev.u.device.uuid[0] = (uint8_t)(d->gpu + 1);
-        memcpy(dev.u.device.uuid + 1, "simulated-gpu", 13);
-        send(w, p, &dev);
-        send_mem(w, p, GS_MSG_MEM_DECLARE, d, shim_count(p, i)); /* even nothing: a ghost of it goes */
+        d->held_grant = 0;
+        d->revoked = false;
+        d->known_since = 0;
+    }
+    steps_begin(w, p);
+    gs_gate_lost_locked(why, w->now);
+    steps_end(w, p);
+}
+
+/* The gate thread connects (gs_gate_connect_locked), with backoff. */
+static void connect_now(struct world *w, struct sim_proc *p)
+{
+    steps_begin(w, p);
+    bool connected = gs_gate_connect_locked(w->now);
+    steps_end(w, p);
+    if (!connected) {
+        p->next_try = w->now + p->backoff;
+        p->backoff = p->backoff * 2 > 1000 * MS ? 1000 * MS : p->backoff * 2;
     }
 }
 
@@ -784,10 +921,15 @@ void shim_start(struct world *w, struct sim_proc *p)
                                    .policy_open = shim_policy_open(w, p)};
     struct gs_slice_event drainer = {.type = GS_SLICE_DRAINER_STARTED};
     for (int i = 0; i < p->ngpus; i++) {
-        p->dev[i].empty_since = w->now;
+        /* the GPU's first use (gs_lookup.c), then its drainer's start */
+        struct shim_dev *d = &p->dev[i];
+        d->gs->used = true;
+        d->gs->slot = d->slot;
+        d->empty_since = w->now;
         deliver(w, p, i, &added);
         deliver(w, p, i, &drainer);
     }
+    gate_wakes(p);
     connect_now(w, p);
     gate_looks(w, p);
     shim_schedule(w, p);
@@ -801,7 +943,8 @@ void shim_disconnected(struct world *w, struct sim_proc *p)
     p->welcomed = false;
     /* what it has on the GPUs is no slice's the next server knows */
     gpu_excuse(w, p->id);
-    lost(w, p);
+    gate_wakes(p); /* the gate thread finds the connection closed */
+    lost(w, p, "the server closed the connection");
     p->next_try = w->now + p->backoff;
     gate_looks(w, p);
     run_drainers(w, p);
@@ -810,7 +953,7 @@ void shim_disconnected(struct world *w, struct sim_proc *p)
 void shim_gone(struct world *w, struct sim_proc *p)
 {
     for (int i = 0; i < p->ngpus; i++) {
-        enum gs_slice_state st = p->dev[i].slice.state;
+        enum gs_slice_state st = p->dev[i].gs->slice.state;
         if (holding(st))
             hold_end(w, p, i);
         if (st == GS_SLICE_WANT)
@@ -848,6 +991,7 @@ void shim_timer(struct world *w, struct sim_proc *p)
 {
     p->shim_at = 0;
     if (p->conn < 0 && w->now >= p->next_try) {
+        gate_wakes(p);
         connect_now(w, p);
         gate_looks(w, p);
     }
