@@ -351,6 +351,11 @@ struct figures {
 
 struct script;
 
+/* An event's place in the queue: its time in the high half, its seq in
+ * the low one, so that one comparison orders events by time, then by
+ * posting (one a heap walk makes without a branch to mispredict). */
+__extension__ typedef unsigned __int128 heap_key;
+
 struct world {
     uint64_t seed;
     unsigned flags;
@@ -398,8 +403,8 @@ struct world {
     /* the event queue: a binary heap of indexes into pool (last: a run
      * resets everything above, not these) */
     int free_list[SIM_EVENTS];
-    struct heap_entry {      /* the keys beside the index: a heap walk reads no event */
-        uint64_t at, seq;
+    struct heap_entry {      /* the key beside the index: a heap walk reads no event */
+        heap_key key;        /* the event's at, then its seq (heap_key_of) */
         int idx;
     } heap[SIM_EVENTS];
     struct event pool[SIM_EVENTS];

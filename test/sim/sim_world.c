@@ -66,18 +66,18 @@ bool rng_chance(struct rng *r, double p)
 
 /* ---- the event queue -------------------------------------------------------------- */
 
-static bool earlier(const struct heap_entry *a, const struct heap_entry *b)
+static heap_key heap_key_of(const struct event *e)
 {
-    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+    return (heap_key)e->at << 64 | e->seq;
 }
 
 static void heap_push(struct world *w, int idx)
 {
     int i = w->nheap++;
-    struct heap_entry e = {.at = w->pool[idx].at, .seq = w->pool[idx].seq, .idx = idx};
+    struct heap_entry e = {.key = heap_key_of(&w->pool[idx]), .idx = idx};
     while (i > 0) {
         int parent = (i - 1) / 2;
-        if (!earlier(&e, &w->heap[parent]))
+        if (e.key >= w->heap[parent].key)
             break;
         w->heap[i] = w->heap[parent];
         i = parent;
@@ -91,12 +91,12 @@ static int heap_pop(struct world *w)
     struct heap_entry last = w->heap[--w->nheap];
     int i = 0, n = w->nheap;
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = -1;
-        if (l < n)
-            m = l;
-        if (r < n && earlier(&w->heap[r], &w->heap[l]))
-            m = r;
-        if (m < 0 || !earlier(&w->heap[m], &last))
+        int l = 2 * i + 1;
+        if (l >= n)
+            break;
+        /* the earlier child, chosen without a branch */
+        int m = l + (l + 1 < n && w->heap[l + 1].key < w->heap[l].key);
+        if (w->heap[m].key >= last.key)
             break;
         w->heap[i] = w->heap[m];
         i = m;
@@ -264,7 +264,7 @@ static void handle(struct world *w, struct event *e)
  * the run failed). */
 static bool handle_next(struct world *w, uint64_t until)
 {
-    if (w->nheap == 0 || w->failed || w->heap[0].at > until)
+    if (w->nheap == 0 || w->failed || (uint64_t)(w->heap[0].key >> 64) > until)
         return false;
     int idx = heap_pop(w);
     struct event *e = &w->pool[idx];
@@ -315,7 +315,7 @@ void world_start(struct world *w)
 
 uint64_t world_next_at(const struct world *w)
 {
-    return w->nheap > 0 && !w->failed ? w->heap[0].at : UINT64_MAX;
+    return w->nheap > 0 && !w->failed ? (uint64_t)(w->heap[0].key >> 64) : UINT64_MAX;
 }
 
 void world_advance(struct world *w, uint64_t until)
