@@ -145,12 +145,37 @@ static bool changes_counts(enum gs_msg_type type)
            type == GS_MSG_MEM_DECLARE || type == GS_MSG_DEVICE || type == GS_MSG_ERROR;
 }
 
+/* The bytes of m its type uses: most messages are a few words of a union
+ * sized for the largest (a USAGE's table), and each is copied into the
+ * event that carries it. Any other type is copied whole. */
+static size_t msg_bytes(const struct gs_msg *m)
+{
+    size_t head = offsetof(struct gs_msg, u);
+    switch (m->type) {
+    case GS_MSG_HELLO: return head + sizeof m->u.hello;
+    case GS_MSG_DEVICE: return head + sizeof m->u.device;
+    case GS_MSG_ACQUIRE: return head + sizeof m->u.acquire;
+    case GS_MSG_GRANT:
+    case GS_MSG_REVOKE: return head + sizeof m->u.grant;
+    case GS_MSG_RELEASE: return head + sizeof m->u.release;
+    case GS_MSG_MEM_FREE:
+    case GS_MSG_MEM_DECLARE: return head + sizeof m->u.mem;
+    case GS_MSG_MEM_QUERY: return head + sizeof m->u.mem_query;
+    case GS_MSG_MEM_RESULT: return head + sizeof m->u.mem_result;
+    case GS_MSG_MEM_LEASE: return head + sizeof m->u.lease;
+    case GS_MSG_MEM_LEASED: return head + sizeof m->u.leased;
+    case GS_MSG_MEM_RECALL: return head + sizeof m->u.recall;
+    case GS_MSG_USAGE_QUERY: return head + sizeof m->u.usage_query;
+    default: return sizeof *m;
+    }
+}
+
 void post_msg(struct world *w, uint64_t at, enum ev_kind kind, int a, const struct gs_msg *m, uint64_t sent)
 {
     struct event *e = new_event(w, at, kind, a);
     if (!e)
         return;
-    e->msg = *m;
+    memcpy(&e->msg, m, msg_bytes(m));
     e->sent = sent;
     if (changes_counts(m->type)) {
         e->mem = true;
