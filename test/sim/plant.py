@@ -98,7 +98,7 @@ BUGS = {
         "tokenserver/sched.c", "    if (d->preempting) {\n        uint64_t handoff",
         "    if (false) {\n        uint64_t handoff",
         "a batch slice a latency tenant preempted early is refunded only 1/32 of it for the GRANT's way",
-        "case batch-preempted-early 40-60"),
+        "case batch-preempted-early 1-8"),
     # bugs only the scripted cases (test/sim/sim_scripted_*.c) meet: each
     # in the case that guards against it, one run
     "sched-floor-stale-entry": (

@@ -338,6 +338,13 @@ struct figures {
     uint64_t wait_since[SIM_MAX_TENANTS][SIM_MAX_GPUS];
     uint64_t wait_ungated_at[SIM_MAX_TENANTS][SIM_MAX_GPUS]; /* gpu_ungated_busy then */
     uint64_t max_held[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its longest slice */
+    /* idle time a slice's GRANT left on its way to the process, charged
+     * to its tenant beyond what the scheduler refunds (sim_check.c,
+     * check_slice_held), after the warm-up; of the slice now held, the
+     * grant and how long its GRANT took to arrive */
+    uint64_t grant_idle_charged[SIM_MAX_TENANTS][SIM_MAX_GPUS];
+    uint64_t grant_last[SIM_MAX_TENANTS][SIM_MAX_GPUS];
+    uint64_t grant_transit[SIM_MAX_TENANTS][SIM_MAX_GPUS];
     /* a latency tenant due on a GPU a batch tenant holds (sim_check.c):
      * since when, and the most its preemption may take meanwhile */
     uint64_t latency_due_since[SIM_MAX_GPUS], latency_due_bound[SIM_MAX_GPUS];
@@ -385,6 +392,8 @@ struct world {
     bool stalls;             /* faults that stop the world's progress for a while
                                 (SIGSTOP, a server restart, a hung holder) */
     uint64_t warmup;         /* figures count from here */
+    double share_tolerance;  /* a clean run's shares (sim_check.c); 0: the
+                                default, SHARE_TOLERANCE */
     uint64_t busy_at_warmup[SIM_MAX_GPUS][SIM_MAX_TENANTS];
     bool warm;
     enum on_server_down policy;
@@ -452,6 +461,8 @@ struct sim_case {
     const char *what;        /* what it shows, in a line */
     scenario_fn *make;       /* a node's case: its node */
     script_fn *script;       /* a scripted case: its history (make is NULL) */
+    unsigned seconds;        /* a node's case: how long it runs unless told
+                                (0: as long as a generated run) */
 };
 extern const struct sim_case sim_cases[];
 extern const int sim_ncases;
@@ -566,6 +577,10 @@ void check_after_step(struct world *w);
 void check_end(struct world *w);
 void check_grant(struct world *w, const struct sim_conn *c, const struct gs_msg_grant *g);
 void check_submit(struct world *w, int g, const struct sim_proc *p, bool excused);
+/* A GRANT of a new slice reached one of its tenant's processes; the
+ * tenant's processes on GPU g held their slice for `held` and no more. */
+void check_grant_arrived(struct world *w, const struct sim_proc *p, int g, uint64_t grant, uint64_t sent);
+void check_slice_held(struct world *w, int t, int g, uint64_t held);
 
 /* Kills a process (its connection closes, its GPU work stops). */
 void proc_kill(struct world *w, struct sim_proc *p);

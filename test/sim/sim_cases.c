@@ -733,14 +733,22 @@ static void rejoined_holder_bounded(struct world *w)
 
 /* Three latency tenants (shares 3, 1 and 3, items of 0.3, 2.5 and 2.6 ms)
  * and a batch tenant (share 1, items of 0.2 ms, four queued), quantum
- * 5 ms, alone on one GPU: a clean run, judged on shares. The latency
- * tenants preempt the batch tenant's slices within a millisecond of their
- * start, and each such slice was charged MIN_SLICE_CHARGE_NS, the least a
- * slice costs for its handoffs, although the preemptor caused the handoff
- * and paid for it in its preemption debt: the batch tenant got 11.76 % of
- * the device time against its weight's 12.50 % (fresh seed 141105071). A
- * slice cut short by a preemption is charged what it held
- * (tokenserver/sched.c, end_slice). */
+ * 5 ms, alone on one GPU: a clean run of 40 s (the case's length), judged
+ * on shares within 0.04 points. The latency tenants preempt the batch
+ * tenant's slices within a millisecond of their start, about a hundred
+ * times a second. Each such slice was charged MIN_SLICE_CHARGE_NS, the
+ * least a slice costs for its handoffs, although the preemptor caused the
+ * handoff and paid for it in its preemption debt: the batch tenant got
+ * 11.76 % of the device time against its weight's 12.50 % (the first
+ * finding, in a generated run). A slice cut short by a preemption is
+ * charged what it held (tokenserver/sched.c, end_slice), and up to
+ * PREEMPTED_REFUND_NS of the idle its holders claim is refunded: the
+ * GRANT's way to them. Refunded only 1/32 of such a slice, the batch
+ * tenant gets 12.41 to 12.43 % (the plant sched-preempted-refund-capped);
+ * with the refund, 12.49 to 12.51 % on seeds 1-200, once the check counts
+ * as the tenant's the idle of slow GRANTs the scheduler charged
+ * (sim_check.c, check_slice_held; without that, 2 of seeds 1-3000 of a
+ * 10 s run fell 0.5 points short). */
 static void batch_preempted_early(struct world *w)
 {
     node(w, 1, ON_DOWN_WAIT);
@@ -754,6 +762,8 @@ static void batch_preempted_early(struct world *w)
     deep(w, 1, 0, 2500 * US, 15);
     deep(w, 2, 0, 200 * US, 4);
     deep(w, 3, 0, 2600 * US, 5);
+    if (w->end >= 40000 * MS) /* over a shorter run, the figures wander more */
+        w->share_tolerance = 0.0004;
     w->clean = true;
     scenario_describe(w, "batch-preempted-early (named case)");
 }
@@ -788,49 +798,49 @@ static void latency_behind_leaver(struct world *w)
 
 const struct sim_case sim_cases[] = {
     {"gang-rank-killed-early", "a gang whose rank died before the job formed is not owed a turn",
-     gang_rank_killed_early, NULL},
+     gang_rank_killed_early, NULL, 0},
     {"returning-after-limit-lifted", "a wait its limit made is not held against a tenant once the limit goes",
-     returning_after_limit_lifted, NULL},
+     returning_after_limit_lifted, NULL, 0},
     {"latency-behind-ungated-work", "work a holder launched with no connection is no slice's to bound",
-     latency_behind_ungated_work, NULL},
+     latency_behind_ungated_work, NULL, 0},
     {"open-restart-many-processes", "a GPU's queue holds every process's items when all run ungated",
-     open_restart_many_processes, NULL},
+     open_restart_many_processes, NULL, 0},
     {"returning-behind-ungated-work", "a process back from a pause behind work no slice admitted is not owed "
-     "its bound", returning_behind_ungated_work, NULL},
+     "its bound", returning_behind_ungated_work, NULL, 0},
     {"open-reconnect-under-limit", "a tenant's limit is not promised once a process of it ran ungated",
-     open_reconnect_under_limit, NULL},
+     open_reconnect_under_limit, NULL, 0},
     {"returning-behind-own-work", "a process back from a pause with its own work still queued waits for it "
-     "first", returning_behind_own_work, NULL},
+     "first", returning_behind_own_work, NULL, 0},
     {"limited-neighbours-run-ahead", "a tenant that ran while its limited neighbours waited out their "
-     "windows is not owed for it", limited_neighbours_run_ahead, NULL},
+     "windows is not owed for it", limited_neighbours_run_ahead, NULL, 0},
     {"waiting-behind-ungated-work", "the GPU's time on work queued ungated is not counted in a tenant's wait",
-     waiting_behind_ungated_work, NULL},
+     waiting_behind_ungated_work, NULL, 0},
     {"share-lag-mid-slice", "a share is judged at the end within the lag fair queuing allows",
-     share_lag_mid_slice, NULL},
+     share_lag_mid_slice, NULL, 0},
     {"gang-behind-holder", "a gang does not gather while a holder behind it would come first after its slice",
-     gang_behind_holder, NULL},
+     gang_behind_holder, NULL, 0},
     {"gangs-one-held-elsewhere", "a gang that waited for another GPU banks nothing against a gang that ran "
-     "meanwhile", gangs_one_held_elsewhere, NULL},
+     "meanwhile", gangs_one_held_elsewhere, NULL, 0},
     {"overlapping-holds", "a tenant's longest slice is its processes' longest hold, also where their holds "
-     "overlap", overlapping_holds, NULL},
+     "overlap", overlapping_holds, NULL, 0},
     {"latency-device-flood", "a latency tenant declaring GPUs over and over sends batch holders at most one "
-     "GRANT for a new bound per GPU per 2 ms", latency_device_flood, NULL},
+     "GRANT for a new bound per GPU per 2 ms", latency_device_flood, NULL, 0},
     {"idle-after-fast-launches", "a slice goes back within two of the gate thread's looks (10 ms, and their "
-     "lateness) after a program's last fast-path launches finish", idle_after_fast_launches, NULL},
+     "lateness) after a program's last fast-path launches finish", idle_after_fast_launches, NULL, 0},
     {"gang-starved-by-alternating-drains", "a gang whose gathering gave up reserves its GPUs at the next one, "
-     "though their holders drain past their deadlines in turn", gang_starved_by_alternating_drains, NULL},
+     "though their holders drain past their deadlines in turn", gang_starved_by_alternating_drains, NULL, 0},
     {"late-drains-under-limit", "a drain past the grace counts toward the limit once its late release comes",
-     late_drains_under_limit, NULL},
+     late_drains_under_limit, NULL, 0},
     {"gang-behind-unevenly-charged-gang", "a gang's ranks late past the grace are not charged on one of its "
-     "GPUs alone", gang_behind_unevenly_charged_gang, NULL},
+     "GPUs alone", gang_behind_unevenly_charged_gang, NULL, 0},
     {"latency-behind-holder-share-change", "a holder's new share moves the preemption a latency tenant waits for",
-     latency_behind_holder_share_change, NULL},
+     latency_behind_holder_share_change, NULL, 0},
     {"rejoined-holder-bounded", "a batch holder that gave its slice back and joined it again takes the bound "
-     "on work ahead a latency tenant brings", rejoined_holder_bounded, NULL},
+     "on work ahead a latency tenant brings", rejoined_holder_bounded, NULL, 0},
     {"batch-preempted-early", "a batch slice a latency tenant preempts within a millisecond is charged what "
-     "it held, not the least a slice costs", batch_preempted_early, NULL},
+     "it held, not the least a slice costs", batch_preempted_early, NULL, 40},
     {"latency-behind-leaver", "a latency tenant is looked at when a tenant waiting ahead of it stops waiting",
-     latency_behind_leaver, NULL},
+     latency_behind_leaver, NULL, 0},
 };
 const int sim_ncases = (int)(sizeof sim_cases / sizeof sim_cases[0]);
 

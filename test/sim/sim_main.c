@@ -39,7 +39,7 @@ static void usage(FILE *f)
 "\n"
 "  --seed N            one run (default 1)\n"
 "  --seeds FIRST-LAST  every seed from FIRST to LAST\n"
-"  --seconds S         simulated seconds per run (default 10)\n"
+"  --seconds S         simulated seconds per run (default 10, or the case's)\n"
 "  --jobs J            runs in J processes at once (default 1)\n"
 "  --first-failure     stop at the first run that breaks an invariant (each\n"
 "                      process at its own: the smallest such seed of those\n"
@@ -115,7 +115,7 @@ static int run_seeds(uint64_t first, uint64_t last, uint64_t stride, unsigned fl
 
 int main(int argc, char **argv)
 {
-    uint64_t first = 1, last = 1, jobs = 1, seconds = 10;
+    uint64_t first = 1, last = 1, jobs = 1, seconds = 0; /* 0: the case's, or 10 */
     unsigned flags = 0;
     bool all_cases = false;
     for (int i = 1; i < argc; i++) {
@@ -171,17 +171,22 @@ int main(int argc, char **argv)
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    bool seconds_given = seconds != 0;
     if (all_cases) {
         int failed = 0;
         for (int k = 0; k < sim_ncases + sim_nscripted_cases; k++) {
             uint64_t events = 0, failed_seed = 0;
             named = k < sim_ncases ? &sim_cases[k] : &sim_scripted_cases[k - sim_ncases];
+            if (!seconds_given)
+                seconds = named->seconds ? named->seconds : 10;
             int f = run_seeds(first, first, 1, flags, seconds, &events, &failed_seed);
             printf("case %s (%s): %s\n", named->name, named->what, f ? "FAILED" : "every invariant held");
             failed += f != 0;
         }
         return failed ? 1 : 0;
     }
+    if (!seconds_given)
+        seconds = named && named->seconds ? named->seconds : 10;
     double start = wall_s();
     uint64_t runs = last - first + 1, events = 0, failed_seed = 0;
     int failures = 0;

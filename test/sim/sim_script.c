@@ -411,7 +411,7 @@ void script_run(struct world *w, uint64_t seed, unsigned flags, const struct sim
 #include "sim_scripted.h"
 
 const struct sim_case sim_scripted_cases[] = {
-#define SCRIPTED(name, fn, what) {name, what, NULL, fn},
+#define SCRIPTED(name, fn, what) {name, what, NULL, fn, 0},
     SCRIPTED_CASES
 #undef SCRIPTED
 };

@@ -176,6 +176,7 @@ static void hold_end(struct world *w, struct sim_proc *p, int i)
         w->fig.held[t][g] += held;
         if (held > w->fig.max_held[t][g])
             w->fig.max_held[t][g] = held;
+        check_slice_held(w, t, g, held);
     }
     /* A slice is at least as long as each of its processes' holds: where
      * they overlap from slice to slice, the tenant's holds taken together
@@ -758,6 +759,7 @@ static void granted(struct world *w, struct sim_proc *p, const struct gs_msg *m,
         d->revoked = false;
         d->slice_sent = sent;
         d->true_idle = d->known_idle = 0;
+        check_grant_arrived(w, p, d->gpu, s->grant, sent);
         /* a spell from the grant's sending, if the shim knows nothing of
          * this process is on the GPU, and not before the round that
          * showed it so (work run unthrottled may finish after the send) */
