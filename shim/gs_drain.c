@@ -31,6 +31,7 @@
 #include "gs_capture.h"
 #include "gs_contexts.h"
 #include "gs_dispatch.h"
+#include "gs_drain_round.h"
 #include "gs_glibc_compat.h"
 #include "gs_graphcost.h"
 #include "gs_locks.h"
@@ -375,11 +376,10 @@ static void timed_wait_locked(uint64_t until)
 }
 
 /* The drainer's loop: asks the slice machine whether a round is due (it
- * says when), runs it, and tells the machine what finished. A round first
- * waits until every launch already admitted has been handed to the driver
- * (for a drain), then reads how many have been: each launch counted was
- * listed before it was made, so once the round's events complete, all of
- * them have finished. */
+ * says when), runs it, and tells the machine what finished
+ * (gs_drain_round.c, which the simulation runs too). A round first waits
+ * until every launch already admitted has been handed to the driver (for
+ * a drain), then reads how many have been. */
 static void *drainer_main(void *arg)
 {
     struct gs_dev *d = arg;
@@ -389,38 +389,31 @@ static void *drainer_main(void *arg)
     gs_capture_relax_thread();
     gs_lock(GS_LOCK_GATE);
     for (;;) {
-        struct gs_slice_event ready = {.type = GS_SLICE_DRAINER_READY};
-        struct gs_slice_actions out;
-        gs_dispatch_locked(d, &ready, gs_now_ns(), &out);
-        if (!out.round_begins) {
-            if (out.round_wait_until)
-                timed_wait_locked(out.round_wait_until);
+        struct gs_drain_ask ask = gs_drain_round_ask_locked(d, gs_now_ns());
+        if (!ask.begins) {
+            if (ask.wait_until)
+                timed_wait_locked(ask.wait_until);
             else
                 pthread_cond_wait(gs_drainer_cv(), gs_lock_mutex(GS_LOCK_GATE));
             continue;
         }
-        bool draining = out.round_draining;
         gs_unlock(GS_LOCK_GATE);
 
         /* Launches admitted just before admission closed may still be on
          * their way into the driver. */
-        while (draining && atomic_load(&d->slice.submitted) < atomic_load(&d->slice.admitted)) {
+        while (ask.draining && !gs_drain_round_handed(d)) {
             struct timespec pause = {0, 20000};
             nanosleep(&pause, NULL);
         }
         gs_lock(GS_LOCK_GATE);
-        /* Read before listing the streams: each launch counted here was
-         * listed before it was made. */
-        struct gs_slice_event done = {.type = GS_SLICE_ROUND_DONE};
-        done.target = atomic_load(&d->slice.submitted);
-        done.graphs = atomic_load(&d->slice.graphs_submitted);
-        done.graph_ns_done = atomic_load(&d->slice.graph_ns_submitted);
+        /* Read before listing the streams. */
+        struct gs_slice_event done = gs_drain_round_reading(d);
         int n = collect_locked(d, items);
         gs_unlock(GS_LOCK_GATE);
 
         /* A drain of one stream times its round, to report the idle tail. */
-        bool timed = draining && n == 1 && items[0].has_stream;
-        done.tail_ns = run_round(d, items, n, timed);
+        bool timed = ask.draining && n == 1 && items[0].has_stream;
+        uint64_t tail = run_round(d, items, n, timed);
         gs_graphcost_measure(d);
         uint64_t end = gs_now_ns();
 
@@ -429,7 +422,7 @@ static void *drainer_main(void *arg)
             gs_ctx_unuse_locked(items[i].ctx);
             free(items[i].retire);
         }
-        gs_dispatch_locked(d, &done, end, &out);
+        gs_drain_round_done_locked(d, &done, tail, end);
     }
     return NULL;
 }

@@ -3,7 +3,8 @@ in a copy of the scheduler's sources (tokenserver/sched.c, memory.c), of
 the server's glue the simulation runs (tokenserver/dispatch.c, devices.c)
 and of the shim's (its slice machine shim/gs_slice.c, its dispatch
 shim/gs_dispatch.c, what its gate thread does with what it reads
-shim/gs_gate_messages.c), the simulation is built from
+shim/gs_gate_messages.c, a drainer's round shim/gs_drain_round.c), the
+simulation is built from
 that copy, and it must break an invariant within the first 1000 seeds
 (or, for a bug only rare runs meet, in the seeds named with it: the ones a
 search found, or the seeds of a named case, "case NAME FIRST-LAST"; when
@@ -240,11 +241,24 @@ BUGS = {
     "server-late-unlogged": (
         "tokenserver/dispatch.c", "    case SCHED_LATE: {", "    case SCHED_LATE + 1000: {",
         "a slice taken back past its grace period is not logged"),
+    # a drainer's round as the slice machine sees it (gs_drain_round.c)
+    "drain-round-one-early": (
+        "shim/gs_drain_round.c", "    done.target = atomic_load(&d->slice.submitted);",
+        "    done.target = atomic_load(&d->slice.submitted);\n    done.target -= done.target > 0;",
+        "a drain round reports finished one launch before the last it waited for"),
+    "drain-round-wait-forgotten": (
+        "shim/gs_drain_round.c", ".wait_until = out.round_begins ? 0 : out.round_wait_until};",
+        ".wait_until = 0};",
+        "a drainer told to look again at a time sleeps until woken instead"),
+    "drain-round-done-untold": (
+        "shim/gs_drain_round.c", "    gs_dispatch_locked(d, reading, end, &out);", "    (void)end, (void)out;",
+        "a round's end is not told to the slice machine: a drain never ends"),
 }
 
 SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/memory.c", "tokenserver/histogram.c",
              "tokenserver/sched_wire.c"]
-SHIM = ["shim/gs_slice.c", "shim/gs_slice_wire.c", "shim/gs_dispatch.c", "shim/gs_gate_messages.c"]
+SHIM = ["shim/gs_slice.c", "shim/gs_slice_wire.c", "shim/gs_dispatch.c", "shim/gs_gate_messages.c",
+        "shim/gs_drain_round.c"]
 
 # The server's glue the simulation runs: the scheduler's driver and the
 # GPUs clients declare, with what they read below them.

@@ -182,7 +182,8 @@ struct shim_dev {
     bool drainer_poked;      /* woken (START_ROUND): the drainer asks once the waking thread lets go */
     enum gs_slice_state step_before; /* (within a step of the shim's) the machine's state before */
     bool round;              /* a drainer round runs */
-    uint64_t round_target, round_began;
+    uint64_t round_began;
+    struct gs_slice_event round_reading; /* what the round tells at its end (gs_drain_round.c) */
     uint64_t drainer_at;     /* when the drainer asks again (0: when woken) */
     uint64_t done;           /* its launches on the GPU that finished */
     uint64_t last_done;      /* when the last one finished */

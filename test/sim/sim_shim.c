@@ -4,7 +4,9 @@
  * and carries out its actions (shim/gs_dispatch.c: the messages sent, the
  * launchers, drainers and gate thread woken, the streams forgotten) and
  * what the gate thread does with a message, a connection made or lost and
- * at each look (shim/gs_gate_messages.c), all compiled in unchanged, each
+ * at each look (shim/gs_gate_messages.c), and a drainer's round as the
+ * slice machine sees it (shim/gs_drain_round.c), all compiled in
+ * unchanged, each
  * process with its own gs_dispatch_state (made the one in use,
  * gs_dispatch_use, before its shim runs). What they call in the rest of
  * the shim is sim_shim_conn.c's stand-ins, onto the functions below. The
@@ -18,10 +20,12 @@
  *     to sleep (gs_dispatch_defer_wakeups), and it is woken to plan again
  *     for a timer before the time it sleeps until; its wake-ups come a
  *     little late, as a busy machine's do;
- *   - a drainer per GPU asks DRAINER_READY when woken (the drainers'
- *     condition variable: START_ROUND) or at the time it was told, and a
- *     round it begins ends when the work handed to the driver before it
- *     has finished on the simulated GPU (ROUND_DONE);
+ *   - a drainer per GPU asks whether a round is due when woken (the
+ *     drainers' condition variable: START_ROUND) or at the time it was
+ *     told, reads what the round will tell as it begins, and tells it
+ *     when the work handed to the driver before it has finished on the
+ *     simulated GPU (gs_drain.c's loop; its events, streams and waits are
+ *     the real thread's alone);
  *   - a synchronization that finds every launch finished delivers SYNCED.
  * Device memory is counted in leases of headroom by a model of
  * shim/gs_lease.c (not the slice machine's business). Reconnection after a
@@ -53,6 +57,7 @@
  */
 #include "sim.h"
 
+#include "gs_drain_round.h"
 #include "gs_gate_messages.h"
 
 #include <string.h>
@@ -462,33 +467,41 @@ static void gate_looks(struct world *w, struct sim_proc *p)
 static void drainer_asks(struct world *w, struct sim_proc *p, int i);
 
 /* The round of GPU number i ended: its work up to the round's target has
- * finished. */
+ * finished, and the drainer tells so (gs_drain_round.c; no idle tail: a
+ * simulated drainer sees the end at once). */
 static void round_ends(struct world *w, struct sim_proc *p, int i)
 {
     struct shim_dev *d = &p->dev[i];
     d->round = false;
-    struct gs_slice_event done = {.type = GS_SLICE_ROUND_DONE, .target = d->round_target};
-    deliver(w, p, i, &done);
+    steps_begin(w, p);
+    gs_drain_round_done_locked(d->gs, &d->round_reading, 0, w->now);
+    steps_end(w, p);
     if (d->revoked && d->held_grant && d->round_began >= d->revoked_at && connected(p))
         fail(w, "proc %d got REVOKE of grant %llu on GPU %d at %.6f s; a drain round that began after it ended "
              "without the release", p->id, (unsigned long long)d->held_grant, d->gpu, (double)d->revoked_at / 1e9);
 }
 
-/* The drainer of GPU number i asks whether a round is due, and runs it. */
+/* The drainer of GPU number i asks whether a round is due, and runs it
+ * (gs_drain.c's loop, its waits simulated). */
 static void drainer_asks(struct world *w, struct sim_proc *p, int i)
 {
     struct shim_dev *d = &p->dev[i];
     for (int guard = 0; guard < 8 && !d->round && !w->failed; guard++) {
-        struct gs_slice_event ready = {.type = GS_SLICE_DRAINER_READY};
-        struct gs_slice_actions out = deliver(w, p, i, &ready);
-        if (!out.round_begins) {
-            d->drainer_at = out.round_wait_until;
+        steps_begin(w, p);
+        struct gs_drain_ask ask = gs_drain_round_ask_locked(d->gs, w->now);
+        steps_end(w, p);
+        if (!ask.begins) {
+            d->drainer_at = ask.wait_until;
             return;
         }
+        /* a simulated launch is handed to the driver as it is admitted */
+        if (ask.draining && !gs_drain_round_handed(d->gs))
+            fail(w, "proc %d: a drain round on GPU %d began with a launch admitted but not handed to the driver",
+                 p->id, d->gpu);
         d->round = true;
         d->round_began = w->now;
-        d->round_target = submitted(d);
-        if (d->done < d->round_target)
+        d->round_reading = gs_drain_round_reading(d->gs);
+        if (d->done < d->round_reading.target)
             return; /* it ends when the GPU finishes the target (shim_item_done) */
         round_ends(w, p, i);
     }
@@ -620,7 +633,7 @@ void shim_item_done(struct world *w, struct sim_proc *p, int i, uint64_t submitt
         return;
     }
     d->seen_done = w->now;
-    if (d->round && d->done >= d->round_target) {
+    if (d->round && d->done >= d->round_reading.target) {
         round_ends(w, p, i);
         drainer_asks(w, p, i);
     }
@@ -1003,7 +1016,7 @@ void shim_timer(struct world *w, struct sim_proc *p)
         struct shim_dev *d = &p->dev[i];
         if (d->seen_done < d->last_done) { /* finished while the process was stopped */
             d->seen_done = w->now;
-            if (d->round && d->done >= d->round_target) {
+            if (d->round && d->done >= d->round_reading.target) {
                 round_ends(w, p, i);
                 drainer_asks(w, p, i);
             }
