@@ -3,7 +3,10 @@
  * admitted has finished, to measure the device time per launch while a
  * slice is held and to know when the queue is empty after admission
  * closes. When a round is due, and what it tells, is the slice machine's
- * business (gs_slice.c).
+ * business (gs_slice.c); the questions and answers of a round are
+ * gs_drain_round.c's, which the simulation (test/sim) runs unchanged.
+ * This file is what it cannot run: the threads, the events recorded and
+ * waited for, the streams and marks.
  *
  * How it knows: every stream the gate admitted work to in this slice is
  * listed (gs_dev.streams). A round records one of the shim's own events
