@@ -23,21 +23,23 @@ and the fakecuda meter, side by side in one run:
    The batch program keeps at least 90 % (75 % loaded) of the device time the latency
    tenant leaves unused (at the rate it keeps the device busy alone, just
    before, on the same machine).
-2. A latency tenant that never stops launching, at share 1 against a batch
-   tenant at share 1, splits 50/50 +- 2 points: preemption changes when a
-   tenant runs, not how much.
-3. Two busy batch tenants at 3:1 keep their split within +- 2 points while
-   a latency tenant comes and goes.
+What preemption leaves of the shares (a latency tenant at share 1 that
+never stops launching against a batch tenant at 1 splits 50/50; batch
+tenants keep their split while a latency tenant comes and goes) is
+proven exactly by the simulation (test/sim: generated runs with latency
+tenants, and the named cases batch-preempted-early and
+latency-stream-beside-batch), which runs the scheduler and the server's
+and the shim's glue unchanged; this test keeps the wall-clock run of
+what only the real programs show, the inference program's latencies.
 
 Samples are taken by count (steps), not by time. What a loaded machine
 moves (the programs' own CPU) is in each message (LoadWatch); a server
-that does not preempt fails 1 (p99 over 15 ms), one that lets a latency
-tenant take more than its share fails 2."""
+that does not preempt fails it (median over 4 ms)."""
 import os
 import subprocess
 import time
 
-from testlib import BUILD, SPIN, Checks, LoadWatch, Machine, Server, parse_line, tenant_shares, wait_for
+from testlib import BUILD, SPIN, Checks, LoadWatch, Machine, Server, parse_line, wait_for
 
 INFER = os.path.join(BUILD, "examples", "infer", "infer")
 STEPS = 600
@@ -114,48 +116,4 @@ if as_batch and as_latency:
                   "(at least 75 %%, the target 90 %%; alone it keeps the device %.0f %% busy; %s)"
                   % (batch_s, unused, 100 * alone, watch_l))
 
-# ---- 2. a latency tenant that never stops launching -------------------------------
-machine = Machine()
-server = Server(machine, {"lat": "share = 1\nclass = latency\n", "batch": "share = 1\n"})
-procs = {"lat": busy_spin(machine, server, "lat", 60), "batch": busy_spin(machine, server, "batch", 60)}
-wait_for(lambda: sum(p["kernels"] > 0 for p in machine.meter()["processes"]) == 2, 10.0)
-snap = machine.snapshot()
-watch = LoadWatch()
-wait_for(lambda: sum(p["kernels"] for p in machine.meter(since=snap)["processes"]) >= 4000, 60.0, step=0.2)
-meter = machine.meter(since=snap)
-watch.stop()
-shares = tenant_shares(meter, {t: [p.pid] for t, p in procs.items()})
-total = sum(shares.values())
-lat_part = 100 * shares["lat"] / total if total else 0
-status = server.status()
-preemptions = sum(d.get("preemptions", 0) for d in status.get("devices", []))
-checks.expect(abs(lat_part - 50) <= 2,
-              "a latency tenant that never stops launching, at share 1 against a batch tenant at 1: %.1f/%.1f "
-              "(50/50 +- 2), with %d preemptions (%s)" % (lat_part, 100 - lat_part, preemptions, watch))
-for p in procs.values():
-    p.kill()
-    p.communicate()
-server.stop()
-
-# ---- 3. 3:1 between batch tenants while a latency tenant comes and goes ------------
-machine = Machine()
-server = Server(machine, {"a": "share = 3\n", "b": "share = 1\n", "lat": "share = 1\nclass = latency\n"})
-procs = {"a": busy_spin(machine, server, "a", 60), "b": busy_spin(machine, server, "b", 60)}
-wait_for(lambda: sum(p["kernels"] > 0 for p in machine.meter()["processes"]) == 2, 10.0)
-snap = machine.snapshot()
-watch = LoadWatch()
-for _ in range(4):  # bursts of 100 steps, then a pause
-    subprocess.run([INFER, "--steps", "100"], env=server.tenant_env("lat"), capture_output=True, timeout=120)
-    time.sleep(0.3)
-meter = machine.meter(since=snap)
-watch.stop()
-shares = tenant_shares(meter, {t: [p.pid] for t, p in procs.items()})
-total = shares["a"] + shares["b"]
-a_part = 100 * shares["a"] / total if total else 0
-checks.expect(abs(a_part - 75) <= 2, "two busy batch tenants at 3:1 split %.1f/%.1f (75/25 +- 2) while a latency "
-              "tenant comes and goes (%s)" % (a_part, 100 - a_part, watch))
-for p in procs.values():
-    p.kill()
-    p.communicate()
-server.stop()
 checks.finish()

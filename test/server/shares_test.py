@@ -1,5 +1,15 @@
-"""Time-slice shares under gpuslice-server, judged by the fakecuda meter:
-weights, limits, work conservation, and tenants of several processes."""
+"""Time-slice shares under gpuslice-server, judged by the fakecuda meter: a
+smoke run of each property on the real server, shim and simulated driver
+(a weighted split, a limit, work conservation, a tenant of several
+processes, a token per GPU).
+
+The split among two to four tenants of any weights, and limits, are
+proven exactly over thousands of seeded runs by the simulation (test/sim:
+a clean run's shares within 0.5 points of the weights, limits in held
+time), which runs the scheduler and the server's and the shim's glue
+unchanged; what only this test shows is that the real programs around
+them, the sockets, the threads, the drain on the driver's events,
+deliver them."""
 import sys
 import time
 
@@ -48,15 +58,7 @@ checks.expect(near(shares["a"], 0.75, 3) and near(shares["b"], 0.25, 3),
               "3:1 -> 75/25 +-3 (got %.1f/%.1f; %s)" % (100 * shares["a"], 100 * shares["b"], load))
 server.stop()
 
-# 2. Four tenants at 1:1:1:1.
-machine = Machine()
-server = Server(machine, {t: "share = 1\n" for t in "abcd"})
-shares, util, load = measure(server, list("abcd"))
-checks.expect(all(near(shares[t], 0.25, 3) for t in "abcd"),
-              "1:1:1:1 -> 25 each +-3 (got %s; %s)" % (" ".join("%.1f" % (100 * shares[t]) for t in "abcd"), load))
-server.stop()
-
-# 3. A lone tenant with limit 0.3, then a lone tenant without a limit.
+# 2. A lone tenant with limit 0.3, then a lone tenant without a limit.
 machine = Machine()
 server = Server(machine, {"capped": "limit = 0.3\n", "free": "share = 1\n"})
 shares, util, load = measure(server, ["capped"])
@@ -66,7 +68,7 @@ shares, util, load = measure(server, ["free"], seconds=3)
 checks.expect(util >= BUSY, "lone tenant without a limit gets >= %d%% (got %.1f%%; %s)" % (100 * BUSY, 100 * util, load))
 server.stop()
 
-# 4. Two processes in tenant a against one in tenant b, equal shares.
+# 3. Two processes in tenant a against one in tenant b, equal shares.
 machine = Machine()
 server = Server(machine, {"a": "share = 1\n", "b": "share = 1\n"})
 shares, util, load = measure(server, ["a", "a", "b"])
@@ -75,7 +77,7 @@ checks.expect(near(shares["a"], 0.5, 3) and near(shares["b"], 0.5, 3),
               % (100 * shares["a"], 100 * shares["b"], load))
 server.stop()
 
-# 5. Tokens are per GPU: tenant a busy on both GPUs, b only on GPU 0. a runs
+# 4. Tokens are per GPU: tenant a busy on both GPUs, b only on GPU 0. a runs
 # independent work on each GPU, so it says it is no gang (by default a tenant
 # on two GPUs is one, and gets its slices on both at once: gangs_test.py).
 machine = Machine(devices=2)
