@@ -64,7 +64,7 @@ void gs_gate_handle_locked(const struct gs_msg *msg, uint64_t now, uint64_t sent
         struct gs_dev *d = &gs_devs[msg->u.recall.slot];
         struct gs_msg m = {.type = GS_MSG_MEM_FREE};
         m.u.mem.slot = msg->u.recall.slot;
-        m.u.mem.bytes = d->used ? gs_lease_recall(d) : 0;
+        m.u.mem.bytes = d->used ? gs_lease_recall(d, now) : 0;
         gs_conn_send_locked(&m);
         break;
     }

@@ -13,7 +13,11 @@
  * Headroom goes back to the server: beyond four chunks at once on a free,
  * all of it when the device has seen no allocation or free for one or two
  * ticks of the gate thread (20 ms), and all of it when the server recalls
- * it because a sibling process needs room (MEM_RECALL).
+ * it because a sibling process needs room (MEM_RECALL). For RECALLED_NS
+ * after a recall, what the process frees goes back at once too: a
+ * sibling's lease is refused once every recall is answered, and bytes
+ * freed after the answer, kept as headroom, left it refused within the
+ * tenant's cap (the simulation's named case sibling-frees-after-recall).
  *
  * A message about the count that has no answer (MEM_FREE, or MEM_LEASE for
  * memory the driver took) is built under the lease lock and sent under the
@@ -35,6 +39,10 @@
 #include <stdatomic.h>
 
 #define MIN_CHUNK (8ull << 20)
+/* How long after a recall nothing freed is kept as headroom: as long as
+ * the server's round of recalls for a lease may last (memory.c,
+ * RECALL_TIMEOUT_NS), a new recall starting it again. */
+#define RECALLED_NS 200000000ull
 #define MAX_CHUNK (1ull << 30)
 
 struct lease {
@@ -44,6 +52,7 @@ struct lease {
     uint64_t changes;        /* allocations and frees so far */
     uint64_t changes_seen;   /* ... at the last tick */
     uint64_t epoch;          /* declarations of the count so far (gs_lease_count) */
+    uint64_t recalled_at;    /* when it last answered a MEM_RECALL (0: never) */
 };
 
 static struct lease leases[GS_MAX_DEVICES];
@@ -164,12 +173,15 @@ void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes)
 void gs_lease_give(struct gs_dev *d, uint64_t bytes)
 {
     struct lease *l = &leases[d->slot];
-    uint64_t back = 0;
+    uint64_t back = 0, now = gs_now_ns();
     gs_lock(GS_LOCK_LEASE);
     l->held -= bytes > l->held ? l->held : bytes;
     l->changes++;
     uint64_t headroom = l->granted - l->held;
-    if (headroom > 4 * l->chunk) {
+    if (l->recalled_at && now - l->recalled_at < RECALLED_NS) {
+        back = headroom;
+        l->granted -= back;
+    } else if (headroom > 4 * l->chunk) {
         back = headroom - l->chunk;
         l->granted -= back;
     }
@@ -197,12 +209,13 @@ uint64_t gs_lease_count(const struct gs_dev *d)
     return count;
 }
 
-uint64_t gs_lease_recall(const struct gs_dev *d)
+uint64_t gs_lease_recall(const struct gs_dev *d, uint64_t now)
 {
     gs_lock(GS_LOCK_LEASE);
     struct lease *l = &leases[d->slot];
     uint64_t back = l->granted - l->held;
     l->granted = l->held;
+    l->recalled_at = now ? now : 1;
     gs_unlock(GS_LOCK_LEASE);
     return back;
 }

@@ -30,7 +30,8 @@ bool gs_lease_granted_uncounted(struct gs_dev *d, uint64_t bytes);
  * growth). Never waits for the server: the gate thread calls it too. */
 void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes);
 /* No longer held: back to headroom; headroom far beyond what the process
- * uses goes back to the server at once. */
+ * uses goes back to the server at once, and all of it in the 200 ms after
+ * a recall. */
 void gs_lease_give(struct gs_dev *d, uint64_t bytes);
 /* The process's unused headroom on d. */
 uint64_t gs_lease_headroom(const struct gs_dev *d);
@@ -38,8 +39,9 @@ uint64_t gs_lease_headroom(const struct gs_dev *d);
  * connection (gate lock held): the messages about d's count built before
  * and not sent yet are in it, and are not sent. */
 uint64_t gs_lease_count(const struct gs_dev *d);
-/* MEM_RECALL: gives up all headroom of d; returns the bytes to free. */
-uint64_t gs_lease_recall(const struct gs_dev *d);
+/* MEM_RECALL, read at `now`: gives up all headroom of d, and keeps none of
+ * what it frees for 200 ms; returns the bytes to free. */
+uint64_t gs_lease_recall(const struct gs_dev *d, uint64_t now);
 
 /* The gate thread's tick (gs_gate_thread.c): whether one is wanted (armed
  * by an allocation or free that leaves headroom, which wakes the gate

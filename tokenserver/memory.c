@@ -20,7 +20,13 @@
  * (answered with MEM_FREE of their idle headroom) and the asker is told to
  * retry; once every recall is answered, or RECALL_TIMEOUT_NS has passed, a
  * lease that still does not fit is refused. One round of recalls per lease
- * that does not fit (slot.recalling), so that retries end.
+ * that does not fit (slot.recalling), so that retries end. While a slot
+ * waits on such a round, its siblings' leases get what they need and no
+ * headroom beyond it: a sibling that answered a recall and asked again at
+ * once took back as headroom the room the recall made, and the asker was
+ * refused within the tenant's cap (the simulation's named case
+ * sibling-frees-after-recall; the shim keeps none of what it frees after a
+ * recall either, shim/gs_lease.c).
  *
  * Counts never wrap: a lease that would overflow a count is refused, and a
  * declaration that would is a client lying, which is dropped.
@@ -127,6 +133,19 @@ static bool recall_siblings(struct sched *s, struct sched_slot *asker, bool send
     return outstanding;
 }
 
+/* Whether another slot of the asker's tenant on its GPU waits on a round
+ * of recalls for its own lease. */
+static bool sibling_recalling(const struct sched_slot *asker)
+{
+    const struct device *d = asker->device;
+    for (size_t i = 0; i < d->nslots; i++) {
+        const struct sched_slot *sib = d->slots[i];
+        if (sib != asker && sib->tenant == asker->tenant && sib->recalling)
+            return true;
+    }
+    return false;
+}
+
 static void lease(struct sched *s, struct sched_slot *slot, struct device_tenant *dt, uint64_t id, uint64_t need,
                   uint64_t want, uint64_t now)
 {
@@ -151,6 +170,8 @@ static void lease(struct sched *s, struct sched_slot *slot, struct device_tenant
         uint64_t extra = want - need, spare = (room - need) / 2;
         if (extra > spare)
             extra = spare;
+        if (sibling_recalling(slot))
+            extra = 0; /* the room a recall made is the asker's */
         if (!fits(dt, slot, need + extra))
             extra = 0;
         add(dt, slot, need + extra);

@@ -219,6 +219,14 @@ BUGS = {
         "shim/gs_gate_messages.c", "gs_slice_wire_event(msg, sent_ns, gs_conn_clock_offset_locked(), &ev);",
         "gs_slice_wire_event(msg, now, gs_conn_clock_offset_locked(), &ev);",
         "a GRANT's slice is taken to start when it is read, not when it was sent: its idle start goes unreported"),
+    "gate-recall-unanswered": (
+        "shim/gs_gate_messages.c", "m.u.mem.bytes = d->used ? gs_lease_recall(d, now) : 0;", "m.u.mem.bytes = 0;",
+        "a MEM_RECALL is answered with nothing: a sibling's headroom is never lent, and a lease within the cap is "
+        "refused"),
+    "memory-extra-while-recalling": (
+        "tokenserver/memory.c", "        if (sibling_recalling(slot))\n            extra = 0;", "",
+        "a sibling's lease gets headroom out of the room a recall made for another slot's lease",
+        "case sibling-frees-after-recall 50-60"),
     "gate-lost-unheard": (
         "shim/gs_gate_messages.c",
         "    gs_conn_lost_locked(why);\n    struct gs_slice_event ev = {.type = GS_SLICE_DISCONNECTED, "

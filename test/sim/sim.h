@@ -109,6 +109,8 @@ struct event {
     uint64_t sent;           /* EV_TO_SERVER, EV_TO_PROC: when it was sent */
     bool mem;                /* it changes what the server or a process counts
                                 of device memory (world.mem_in_flight) */
+    int8_t mem_tenant;       /* a message of mem: its connection's tenant
+                                (world.mem_in_flight_of); -1 none */
     struct gs_msg msg;
 };
 
@@ -208,6 +210,7 @@ struct shim_dev {
     uint64_t grant, last_released, deadline;
     /* device memory (a model of shim/gs_lease.c) */
     uint64_t held, headroom; /* what the process holds, and its lease's rest */
+    uint64_t recalled_at;    /* it last answered a MEM_RECALL then (0: never) */
     bool lease_wait;         /* an allocation waits for a lease */
     bool lease_out;          /* its MEM_LEASE is unanswered */
     uint64_t lease_sent;     /* when that MEM_LEASE went out */
@@ -383,6 +386,7 @@ struct world {
     struct fault fault[16];
     struct sim_server server;
     int mem_in_flight;       /* events that change memory counts, pending */
+    int mem_in_flight_of[SIM_MAX_TENANTS]; /* ... messages of a tenant's connections */
     bool mem_changed;        /* such an event was handled since the last check */
     int holding[SIM_MAX_TENANTS][SIM_MAX_GPUS];  /* its processes holding the GPU */
     uint64_t holding_since[SIM_MAX_TENANTS][SIM_MAX_GPUS];
@@ -541,7 +545,7 @@ void shim_declares(struct world *w, struct sim_proc *p, struct gs_dev *gd);
 bool shim_connects(struct world *w, struct sim_proc *p);
 void shim_conn_lost(struct sim_proc *p);
 void shim_answered(struct world *w, struct sim_proc *p, const struct gs_msg *m);
-uint64_t shim_recalled(struct sim_proc *p, const struct gs_dev *gd);
+uint64_t shim_recalled(struct sim_proc *p, const struct gs_dev *gd, uint64_t now);
 uint64_t shim_counted(const struct sim_proc *p, const struct gs_dev *gd);
 void shim_wake_launchers(struct world *w, struct sim_proc *p);
 void shim_wake_drainers(struct world *w, struct sim_proc *p);
@@ -582,6 +586,8 @@ void check_submit(struct world *w, int g, const struct sim_proc *p, bool excused
  * tenant's processes on GPU g held their slice for `held` and no more. */
 void check_grant_arrived(struct world *w, const struct sim_proc *p, int g, uint64_t grant, uint64_t sent);
 void check_slice_held(struct world *w, int t, int g, uint64_t held);
+/* The server refuses a lease of `need` bytes to proc p's GPU g. */
+void check_lease_refused(struct world *w, const struct sim_proc *p, int g, uint64_t need);
 
 /* Kills a process (its connection closes, its GPU work stops). */
 void proc_kill(struct world *w, struct sim_proc *p);

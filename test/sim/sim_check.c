@@ -447,6 +447,44 @@ void check_slice_held(struct world *w, int t, int g, uint64_t held)
         w->fig.grant_idle_charged[t][g] += transit - refund;
 }
 
+/* A lease is refused only where the tenant's processes on the GPU hold
+ * too much: what they allocated, with the asker's allocation, is over the
+ * cap. Headroom a process keeps is the tenant's to lend: the server
+ * recalls it before it refuses. Not judged where the server cannot know
+ * what the processes hold: a message that changes a count of the tenant
+ * on its way, a process of it stopped, disconnected, unwelcomed or
+ * counted as a ghost, a cap lowered, allocations uncounted under `open`,
+ * hostile tenants, processes that are not the shim's model. */
+void check_lease_refused(struct world *w, const struct sim_proc *p, int g, uint64_t need)
+{
+    int t = p->tenant;
+    const struct tenant_plan *tp = &w->tenant[t];
+    uint64_t cap = tp->config.memory;
+    if (!cap || tp->hostile || tp->cap_lowered || w->over_cap_excused[t] || w->mem_in_flight_of[t] > 0)
+        return;
+    uint64_t held = 0, asked = need;
+    for (int k = 0; k < w->nprocs; k++) {
+        const struct sim_proc *q = &w->proc[k];
+        if (q->tenant != t || (!q->alive && !q->ghosted))
+            continue;
+        for (int j = 0; j < q->ngpus; j++) {
+            const struct shim_dev *d = &q->dev[j];
+            if (d->gpu != g || (!q->started && !d->held))
+                continue;
+            if (q->app == APP_HOSTILE || q->app == APP_SCRIPT || q->stopped || q->conn < 0 || !q->welcomed ||
+                q->ghosted || q->lease_lost)
+                return;
+            held += d->held;
+            if (q == p)
+                asked = d->lease_need;
+        }
+    }
+    if (held + asked <= cap)
+        fail(w, "proc %d's lease on GPU %d refused: its tenant's processes there hold %llu bytes and it needs %llu, "
+             "within the cap of %llu (the rest is headroom the server did not get back)", p->id, g,
+             (unsigned long long)held, (unsigned long long)asked, (unsigned long long)cap);
+}
+
 void check_end(struct world *w)
 {
     /* a lease still unanswered has waited no longer than one may */

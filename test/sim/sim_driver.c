@@ -182,9 +182,12 @@ void client_drop(struct client *c, const char *what)
 void client_memory_refused(const struct client *c, const struct sched_slot *slot, uint64_t need, uint64_t cap,
                            uint64_t used)
 {
-    (void)slot;
-    trace(sim_world, "server: tenant %s pid %u: a lease of %llu bytes refused at its cap of %llu (%llu in use)",
+    struct world *w = sim_world;
+    trace(w, "server: tenant %s pid %u: a lease of %llu bytes refused at its cap of %llu (%llu in use)",
           c->tenant->name, c->pid, (unsigned long long)need, (unsigned long long)cap, (unsigned long long)used);
+    int conn = sim_conn_of(w, c), g = gpu_of_device(w, slot->device);
+    if (conn >= 0 && g >= 0)
+        check_lease_refused(w, &w->proc[w->conn[conn].proc], g, need);
 }
 
 /* ---- log.c ---------------------------------------------------------------------------------- */

@@ -64,6 +64,7 @@
 
 #define LEASE_RETRY_NS (500 * US)
 #define LEASE_IDLE_NS (40 * MS)     /* headroom goes back after this without allocations */
+#define RECALLED_NS (200 * MS)      /* after a recall, nothing freed is kept as headroom */
 #define IDLE_SLACK_NS 1000          /* rounding in the idle checks */
 /* The longest a held slice stays idle (gs_slice.c). The shim learns of a
  * launch on the fast path (no clock there) at the gate thread's next look,
@@ -705,7 +706,8 @@ void shim_free(struct world *w, struct sim_proc *p, int i, int which)
     d->last_mem = w->now;
     d->held -= bytes < d->held ? bytes : d->held;
     d->headroom += bytes;
-    uint64_t keep = 4 * chunk(p->alloc_size);
+    bool recalled = d->recalled_at && w->now - d->recalled_at < RECALLED_NS;
+    uint64_t keep = recalled ? 0 : 4 * chunk(p->alloc_size);
     if (d->headroom > keep && connected(p)) {
         send_mem(w, p, GS_MSG_MEM_FREE, d, d->headroom - keep);
         d->headroom = keep;
@@ -850,14 +852,16 @@ void shim_answered(struct world *w, struct sim_proc *p, const struct gs_msg *m)
         leased(w, p, m);
 }
 
-/* MEM_RECALL (gs_lease_recall): all headroom of gd goes back. */
-uint64_t shim_recalled(struct sim_proc *p, const struct gs_dev *gd)
+/* MEM_RECALL (gs_lease_recall): all headroom of gd goes back, and what
+ * it frees in the next RECALLED_NS too. */
+uint64_t shim_recalled(struct sim_proc *p, const struct gs_dev *gd, uint64_t now)
 {
     int i = dev_of(p, gd);
     if (i < 0)
         return 0;
     uint64_t back = p->dev[i].headroom;
     p->dev[i].headroom = 0;
+    p->dev[i].recalled_at = now ? now : 1;
     return back;
 }
 

@@ -118,9 +118,9 @@ uint64_t gs_lease_count(const struct gs_dev *d)
     return shim_counted(shim_current, d);
 }
 
-uint64_t gs_lease_recall(const struct gs_dev *d)
+uint64_t gs_lease_recall(const struct gs_dev *d, uint64_t now)
 {
-    return shim_recalled(shim_current, d);
+    return shim_recalled(shim_current, d, now);
 }
 
 /* Only for an answer gs_conn.c's entry waits for: none here. */

@@ -121,6 +121,7 @@ static struct event *new_event(struct world *w, uint64_t at, enum ev_kind kind, 
     e->gen = 0;
     e->sent = 0;
     e->mem = false;
+    e->mem_tenant = -1;
     heap_push(w, idx);
     return e;
 }
@@ -180,6 +181,9 @@ void post_msg(struct world *w, uint64_t at, enum ev_kind kind, int a, const stru
     if (changes_counts(m->type)) {
         e->mem = true;
         w->mem_in_flight++;
+        e->mem_tenant = (int8_t)w->conn[a].tenant;
+        if (e->mem_tenant >= 0)
+            w->mem_in_flight_of[e->mem_tenant]++;
     }
 }
 
@@ -302,6 +306,8 @@ static bool handle_next(struct world *w, uint64_t until)
             for (int t = 0; t < w->ntenants; t++)
                 w->busy_at_warmup[g][t] = w->gpu[g].busy_tenant[t];
     }
+    if (e->mem_tenant >= 0) /* arrived: its handling sees it no longer on its way */
+        w->mem_in_flight_of[e->mem_tenant]--;
     handle(w, e);
     if (e->mem) {
         w->mem_in_flight--;
