@@ -58,16 +58,29 @@ build_fuzzers() {
     local dir=$1
     command -v clang >/dev/null 2>&1 || apt_install clang
     mkdir -p "$dir"
+    # (the server's headers for "..." only: its sched.h would stand for the
+    # system's <sched.h>, which <pthread.h> includes)
     local flags=(-std=c11 -g -O1 -D_GNU_SOURCE -DGS_LIBFUZZER -fsanitize=fuzzer,address,undefined
-                 -fno-sanitize-recover=undefined -Iinclude -Itokenserver)
+                 -fno-sanitize-recover=undefined -Iinclude -iquote tokenserver)
     [ "${2:-}" != replay ] || flags+=(-fno-sanitize=pointer-overflow,alignment)
+    # sched_fuzz runs on the simulation's world (test/sim/meson.build lists
+    # the same files), which includes the shim's headers and cuda.h
+    local sim_flags=(-Itest/sim -Ishim -I"${CUDA_HOME:-/usr/local/cuda}/include"
+                     -DGPUSLICE_SHIM_DEFAULT='"libgpuslice.so"')
+    local sim_src=(test/sim/sim_world.c test/sim/sim_scenario.c test/sim/sim_cases.c test/sim/sim_server.c
+                   test/sim/sim_driver.c test/sim/sim_shim.c test/sim/sim_shim_conn.c test/sim/sim_app.c
+                   test/sim/sim_hostile.c test/sim/sim_check.c test/sim/sim_check_sched.c test/sim/sim_script.c
+                   test/sim/sim_scripted_gangs.c test/sim/sim_scripted_latency.c test/sim/sim_scripted_charges.c
+                   shim/gs_slice.c shim/gs_slice_wire.c shim/gs_dispatch.c shim/gs_gate_messages.c
+                   shim/gs_drain_round.c tokenserver/options.c tokenserver/tables.c tokenserver/dispatch.c
+                   tokenserver/devices.c)
     clang "${flags[@]}" test/unit/protocol_fuzz.c include/gpuslice/protocol.c -o "$dir/protocol_fuzz" &&
     clang "${flags[@]}" test/hardening/config_fuzz.c tokenserver/config.c include/gpuslice/rules.c -lm \
         -o "$dir/config_fuzz" &&
     clang "${flags[@]}" test/metrics/http_fuzz.c tokenserver/metrics/http_request.c -Itokenserver/metrics \
         -o "$dir/http_fuzz" &&
-    clang "${flags[@]}" test/sched/sched_fuzz.c include/gpuslice/protocol.c tokenserver/sched.c \
-        tokenserver/sched_prepare.c tokenserver/memory.c tokenserver/histogram.c tokenserver/sched_wire.c -lm \
-        -o "$dir/sched_fuzz" ||
+    clang "${flags[@]}" "${sim_flags[@]}" test/sched/sched_fuzz.c "${sim_src[@]}" include/gpuslice/protocol.c \
+        tokenserver/sched.c tokenserver/sched_prepare.c tokenserver/memory.c tokenserver/histogram.c \
+        tokenserver/sched_wire.c -lm -o "$dir/sched_fuzz" ||
         die "building the fuzzers failed"
 }

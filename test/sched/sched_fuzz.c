@@ -1,448 +1,327 @@
 /*
  * Fuzz target for the scheduler's lease and slice paths: the bytes become
  * a node's history (client messages, closes, reconnections, time passing,
- * tenants changed or removed, processes exiting, idle GPUs forgotten), each
- * message decoded by the protocol's own decoder and turned into a
- * scheduler event as tokenserver/clients.c turns it, the step's actions
- * carried out as tokenserver/dispatch.c carries them out.
+ * tenants changed, removed and added again, processes exiting, idle GPUs
+ * forgotten), run on the deterministic simulation's node (test/sim/sim.h):
+ * the server's own glue (devices.c admits the GPUs, dispatch.c carries
+ * out the actions and keeps the timers, sched_wire.c translates messages
+ * and actions) and scheduler, unchanged, on a virtual clock, without
+ * transport delays (world.exact), so that an input replays exactly.
  *
- * After every step it checks what must hold whatever clients send:
- *   - no action lost for want of room;
- *   - a GRANT goes to an open client's declared slot;
+ * The node has two GPUs, three tenants and six clients: client k is a
+ * process of tenant k % 3 that the input drives (APP_DRIVEN). Its
+ * messages are decoded by the protocol's own decoder and sent to the
+ * simulated server on its connection (for a datagram that does not
+ * decode, the server drops the client, as clients.c does); once its
+ * connection is gone it connects again at its next message. A close, a
+ * process's exit, a tenant's change, removal or return, a sweep of unused
+ * GPUs and the passing of time (the server's timers fire) are the
+ * simulated server's (sim_server.c, sim_driver.c).
+ *
+ * After every event the simulation checks what must hold whatever clients
+ * send (test/sim/sim_check_sched.c, on this node: world.check_sched; and
+ * sim_check.c):
+ *   - no action lost for want of room (dispatch.c logs it as an error);
+ *   - a GRANT goes to an open client's declared slot that holds it;
  *   - only the holder's tenant holds a GPU's slice, and the GPU's count of
  *     holders is the slots that hold its grant;
  *   - each tenant's memory count on a GPU is exactly what its slots hold
  *     plus the counts kept for processes that lost their connection;
  *   - the counts of waiting slots agree, and virtual times are finite;
- *   - a lease granted bytes leaves the tenant within its cap.
+ *   - a lease granted bytes leaves the tenant within its cap;
+ *   - no GPU is held for a tenant none of whose processes names it, and
+ *     GRANTs for a new bound alone keep their distance;
+ * and this file that a removed tenant keeps no entry on any GPU. The
+ * simulation's checks that assume honest shims (memory counts equal to
+ * what the processes count, launches inside slices) leave these tenants
+ * out: they are hostile (tenant_plan.hostile).
  * At the end every client gives back what it holds and time runs on: each
- * slot still waiting must be granted (no one is starved).
+ * slot still waiting must be granted (no one is starved); then every
+ * process exits, every tenant is removed, and a sweep must forget every
+ * GPU. A broken invariant aborts, with what broke.
  *
- * Input: records of one byte (what happens, and to which client) and, for
- * a message, one length byte and that many bytes of a datagram.
+ * Input: a first byte (bit 0: the server has restarted, and leases wait
+ * for the recovery), then records of one byte (what happens, in its low
+ * three bits, and to which client or tenant, above) and, for a message,
+ * one length byte and that many bytes of a datagram.
  *
  * Built as a libFuzzer target (scripts/fuzz, scripts/explore), and with a
- * main() that replays the files named (the corpus; --trace first prints
- * every step's event, actions and GPUs, to read a finding), or with
- * --random N SEED runs N inputs made by mutating the corpus files with a
- * seeded generator (the meson test does both); --write-corpus DIR writes
- * the seed corpus (test/sched/sched_corpus).
+ * main() that replays the files named (the corpus; --trace also prints
+ * the simulation's trace: what each client does and receives, the
+ * server's grants, revocations, drops and log, the GPUs after each record),
+ * or with --random N SEED runs N inputs made by mutating the corpus files
+ * with a seeded generator (the meson test does both); --write-corpus DIR
+ * writes the seed corpus (test/sched/sched_corpus).
  */
-#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpuslice/protocol.h"
-#include "sched.h"
+#include "sim.h"
 
 #define CLIENTS 6
 #define TENANTS 3
 #define GPUS 2
-#define MS 1000000ull
-#define GRACE_NS (250 * MS)
+#define START_NS (1000 * MS)  /* the history's first record */
 #define DRAIN_TICKS 4000      /* of 5 ms: 20 s for every waiting slot to be granted */
 
 enum op { OP_MESSAGE, OP_CLOSE, OP_TIME, OP_PROCESS_GONE, OP_TENANT, OP_TENANT_GONE, OP_SWEEP, OP_COUNT };
 
-struct fuzz_client {
-    bool open, greeted, doomed;
-    int tenant;
-    uint32_t pid;
-    struct sched_slot slots[GS_MAX_DEVICES];
-    bool granted[GS_MAX_DEVICES]; /* received a GRANT since it last asked */
-};
-
-/* The node one input runs on: set up afresh by each input, owned by the
- * fuzzer's single thread. */
-static struct node {
-    struct sched s;
-    struct sched_tenant tenants[TENANTS];
-    bool tenant_present[TENANTS];
-    struct device *gpus[GPUS];
-    struct fuzz_client clients[CLIENTS];
-    size_t declared;
-    uint64_t now, wake_at;
-    uint64_t timer_at[GPUS];
-} node;
-
-/* Actions of every kind over all inputs, to show what the inputs reach. */
-static uint64_t action_counts[SCHED_SET_WAKE + 1];
+/* The node an input runs on: made by the first input, reset by each
+ * (world_reuse); owned by the fuzzer's single thread. */
+static struct world *node;
+/* --trace: set once from the command line (replay only). */
+static bool tracing;
+/* What the clients received over all inputs, by message type, to show
+ * what the inputs reach (client_received); the fuzzer's thread's. */
+#define MSG_TYPES 32
+static uint64_t received[MSG_TYPES];
 
 static const char *tenant_names[TENANTS] = {"alpha", "beta", "gamma"};
 
-static void fail(const char *what)
+/* A broken invariant (the simulation's, or one below): libFuzzer needs a
+ * crash. */
+static void stop_if_failed(void)
 {
-    fprintf(stderr, "sched_fuzz: %s (at %.3f ms)\n", what, (double)node.now / 1e6);
+    if (!node->failed)
+        return;
+    fprintf(stderr, "sched_fuzz: %s\n", node->failure);
     abort();
 }
 
-static int gpu_of(const struct device *d)
+/* Everything due by `until` happens, what it causes included (the
+ * simulation checks the server after every event, and after a step that
+ * came of none: a tenant changed or removed, a sweep). */
+static void run_until(uint64_t until)
 {
-    for (int g = 0; g < GPUS; g++)
-        if (node.gpus[g] == d)
-            return g;
-    return -1;
+    world_advance(node, until);
+    stop_if_failed();
 }
 
-/* ---- invariants --------------------------------------------------------------------- */
+/* ---- tracing ---------------------------------------------------------------------- */
 
-static void check_device(const struct device *d)
+static void trace_message(int k, const char *what, const struct gs_msg *m)
 {
-    unsigned holding = 0;
-    for (size_t i = 0; i < d->nslots; i++) {
-        const struct sched_slot *slot = d->slots[i];
-        if (slot->device != d || slot->index != i)
-            fail("a GPU's slot list and a slot disagree");
-        if (!slot->holds)
-            continue;
-        if (d->state != DEV_RUNNING && d->state != DEV_REVOKING)
-            fail("a slot holds a slice of a GPU that runs no slice");
-        if (!d->holder || slot->tenant != d->holder->tenant)
-            fail("a slot holds a slice of a GPU another tenant holds");
-        if (slot->holds == d->grant)
-            holding++;
-    }
-    if (d->state == DEV_RUNNING && holding != d->holders)
-        fail("a GPU's count of holders is not the slots that hold its grant");
-    for (size_t k = 0; k < d->ntenants; k++) {
-        const struct device_tenant *dt = &d->tenants[k];
-        if (!isfinite(dt->vtime) || dt->vtime < 0)
-            fail("a virtual time is not a finite positive number");
-        uint64_t held = 0;
-        unsigned waiting = 0;
-        for (size_t i = 0; i < d->nslots; i++)
-            if (d->slots[i]->tenant == dt->tenant) {
-                held += d->slots[i]->mem_held;
-                waiting += d->slots[i]->wants;
-            }
-        for (int g = 0; g < MEM_GHOSTS; g++)
-            held += dt->ghosts[g].bytes;
-        if (held != dt->mem_used)
-            fail("a tenant's memory count is not what its slots and ghosts hold");
-        if (waiting != dt->waiting)
-            fail("a GPU's count of a tenant's waiting slots is wrong");
-    }
-}
-
-static void check_state(void)
-{
-    if (node.s.actions_lost)
-        fail("the scheduler lost actions for want of room");
-    unsigned waiting[TENANTS] = {0};
-    size_t declared = 0;
-    for (int c = 0; c < CLIENTS; c++)
-        for (int i = 0; i < GS_MAX_DEVICES; i++) {
-            const struct sched_slot *slot = &node.clients[c].slots[i];
-            if (slot->device) {
-                declared++;
-                waiting[node.clients[c].tenant] += slot->wants;
-            } else if (slot->wants || slot->holds || slot->mem_held) {
-                fail("a slot that names no GPU wants, holds or counts memory");
-            }
-        }
-    if (declared != node.declared)
-        fail("the count of declared slots is wrong");
-    for (int t = 0; t < TENANTS; t++)
-        if (node.tenant_present[t] && node.tenants[t].waiting != waiting[t])
-            fail("a tenant's count of waiting slots is wrong");
-    for (const struct device *d = node.s.devices; d; d = d->next)
-        check_device(d);
-}
-
-/* ---- the server's side, as clients.c and dispatch.c do it ---------------------------- */
-
-static void close_client(struct fuzz_client *c, bool lives_on);
-
-/* --trace: every step's event and actions on stderr (replay only). */
-static bool tracing;
-
-static void trace_step(const struct sched_event *ev)
-{
-    static const char *events[] = {"tenant-changed", "tenant-gone", "declare", "undeclare", "client-gone",
-                                   "acquire", "release", "timer", "mem-lease", "mem-free", "mem-declare",
-                                   "mem-query", "wake", "process-gone"};
-    static const char *actions[] = {"grant", "revoke", "set-timer", "leased", "mem-result", "recall",
-                                    "drop", "late", "over-cap", "set-wake"};
-    fprintf(stderr, "%10.3f %s", (double)node.now / 1e6, events[ev->type]);
-    if (ev->slot)
-        fprintf(stderr, " client %d/%s slot %u", (int)((struct fuzz_client *)ev->slot->owner - node.clients),
-                ev->slot->tenant->name, ev->slot->number);
-    if (ev->device)
-        fprintf(stderr, " gpu %d", gpu_of(ev->device));
-    if (ev->tenant)
-        fprintf(stderr, " %s share %g limit %g quantum %.0f ms", ev->tenant->name, ev->tenant->config.share,
-                ev->tenant->config.limit, (double)ev->tenant->config.quantum_ns / 1e6);
-    if (ev->type == SCHED_RELEASE)
-        fprintf(stderr, " grant %llu%s idle %llu", (unsigned long long)ev->grant, ev->more ? " more" : "",
-                (unsigned long long)ev->idle_ns);
-    fprintf(stderr, "\n");
-    for (size_t i = 0; i < node.s.nactions; i++) {
-        const struct sched_action *a = &node.s.actions[i];
-        fprintf(stderr, "             -> %s", actions[a->type]);
-        if (a->slot)
-            fprintf(stderr, " client %d slot %u", (int)((struct fuzz_client *)a->slot->owner - node.clients),
-                    a->slot->number);
-        if (a->device)
-            fprintf(stderr, " gpu %d", gpu_of(a->device));
-        if (a->type == SCHED_GRANT || a->type == SCHED_REVOKE)
-            fprintf(stderr, " grant %llu", (unsigned long long)a->grant);
-        if (a->at)
-            fprintf(stderr, " at %.3f", (double)a->at / 1e6);
-        fprintf(stderr, "\n");
-    }
-    for (const struct device *d = node.s.devices; d; d = d->next) {
-        fprintf(stderr, "             gpu %d state %d grant %llu holder %s holders %u timer %.3f:", gpu_of(d),
-                (int)d->state, (unsigned long long)d->grant, d->holder ? d->holder->tenant->name : "-",
-                d->holders, (double)d->timer_at / 1e6);
-        for (size_t k = 0; k < d->ntenants; k++)
-            fprintf(stderr, " %s(w%u%s elig %.3f vt %.3f)", d->tenants[k].tenant->name, d->tenants[k].waiting,
-                    d->tenants[k].active ? " active" : "", (double)d->tenants[k].eligible_at / 1e6,
-                    d->tenants[k].vtime / 1e6);
-        fprintf(stderr, "\n");
+    const char *type = gs_msg_type_str(m->type);
+    switch (m->type) {
+    case GS_MSG_DEVICE:
+        trace(node, "client %d %s %s slot %u GPU %d", k, what, type, m->u.device.slot, m->u.device.uuid[0] - 1);
+        break;
+    case GS_MSG_ACQUIRE:
+        trace(node, "client %d %s %s slot %u", k, what, type, m->u.acquire.slot);
+        break;
+    case GS_MSG_RELEASE:
+        trace(node, "client %d %s %s slot %u grant %llu idle %llu%s", k, what, type, m->u.release.slot,
+              (unsigned long long)m->u.release.grant, (unsigned long long)m->u.release.idle_ns,
+              (m->u.release.flags & GS_RELEASE_MORE) ? " more" : "");
+        break;
+    case GS_MSG_MEM_LEASE:
+        trace(node, "client %d %s %s slot %u id %llu need %llu want %llu", k, what, type, m->u.lease.slot,
+              (unsigned long long)m->u.lease.id, (unsigned long long)m->u.lease.need,
+              (unsigned long long)m->u.lease.want);
+        break;
+    case GS_MSG_MEM_FREE:
+    case GS_MSG_MEM_DECLARE:
+        trace(node, "client %d %s %s slot %u bytes %llu", k, what, type, m->u.mem.slot,
+              (unsigned long long)m->u.mem.bytes);
+        break;
+    case GS_MSG_MEM_LEASED:
+        trace(node, "client %d %s %s id %llu status %u granted %llu cap %llu used %llu", k, what, type,
+              (unsigned long long)m->u.leased.id, m->u.leased.status, (unsigned long long)m->u.leased.granted,
+              (unsigned long long)m->u.leased.cap, (unsigned long long)m->u.leased.used);
+        break;
+    case GS_MSG_MEM_RECALL:
+        trace(node, "client %d %s %s slot %u", k, what, type, m->u.recall.slot);
+        break;
+    case GS_MSG_ERROR:
+        trace(node, "client %d %s %s: %s", k, what, type, m->u.error.reason);
+        break;
+    default:
+        trace(node, "client %d %s %s", k, what, type);
+        break;
     }
 }
 
-static void step(const struct sched_event *ev)
+/* After each record: the server's GPUs. */
+static void trace_gpus(void)
 {
-    sched_step(&node.s, ev, node.now);
+    for (const struct device *d = server_sched.devices; d; d = d->next) {
+        char line[1024];
+        int n = snprintf(line, sizeof line, "GPU %d state %d grant %llu holder %s holders %u timer %.3f:",
+                         gpu_of_device(node, d), (int)d->state, (unsigned long long)d->grant,
+                         d->holder ? d->holder->tenant->name : "-", d->holders, (double)d->timer_at / 1e6);
+        for (size_t k = 0; k < d->ntenants && n > 0 && (size_t)n < sizeof line; k++)
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s(w%u%s elig %.3f vt %.3f mem %llu)",
+                          d->tenants[k].tenant->name, d->tenants[k].waiting, d->tenants[k].active ? " active" : "",
+                          (double)d->tenants[k].eligible_at / 1e6, d->tenants[k].vtime / 1e6,
+                          (unsigned long long)d->tenants[k].mem_used);
+        trace(node, "  %s", line);
+    }
+}
+
+/* ---- the clients -------------------------------------------------------------------- */
+
+/* What a client receives: counted, and traced; it answers nothing. */
+static void client_received(struct world *w, struct sim_proc *p, const struct gs_msg *m)
+{
+    (void)w;
+    if ((unsigned)m->type < MSG_TYPES)
+        received[m->type]++;
     if (tracing)
-        trace_step(ev);
-    for (size_t i = 0; i < node.s.nactions; i++) {
-        const struct sched_action *a = &node.s.actions[i];
-        action_counts[a->type]++;
-        struct fuzz_client *c = a->slot ? a->slot->owner : NULL;
-        /* what a client would receive, through the server's own translation */
-        struct gs_msg m;
-        if (sched_wire_message(a, 0, &m)) {
-            if (m.type == GS_MSG_GRANT) {
-                if (!c->open || !a->slot->device)
-                    fail("a GRANT to a closed client or a slot that names no GPU");
-                if (a->slot->holds != m.u.grant.grant)
-                    fail("a GRANT the slot is not recorded as holding");
-                c->granted[m.u.grant.slot] = true;
-            }
-            /* (a lease of nothing may be granted to a tenant its processes'
-             * declarations after a restart put over its cap) */
-            if (m.type == GS_MSG_MEM_LEASED && m.u.leased.status == GS_LEASE_GRANTED && m.u.leased.granted > 0 &&
-                m.u.leased.cap && m.u.leased.used > m.u.leased.cap)
-                fail("a lease granted over the tenant's cap");
-            continue;
+        trace_message(p->id, "receives", m);
+}
+
+/* Client k's connection, open at the server; -1 if it has none. */
+static int conn_of(int k)
+{
+    const struct sim_proc *p = &node->proc[k];
+    return p->conn >= 0 && node->conn[p->conn].open && !node->conn[p->conn].closing ? p->conn : -1;
+}
+
+static void op_message(int k, const uint8_t *bytes, size_t len)
+{
+    struct sim_proc *p = &node->proc[k];
+    if (conn_of(k) < 0) { /* a connection again: the process's next one */
+        if (node->server.tenant_gone[p->tenant])
+            return; /* (its tenant's socket is gone) */
+        p->alive = true; /* (maybe a new process of the same pid) */
+        p->conn = -1;    /* (its last connection is no one's: its place may take the next) */
+        p->conn = server_connect(node, k);
+        if (p->conn < 0) {
+            fail(node, "client %d cannot connect", k);
+            stop_if_failed();
         }
-        switch (a->type) {
-        case SCHED_SET_TIMER:
-            node.timer_at[gpu_of(a->device)] = a->at;
-            break;
-        case SCHED_SET_WAKE:
-            node.wake_at = a->at;
-            break;
-        case SCHED_DROP:
-            c->doomed = true; /* closed once the step's actions are carried out */
-            break;
-        default: /* the messages (above); LATE and OVER_CAP: log lines */
-            break;
-        }
-    }
-    node.s.nactions = 0;
-    check_state();
-    for (int k = 0; k < CLIENTS; k++)
-        if (node.clients[k].doomed)
-            close_client(&node.clients[k], true);
-}
-
-static void undeclare(struct fuzz_client *c, int slot, bool lives_on)
-{
-    if (!c->slots[slot].device)
-        return;
-    struct sched_event ev = {.type = SCHED_UNDECLARE, .slot = &c->slots[slot], .lives_on = lives_on};
-    node.declared--;
-    step(&ev);
-}
-
-static void close_client(struct fuzz_client *c, bool lives_on)
-{
-    if (!c->open)
-        return;
-    c->open = false;
-    c->doomed = false;
-    size_t named = 0;
-    for (int i = 0; i < GS_MAX_DEVICES; i++)
-        named += c->slots[i].device != NULL;
-    if (named == 0)
-        return;
-    struct sched_event ev = {.type = SCHED_CLIENT_GONE, .slot = c->slots, .nslots = GS_MAX_DEVICES,
-                             .lives_on = lives_on};
-    node.declared -= named;
-    step(&ev);
-}
-
-static void open_client(struct fuzz_client *c, int index)
-{
-    memset(c, 0, sizeof *c);
-    c->open = true;
-    c->tenant = index % TENANTS;
-    c->pid = 100 + (uint32_t)index;
-    for (int i = 0; i < GS_MAX_DEVICES; i++)
-        c->slots[i] = (struct sched_slot){.owner = c, .number = (uint32_t)i, .pid = c->pid,
-                                          .tenant = &node.tenants[c->tenant]};
-}
-
-/* DEVICE: as devices.c's device_declare, the node's GPUs being the UUIDs
- * whose first byte is 1 or 2 (any other is not this node's: a drop). */
-static void declare(struct fuzz_client *c, const struct gs_msg *m)
-{
-    struct sched_slot *slot = &c->slots[m->u.device.slot];
-    int g = m->u.device.uuid[0] - 1;
-    if (g < 0 || g >= GPUS) {
-        close_client(c, true);
-        return;
-    }
-    if (slot->device && (slot->wants || slot->holds) && slot->device != node.gpus[g]) {
-        close_client(c, true);
-        return;
-    }
-    if (slot->device && slot->device == node.gpus[g])
-        return;
-    undeclare(c, (int)m->u.device.slot, false);
-    if (!node.gpus[g]) {
-        struct device *d = calloc(1, sizeof *d);
-        if (!d)
-            fail("out of memory");
-        d->uuid[0] = (uint8_t)(g + 1);
-        d->id = (uint64_t)g + 1;
-        sched_device_add(&node.s, d, node.now);
-        node.gpus[g] = d;
-    }
-    struct device *d = node.gpus[g];
-    if (!sched_entry_get(d, slot->tenant) || !sched_slots_reserve(d) ||
-        !sched_actions_reserve(&node.s, node.declared + 1))
-        fail("out of memory");
-    struct sched_event ev = {.type = SCHED_DECLARE, .slot = slot, .device = d};
-    node.declared++;
-    step(&ev);
-}
-
-static void receive(int index, const uint8_t *bytes, size_t len)
-{
-    struct fuzz_client *c = &node.clients[index];
-    if (!c->open) { /* a connection again: the process's next one */
-        if (!node.tenant_present[index % TENANTS])
-            return;
-        open_client(c, index);
+        trace(node, "client %d connects: conn %d", k, p->conn);
     }
     struct gs_msg m;
-    if (gs_msg_decode(bytes, len, &m) != GS_DECODE_OK || (!c->greeted && m.type != GS_MSG_HELLO)) {
-        close_client(c, true);
+    enum gs_decode_result r = gs_msg_decode(bytes, len, &m);
+    if (r != GS_DECODE_OK) { /* clients.c drops a client whose datagram does not decode */
+        trace(node, "client %d sends %zu bytes that do not decode", k, len);
+        drop_conn(node, p->conn, gs_decode_result_str(r));
+        run_until(node->now);
         return;
     }
-    struct sched_event ev = {.slot = NULL};
-    switch (m.type) {
-    case GS_MSG_HELLO:
-        if (c->greeted)
-            close_client(c, true); /* a second HELLO */
-        c->greeted = true;
-        return;
-    case GS_MSG_DEVICE:
-        declare(c, &m);
-        return;
-    case GS_MSG_USAGE_QUERY:
-        return; /* read-only: no step */
-    default:
-        if (!sched_wire_event(&m, c->slots, node.now, &ev)) {
-            close_client(c, true);
-            return;
-        }
-        if (m.type == GS_MSG_ACQUIRE)
-            c->granted[m.u.acquire.slot] = false;
+    /* GPU g of the node is the UUID whose first byte is g + 1: the rest is
+     * the simulated GPU's (the only UUIDs the node's access check lets in) */
+    if (m.type == GS_MSG_DEVICE && m.u.device.uuid[0] >= 1 && m.u.device.uuid[0] <= GPUS) {
+        memset(m.u.device.uuid + 1, 0, sizeof m.u.device.uuid - 1);
+        memcpy(m.u.device.uuid + 1, "simulated-gpu", 13);
     }
-    if (!ev.slot->device) {
-        close_client(c, true);
-        return;
-    }
-    step(&ev);
+    if (tracing)
+        trace_message(k, "sends", &m);
+    send_to_server(node, p->conn, &m);
+    run_until(node->now);
 }
 
-/* Time passes: timers and the wake-up fire in order, as the loop's do. */
-static void advance(uint64_t ns)
+/* Its process closes the connection and lives on (the server keeps what
+ * it counted), or exits (the server's kill(pid, 0) finds it gone). */
+static void op_close(int k, bool lives_on)
 {
-    uint64_t until = node.now + ns;
-    for (;;) {
-        uint64_t next = until;
-        int which = -1;
-        for (int g = 0; g < GPUS; g++)
-            if (node.gpus[g] && node.timer_at[g] && node.timer_at[g] <= next) {
-                next = node.timer_at[g];
-                which = g;
-            }
-        bool wake = node.wake_at && node.wake_at <= next;
-        if (wake)
-            next = node.wake_at;
-        if (which < 0 && !wake)
-            break;
-        if (next > node.now)
-            node.now = next;
-        if (wake) {
-            node.wake_at = 0;
-            struct sched_event ev = {.type = SCHED_WAKE};
-            step(&ev);
-        } else {
-            node.timer_at[which] = 0;
-            struct sched_event ev = {.type = SCHED_TIMER, .device = node.gpus[which]};
-            step(&ev);
-        }
+    int conn = conn_of(k);
+    if (conn < 0)
+        return;
+    struct sim_proc *p = &node->proc[k];
+    trace(node, "client %d %s", k, lives_on ? "closes its connection and lives on" : "exits");
+    if (!lives_on) {
+        p->alive = false;
+        p->died_at = node->now;
     }
-    node.now = until;
+    close_from_proc(node, conn);
+    p->conn = -1;
+    run_until(node->now);
 }
 
-static void configure(int t, uint8_t bits)
+/* A client without a connection: its process is gone, and the server's
+ * check of the counts it keeps for processes without one finds it so. */
+static void op_process_gone(int k)
 {
-    struct sched_tenant *st = &node.tenants[t];
-    struct tenant_config config = {
+    if (conn_of(k) >= 0)
+        return;
+    struct sim_proc *p = &node->proc[k];
+    trace(node, "client %d's process is gone", k);
+    p->alive = false;
+    post(node, node->now, EV_PROCESS_GONE, k, 0);
+    run_until(node->now);
+}
+
+/* ---- the tenants -------------------------------------------------------------------- */
+
+/* A tenant's configuration from one byte: its share, a limit, a short
+ * quantum, a cap. */
+static struct tenant_config config_of(uint8_t bits)
+{
+    return (struct tenant_config){
         .share = (double)(1 + (bits & 7)),
         .limit = (bits & 8) ? 0.25 + 0.25 * (double)((bits >> 6) & 3) : 1.0,
         .quantum_ns = (bits & 16) ? 2 * MS : 20 * MS,
         .memory = (bits & 32) ? (uint64_t)(1 + ((bits >> 6) & 3)) << 30 : 0,
         .gang = GANG_AUTO,
     };
-    if (!node.tenant_present[t]) {
-        memset(st, 0, sizeof *st);
-        st->name = tenant_names[t];
-        st->index = (unsigned)t;
-        st->config = config;
-        node.tenant_present[t] = true;
-        return;
-    }
-    st->config = config;
-    struct sched_event ev = {.type = SCHED_TENANT_CHANGED, .tenant = st};
-    step(&ev);
 }
 
-static void remove_tenant(int t)
+/* Tenant t's file says `bits` now: changed, or made again if removed. */
+static void op_tenant(int t, uint8_t bits)
 {
-    if (!node.tenant_present[t])
-        return;
-    for (int c = 0; c < CLIENTS; c++)
-        if (node.clients[c].open && node.clients[c].tenant == t)
-            close_client(&node.clients[c], true);
-    struct sched_event ev = {.type = SCHED_TENANT_GONE, .tenant = &node.tenants[t]};
-    step(&ev);
-    for (const struct device *d = node.s.devices; d; d = d->next)
-        if (sched_entry_find(d, &node.tenants[t]))
-            fail("a removed tenant keeps an entry on a GPU");
-    node.tenant_present[t] = false;
+    node->tenant[t].config = config_of(bits);
+    trace(node, "tenant %s: share %g limit %g quantum %.0f ms cap %llu", tenant_names[t], node->tenant[t].config.share,
+          node->tenant[t].config.limit, (double)node->tenant[t].config.quantum_ns / 1e6,
+          (unsigned long long)node->tenant[t].config.memory);
+    if (node->server.tenant_gone[t])
+        server_tenant_added(node, t);
+    else
+        server_tenant_changed(node, t);
+    run_until(node->now);
 }
 
-static void sweep(void)
+static void op_tenant_gone(int t)
 {
-    for (int g = 0; g < GPUS; g++)
-        if (node.gpus[g] && sched_device_unused(node.gpus[g])) {
-            sched_device_remove(&node.s, node.gpus[g]);
-            free(node.gpus[g]);
-            node.gpus[g] = NULL;
-            node.timer_at[g] = 0;
+    if (node->server.tenant_gone[t])
+        return;
+    server_tenant_removed(node, t);
+    for (const struct device *d = server_sched.devices; d; d = d->next)
+        if (sched_entry_find(d, &node->server.tenants[t].sched))
+            fail(node, "removed tenant %s keeps an entry on GPU %d", tenant_names[t], gpu_of_device(node, d));
+    run_until(node->now);
+}
+
+/* ---- an input ------------------------------------------------------------------------ */
+
+static void node_start(bool restarted)
+{
+    unsigned flags = tracing ? SIM_TRACE : 0;
+    if (!node) {
+        node = malloc(sizeof *node);
+        if (!node) {
+            perror("sched_fuzz: the node");
+            abort();
         }
+        world_reset(node, 1, flags, UINT64_MAX);
+    } else {
+        world_reuse(node, 1, flags, UINT64_MAX);
+    }
+    /* a sweep forgets a GPU as soon as nobody uses it (--device-linger-ms 0) */
+    options.device_linger_ns = 0;
+    node->exact = true;
+    node->check_sched = true;
+    node->driven_receive = client_received;
+    node->ngpus = GPUS;
+    for (int t = 0; t < TENANTS; t++) { /* a share of 1, of 3 (3:1 beside alpha), a cap of 1 GiB */
+        struct tenant_plan *tp = scenario_tenant(node, 1);
+        snprintf(tp->name, sizeof tp->name, "%s", tenant_names[t]);
+        tp->config = config_of((uint8_t)(t == 1 ? 2 : t == 2 ? 32 : 0));
+        tp->hostile = true;
+    }
+    for (int k = 0; k < CLIENTS; k++)
+        scenario_proc(node, k % TENANTS, APP_DRIVEN)->ngpus = 0; /* (its messages name its GPUs) */
+    world_start(node);
+    run_until(START_NS);
+    if (restarted) { /* leases wait for the recovery (the processes of the last server declare first) */
+        server_stop(node);
+        server_start(node);
+        run_until(node->now);
+    }
 }
 
 /* The end: every client gives back what it holds and answers recalls with
@@ -451,64 +330,51 @@ static void drain(void)
 {
     for (int tick = 0; tick < DRAIN_TICKS; tick++) {
         bool asking = false;
-        for (int k = 0; k < CLIENTS; k++) {
-            struct fuzz_client *c = &node.clients[k];
-            for (int i = 0; i < GS_MAX_DEVICES && c->open; i++) {
-                struct sched_slot *slot = &c->slots[i];
+        for (int k = 0; k < CLIENTS; k++)
+            for (uint32_t i = 0; i < GS_MAX_DEVICES && conn_of(k) >= 0; i++) {
+                const struct sched_slot *slot = &node->conn[conn_of(k)].client.slots[i];
                 if (slot->holds) {
-                    struct sched_event ev = {.type = SCHED_RELEASE, .slot = slot, .grant = slot->holds,
-                                             .sent_ns = node.now};
-                    step(&ev);
+                    struct gs_msg m = {.type = GS_MSG_RELEASE};
+                    m.u.release.slot = i;
+                    m.u.release.grant = slot->holds;
+                    if (tracing)
+                        trace_message(k, "gives back", &m);
+                    send_to_server(node, conn_of(k), &m);
+                    run_until(node->now);
                 }
-                asking |= c->open && slot->wants;
+                asking |= conn_of(k) >= 0 && slot->wants;
             }
-        }
         if (!asking)
             return;
-        advance(5 * MS);
+        run_until(node->now + 5 * MS);
     }
-    fail("a slot still waits for its grant after 20 s of nobody holding");
+    fail(node, "a slot still waits for its grant after 20 s of nobody holding");
+    stop_if_failed();
 }
 
-static void release_all(void)
-{
-    for (int g = 0; g < GPUS; g++)
-        free(node.gpus[g]);
-    free(node.s.actions);
-    memset(&node, 0, sizeof node);
-}
-
-static void reset(void)
-{
-    release_all();
-    node.now = 1000 * MS;
-    sched_init(&node.s, GRACE_NS);
-    if (!sched_actions_reserve(&node.s, 0))
-        fail("out of memory");
-    for (int t = 0; t < TENANTS; t++)
-        configure(t, (uint8_t)(t == 1 ? 2 : t == 2 ? 32 : 0)); /* 1, 3:1, a 1 GiB cap */
-}
-
-static void teardown(void)
+/* Every process exits, every tenant goes: nothing names a GPU, and the
+ * sweep forgets them all. */
+static void node_finish(void)
 {
     for (int k = 0; k < CLIENTS; k++)
-        close_client(&node.clients[k], false);
+        op_close(k, false);
     for (int t = 0; t < TENANTS; t++)
-        remove_tenant(t);
-    sweep();
-    for (int g = 0; g < GPUS; g++)
-        if (node.gpus[g])
-            fail("a GPU no one names is still in use");
+        op_tenant_gone(t);
+    server_sweep(node);
+    if (server_sched.devices)
+        fail(node, "GPU %d, which nobody names, is still in use", gpu_of_device(node, server_sched.devices));
+    stop_if_failed();
+    node->end = node->now;
+    world_finish(node);
+    stop_if_failed();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    reset();
     size_t at = 0;
-    if (size > 0 && (data[at++] & 1)) /* a restarted server: leases wait for the recovery */
-        node.s.recovering_until = node.now + 1500 * MS;
+    node_start(size > 0 && (data[at++] & 1));
     while (at < size) {
         uint8_t what = data[at++];
         int index = (what >> 3) % CLIENTS;
@@ -519,50 +385,52 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             size_t len = data[at++];
             if (len > size - at)
                 len = size - at;
-            receive(index, data + at, len);
+            op_message(index, data + at, len);
             at += len;
-            advance(10000); /* 10 µs a message */
+            run_until(node->now + 10 * US); /* 10 µs a message */
             break;
         }
         case OP_CLOSE:
-            close_client(&node.clients[index], (what >> 7) & 1);
+            op_close(index, (what >> 7) & 1);
             break;
-        case OP_TIME:
-            advance((uint64_t)((what >> 3) + 1) * ((what >> 3) + 1) * 100000); /* 0.1 to 102 ms */
+        case OP_TIME: /* 0.1 to 102 ms */
+            run_until(node->now + (uint64_t)((what >> 3) + 1) * ((what >> 3) + 1) * 100 * US);
             break;
         case OP_PROCESS_GONE:
-            if (!node.clients[index].open) {
-                struct sched_event ev = {.type = SCHED_PROCESS_GONE, .pid = 100 + (uint32_t)index};
-                step(&ev);
-            }
+            op_process_gone(index);
             break;
         case OP_TENANT:
-            configure((what >> 3) % TENANTS, at < size ? data[at++] : 0);
+            op_tenant((what >> 3) % TENANTS, at < size ? data[at++] : 0);
             break;
         case OP_TENANT_GONE:
-            remove_tenant((what >> 3) % TENANTS);
+            op_tenant_gone((what >> 3) % TENANTS);
             break;
         case OP_SWEEP:
-            sweep();
+            trace(node, "the server sweeps the GPUs nobody uses");
+            server_sweep(node);
+            run_until(node->now);
             break;
         case OP_COUNT:
             break;
         }
+        if (tracing)
+            trace_gpus();
     }
     drain();
-    teardown();
+    node_finish();
     return 0;
 }
 
 #ifndef GS_LIBFUZZER
 /* ---- replay and seeded mutation, without libFuzzer --------------------------------- */
 
-static uint64_t rng_state;
+/* The mutations' generator, seeded once from the command line. */
+static uint64_t seeded_state;
 
-static uint64_t rng_next(void)
+static uint64_t seeded_next(void)
 {
-    rng_state += 0x9e3779b97f4a7c15ull; /* splitmix64 */
-    uint64_t z = rng_state;
+    seeded_state += 0x9e3779b97f4a7c15ull; /* splitmix64 */
+    uint64_t z = seeded_state;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
@@ -570,14 +438,14 @@ static uint64_t rng_next(void)
 
 #define INPUT_MAX 8192
 
-static uint64_t rng_chance_idle(void)
+static uint64_t seeded_idle(void)
 {
     /* idle claims: none, some, or a whole slice and more */
-    switch (rng_next() % 4) {
+    switch (seeded_next() % 4) {
     case 0:
-        return rng_next() % (30 * MS);
+        return seeded_next() % (30 * MS);
     case 1:
-        return UINT64_MAX - rng_next() % 4;
+        return UINT64_MAX - seeded_next() % 4;
     default:
         return 0;
     }
@@ -701,14 +569,14 @@ static void rec_write(const char *dir, const char *name, const struct recording 
  * fields, or an event), which keeps the records' framing. */
 static void random_record(struct recording *r)
 {
-    int client = (int)(rng_next() % CLIENTS), slot = (int)(rng_next() % 3);
-    uint64_t small = rng_next() % 16, bytes = (rng_next() % 64) << 24;
-    switch (rng_next() % 12) {
+    int client = (int)(seeded_next() % CLIENTS), slot = (int)(seeded_next() % 3);
+    uint64_t small = seeded_next() % 16, bytes = (seeded_next() % 64) << 24;
+    switch (seeded_next() % 12) {
     case 0:
         rec_hello(r, client);
         break;
     case 1:
-        rec_device(r, client, slot, (int)(rng_next() % (GPUS + 1)));
+        rec_device(r, client, slot, (int)(seeded_next() % (GPUS + 1)));
         break;
     case 2:
     case 3:
@@ -716,27 +584,27 @@ static void random_record(struct recording *r)
         break;
     case 4:
     case 5:
-        rec_release(r, client, slot, small, rng_chance_idle(), rng_next() % 2);
+        rec_release(r, client, slot, small, seeded_idle(), seeded_next() % 2);
         break;
     case 6:
-        rec_lease(r, client, slot, small, bytes, bytes + ((rng_next() % 8) << 24));
+        rec_lease(r, client, slot, small, bytes, bytes + ((seeded_next() % 8) << 24));
         break;
     case 7:
-        rec_mem(r, client, rng_next() % 2 ? GS_MSG_MEM_FREE : GS_MSG_MEM_DECLARE, slot, bytes);
+        rec_mem(r, client, seeded_next() % 2 ? GS_MSG_MEM_FREE : GS_MSG_MEM_DECLARE, slot, bytes);
         break;
     case 8:
         rec_query(r, client, slot, small);
         break;
     case 9:
-        rec_op(r, OP_TIME, (int)(rng_next() % 32));
+        rec_op(r, OP_TIME, (int)(seeded_next() % 32));
         break;
     case 10:
-        rec_op(r, OP_CLOSE, (int)(rng_next() % 32));
+        rec_op(r, OP_CLOSE, (int)(seeded_next() % 32));
         break;
     default:
-        rec_op(r, (enum op)(OP_PROCESS_GONE + rng_next() % 4), (int)(rng_next() % 32));
-        if (rng_next() % 2)
-            rec_byte(r, (uint8_t)rng_next());
+        rec_op(r, (enum op)(OP_PROCESS_GONE + seeded_next() % 4), (int)(seeded_next() % 32));
+        if (seeded_next() % 2)
+            rec_byte(r, (uint8_t)seeded_next());
         break;
     }
 }
@@ -744,18 +612,18 @@ static void random_record(struct recording *r)
 static size_t mutate(uint8_t *buf, size_t len, const uint8_t *other, size_t other_len)
 {
     static struct recording insert;
-    int rounds = 1 + (int)(rng_next() % 8);
+    int rounds = 1 + (int)(seeded_next() % 8);
     for (int r = 0; r < rounds && len > 0; r++) {
-        size_t i = rng_next() % len;
-        switch (rng_next() % 7) {
+        size_t i = seeded_next() % len;
+        switch (seeded_next() % 7) {
         case 0:
-            buf[i] ^= (uint8_t)(1u << (rng_next() % 8));
+            buf[i] ^= (uint8_t)(1u << (seeded_next() % 8));
             break;
         case 1:
-            buf[i] = (uint8_t)rng_next();
+            buf[i] = (uint8_t)seeded_next();
             break;
         case 2: { /* repeat a run */
-            size_t n = 1 + rng_next() % 64;
+            size_t n = 1 + seeded_next() % 64;
             if (i + n > len)
                 n = len - i;
             if (len + n <= INPUT_MAX) {
@@ -765,7 +633,7 @@ static size_t mutate(uint8_t *buf, size_t len, const uint8_t *other, size_t othe
             break;
         }
         case 3: { /* splice the other's tail */
-            size_t from = other_len ? rng_next() % other_len : 0;
+            size_t from = other_len ? seeded_next() % other_len : 0;
             size_t n = other_len - from;
             if (i + n > INPUT_MAX)
                 n = INPUT_MAX - i;
@@ -774,11 +642,11 @@ static size_t mutate(uint8_t *buf, size_t len, const uint8_t *other, size_t othe
             break;
         }
         case 4: /* a small number in a field */
-            buf[i] = (uint8_t)(rng_next() % 4);
+            buf[i] = (uint8_t)(seeded_next() % 4);
             break;
         default: { /* records at the end (where the framing is sure to hold) */
             insert.len = 0;
-            int n = 1 + (int)(rng_next() % 12);
+            int n = 1 + (int)(seeded_next() % 12);
             for (int k = 0; k < n; k++)
                 random_record(&insert);
             if (len + insert.len <= INPUT_MAX) {
@@ -907,10 +775,10 @@ static void write_corpus(const char *dir)
 
 static void print_counts(void)
 {
-    static const char *names[] = {"grant", "revoke", "timer", "leased", "mem-result", "recall",
-                                  "drop", "late", "over-cap", "wake"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        printf(" %s %llu", names[i], (unsigned long long)action_counts[i]);
+    static const int types[] = {GS_MSG_GRANT, GS_MSG_REVOKE, GS_MSG_MEM_LEASED, GS_MSG_MEM_RESULT, GS_MSG_MEM_RECALL,
+                                GS_MSG_ERROR};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        printf(" %s %llu", gs_msg_type_str(types[i]), (unsigned long long)received[types[i]]);
     printf("\n");
 }
 
@@ -923,20 +791,20 @@ int main(int argc, char **argv)
     }
     if (argc >= 4 && strcmp(argv[1], "--random") == 0) {
         long runs = atol(argv[2]);
-        rng_state = strtoull(argv[3], NULL, 10);
+        seeded_state = strtoull(argv[3], NULL, 10);
         int files = argc - 4;
         if (files <= 0 || runs <= 0) {
             fprintf(stderr, "usage: sched_fuzz --random RUNS SEED FILE...\n");
             return 2;
         }
         for (long r = 0; r < runs; r++) {
-            size_t len = read_file(argv[4 + rng_next() % (uint64_t)files], buf, sizeof buf);
-            size_t other_len = read_file(argv[4 + rng_next() % (uint64_t)files], other, sizeof other);
+            size_t len = read_file(argv[4 + seeded_next() % (uint64_t)files], buf, sizeof buf);
+            size_t other_len = read_file(argv[4 + seeded_next() % (uint64_t)files], other, sizeof other);
             len = mutate(buf, len, other, other_len);
             LLVMFuzzerTestOneInput(buf, len);
         }
-        release_all();
-        printf("%ld mutated inputs ran with every check holding; actions:", runs);
+        free(node);
+        printf("%ld mutated inputs ran with every check holding; the clients received:", runs);
         print_counts();
         return 0;
     }
@@ -949,8 +817,8 @@ int main(int argc, char **argv)
         size_t n = read_file(argv[i], buf, sizeof buf);
         LLVMFuzzerTestOneInput(buf, n);
     }
-    release_all();
-    printf("%d inputs replayed with every check holding; actions:", argc - first);
+    free(node);
+    printf("%d inputs replayed with every check holding; the clients received:", argc - first);
     print_counts();
     return 0;
 }

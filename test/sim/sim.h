@@ -35,7 +35,12 @@
  *                  and the simulated GPUs
  *   sim_hostile.c  tenants that speak the protocol to abuse it
  *   sim_check.c    the invariants after every event, the figures at the end
+ *   sim_check_sched.c the scheduler's state whole after every event, on a
+ *                  node that asks for it (world.check_sched)
  *   sim_main.c     the command line, and many seeds at once
+ * All but sim_main.c is a library (test/sim/meson.build) that the
+ * scheduler's fuzz target (test/sched/sched_fuzz.c) runs its inputs on
+ * too: its clients are processes it drives (APP_DRIVEN).
  */
 #ifndef GPUSLICE_SIM_H
 #define GPUSLICE_SIM_H
@@ -149,6 +154,11 @@ enum app_kind {
     APP_HOSTILE,             /* no application: sim_hostile.c speaks */
     APP_SCRIPT,              /* no application: a scripted case speaks
                                 (sim_script.c) */
+    APP_DRIVEN,              /* no application: a driver outside the
+                                simulation speaks for it (the scheduler's
+                                fuzz target, test/sched/sched_fuzz.c), and
+                                is handed what it receives
+                                (world.driven_receive) */
 };
 
 enum hostile_kind {
@@ -325,6 +335,9 @@ struct sim_server {
     int ntimers;
     uint64_t started_at;
     int starts;
+    bool tenant_gone[SIM_MAX_TENANTS]; /* removed from the configuration
+                                          (server_tenant_removed), not added
+                                          again: none of its processes connects */
 };
 
 /* ---- a run ------------------------------------------------------------------ */
@@ -372,8 +385,14 @@ struct world {
     unsigned flags;
     bool exact;              /* messages arrive as they are sent and the
                                 server's timers fire on time: a scripted
-                                case's node (sim_script.c) */
+                                case's node (sim_script.c), the fuzz
+                                target's */
     struct script *script;   /* that case's harness; NULL in other runs */
+    bool check_sched;        /* after every event (and every step outside
+                                one), the scheduler's state is checked
+                                whole (sim_check_sched.c) */
+    /* what an APP_DRIVEN process receives goes to its driver (NULL: nowhere) */
+    void (*driven_receive)(struct world *w, struct sim_proc *p, const struct gs_msg *m);
     struct rng rng;
     uint64_t now, end, seq;
     int nfree, nheap;        /* of the event queue, below */
@@ -438,6 +457,12 @@ void world_run_for(struct world *w, uint64_t seed, unsigned flags, uint64_t dura
  * stopped). world_next_at: when the next event is due (UINT64_MAX: none,
  * or the run failed). */
 void world_reset(struct world *w, uint64_t seed, unsigned flags, uint64_t duration);
+/* world_reset for a world that world_reset cleared before: of its arrays,
+ * only what its last run counted (GPUs, tenants, processes, connections,
+ * faults) is cleared again, and of a GPU not its queue of items (each is
+ * written whole before it is read). For many small runs (the scheduler's
+ * fuzz target): the whole world is megabytes. */
+void world_reuse(struct world *w, uint64_t seed, unsigned flags, uint64_t duration);
 void world_start(struct world *w);
 void world_advance(struct world *w, uint64_t until);
 uint64_t world_next_at(const struct world *w);
@@ -504,6 +529,14 @@ void send_to_server(struct world *w, int conn, const struct gs_msg *m);
 /* The process closes conn (exit, kill, reconnect). */
 void close_from_proc(struct world *w, int conn);
 void server_tenant_changed(struct world *w, int t);
+/* Tenant t is removed from the configuration (tenants.c's tenant_remove:
+ * its connections closed, its entries gone from every GPU), or added to
+ * it again with w->tenant[t].config (a new tenant of the same name). */
+void server_tenant_removed(struct world *w, int t);
+void server_tenant_added(struct world *w, int t);
+/* The server's sweep of the GPUs nobody uses (devices.c's devices_sweep:
+ * those unused for options.device_linger_ns are forgotten). */
+void server_sweep(struct world *w);
 
 /* sim_shim.c */
 void shim_start(struct world *w, struct sim_proc *p);
@@ -577,10 +610,16 @@ void script_notice(struct world *w, int conn, const struct gs_msg *m);
 /* The clock moves from now to `until`: the case's meters count the span. */
 void script_meter(struct world *w, uint64_t until);
 
+/* sim_check_sched.c: the scheduler's state consistent in itself (where
+ * w->check_sched) */
+void check_sched_state(struct world *w);
+
 /* sim_check.c */
 void check_after_step(struct world *w);
 void check_end(struct world *w);
-void check_grant(struct world *w, const struct sim_conn *c, const struct gs_msg_grant *g);
+/* A message the server sends on c, whatever c's state (a GRANT, a
+ * MEM_LEASED). */
+void check_sent(struct world *w, const struct sim_conn *c, const struct gs_msg *m);
 void check_submit(struct world *w, int g, const struct sim_proc *p, bool excused);
 /* A GRANT of a new slice reached one of its tenant's processes; the
  * tenant's processes on GPU g held their slice for `held` and no more. */

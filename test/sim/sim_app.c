@@ -311,6 +311,7 @@ void app_step(struct world *w, struct sim_proc *p)
         break;
     case APP_HOSTILE:
     case APP_SCRIPT:
+    case APP_DRIVEN:
         break;
     }
 }

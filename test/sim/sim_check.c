@@ -5,8 +5,10 @@
  *   - never two tenants' work on one GPU at once (work the server cannot
  *     know of is excused: queued while no server answered under `open`,
  *     or in flight when a connection or an overdue slice was lost);
- *   - no grant to a client that is gone, and no GPU held or reserved for
- *     a tenant none of whose processes names it;
+ *   - no GRANT to a client that is gone or for a slot that names no GPU
+ *     or does not hold that grant at the server, and no GPU held or
+ *     reserved for a tenant none of whose processes names it;
+ *   - a lease granted bytes leaves its tenant within its cap;
  *   - an honest tenant's memory count never above its cap (unless a
  *     configuration change lowered the cap, or it allocated uncounted
  *     under `open`), and equal to what its processes count whenever no
@@ -88,12 +90,27 @@ void check_submit(struct world *w, int g, const struct sim_proc *p, bool excused
              w->tenant[p->tenant].name, p->id, w->tenant[other].name);
 }
 
-void check_grant(struct world *w, const struct sim_conn *c, const struct gs_msg_grant *g)
+void check_sent(struct world *w, const struct sim_conn *c, const struct gs_msg *m)
 {
-    if (!c->open)
-        fail(w, "a GRANT to conn %d, which is closed", (int)(c - w->conn));
-    if (g->slot >= GS_MAX_DEVICES || !c->client.slots[g->slot].device)
-        fail(w, "a GRANT for a slot that names no GPU");
+    if (m->type == GS_MSG_GRANT) {
+        const struct gs_msg_grant *g = &m->u.grant;
+        if (!c->open)
+            fail(w, "a GRANT to conn %d, which is closed", (int)(c - w->conn));
+        else if (g->slot >= GS_MAX_DEVICES || !c->client.slots[g->slot].device)
+            fail(w, "a GRANT for a slot that names no GPU");
+        else if (c->client.slots[g->slot].holds != g->grant)
+            fail(w, "a GRANT of grant %llu to conn %d slot %u, which the server has holding %llu",
+                 (unsigned long long)g->grant, (int)(c - w->conn), g->slot,
+                 (unsigned long long)c->client.slots[g->slot].holds);
+    } else if (m->type == GS_MSG_MEM_LEASED) {
+        /* (a lease of nothing may be granted to a tenant its processes'
+         * declarations after a restart put over its cap) */
+        const struct gs_msg_mem_leased *l = &m->u.leased;
+        if (l->status == GS_LEASE_GRANTED && l->granted > 0 && l->cap && l->used > l->cap)
+            fail(w, "a lease of %llu bytes granted to conn %d, leaving its tenant at %llu, over its cap of %llu",
+                 (unsigned long long)l->granted, (int)(c - w->conn), (unsigned long long)l->used,
+                 (unsigned long long)l->cap);
+    }
 }
 
 /* What tenant t's processes count on GPU g: those connected and

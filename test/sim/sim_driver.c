@@ -2,8 +2,8 @@
  * What the server's glue (tokenserver/dispatch.c and devices.c, linked
  * unchanged) calls below it, here on the simulated world: the virtual
  * clock; timers that wait in the event queue and fire a little late, as a
- * busy loop's do (on time on a scripted case's node, unless its script
- * says otherwise); a client's sends, onto its simulated connection and
+ * busy loop's do (on time on an exact node, a scripted case's or the
+ * fuzz target's, unless a case's script says otherwise); a client's sends, onto its simulated connection and
  * checked as they go; the log (traced, and the one line the checks read);
  * the check of a GPU's access (the simulated GPUs are the ones the node's
  * driver lists); whether a process lives.
@@ -70,7 +70,7 @@ void timer_at(struct timer *t, uint64_t when_ns)
     t->at = when_ns;
     if (when_ns) {
         /* the loop wakes up to a few hundred microseconds late, now and
-         * then milliseconds (on time on a scripted case's node) */
+         * then milliseconds (on time on an exact node) */
         uint64_t late = 0;
         if (!w->exact)
             late = rng_chance(&w->rng, 0.05) ? rng_range(&w->rng, 100 * US, 2 * MS) : rng_range(&w->rng, 0, 80 * US);
@@ -127,7 +127,6 @@ int sim_conn_of(const struct world *w, const struct client *c)
 static void trace_grant(struct world *w, int conn, const struct gs_msg *m, const char *what)
 {
     if (m->type == GS_MSG_GRANT) {
-        check_grant(w, &w->conn[conn], &m->u.grant);
         w->fig.grants++;
         trace(w, "server: GRANT conn %d slot %u grant %llu deadline +%.3f ms flags %u%s", conn, m->u.grant.slot,
               (unsigned long long)m->u.grant.grant, ((double)m->u.grant.deadline_ns - (double)w->now) / 1e6,
@@ -142,6 +141,7 @@ int client_send(struct client *c, const struct gs_msg *msg)
 {
     struct world *w = sim_world;
     int conn = sim_conn_of(w, c);
+    check_sent(w, &w->conn[conn], msg);
     if (!w->conn[conn].open || w->conn[conn].closing)
         return -1;
     trace_grant(w, conn, msg, "");
@@ -157,6 +157,7 @@ void client_notify(struct client *c, const struct gs_msg *msg)
 {
     struct world *w = sim_world;
     int conn = sim_conn_of(w, c);
+    check_sent(w, &w->conn[conn], msg);
     if (!w->conn[conn].open || w->conn[conn].closing || msg->type != GS_MSG_GRANT || msg->u.grant.slot >= GS_MAX_DEVICES)
         return;
     int g = gpu_of_device(w, c->slots[msg->u.grant.slot].device);

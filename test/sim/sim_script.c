@@ -389,6 +389,7 @@ void script_run(struct world *w, uint64_t seed, unsigned flags, const struct sim
     }
     world_reset(w, seed, flags, SCRIPT_MOST_NS);
     w->exact = true;
+    w->check_sched = true; /* (a case's node is small: the whole check costs little) */
     w->policy = ON_DOWN_WAIT;
     w->script = s;
     s->w = w;

@@ -1,13 +1,15 @@
 /*
  * The server's side of the simulation: what clients.c does with a
  * connection (a message in, turned into an event by the shared
- * translation; a close; a drop), onto the server's own devices.c (a
- * DEVICE, a close, the ghosts' check) and dispatch.c (each step and its
- * actions), which run unchanged; below them sim_driver.c puts the sends
- * onto simulated connections and the timers into the event queue.
+ * translation; a close; a drop), what tenants.c does when a tenant's
+ * file changes, goes or comes back, and the periodic sweep of unused GPUs,
+ * onto the server's own devices.c (a DEVICE, a close, the ghosts' check,
+ * the sweep) and dispatch.c (each step and its actions), which run
+ * unchanged; below them sim_driver.c puts the sends onto simulated
+ * connections and the timers into the event queue.
  * Messages take a random transport delay, in order per connection and
- * direction; on a scripted case's node (world.exact) none: they arrive
- * as they are sent, in the order sent.
+ * direction; on an exact node (world.exact: a scripted case's, the fuzz
+ * target's) none: they arrive as they are sent, in the order sent.
  */
 #include "sim.h"
 
@@ -85,7 +87,44 @@ static void run(struct world *w, const struct sched_event *ev)
         trace(w, "server: until +%.3f ms", ((double)s->forming_until - (double)w->now) / 1e6);
 }
 
+/* A step outside any event (a tenant's file read, a sweep) is checked as
+ * an event's are (sim_world.c, handle_next). */
+static void checked_outside_event(struct world *w)
+{
+    if (w->check_sched && !w->failed)
+        check_sched_state(w);
+}
+
 /* ---- the server's life -------------------------------------------------------------- */
+
+/* The server's tenant t, as its configuration says (tenants.c's
+ * apply_file makes a new one). */
+static void tenant_made(struct world *w, int t)
+{
+    struct tenant *st = &w->server.tenants[t];
+    _Static_assert(sizeof st->name >= sizeof w->tenant[t].name, "a tenant's name fits the server's");
+    memset(st, 0, sizeof *st);
+    memcpy(st->name, w->tenant[t].name, sizeof w->tenant[t].name); /* (NUL-terminated: snprintf wrote it) */
+    st->sched.name = st->name;
+    st->sched.config = w->tenant[t].config;
+    st->sched.index = (unsigned)t;
+}
+
+/* The simulated GPUs devices.c knows now: it frees one nobody uses at a
+ * sweep, or to make room for another one declared. */
+static void gpus_known(struct world *w)
+{
+    struct sim_server *sv = &w->server;
+    struct device *known[SIM_MAX_GPUS] = {NULL};
+    for (struct device *d = server_sched.devices; d; d = d->next)
+        if (d->uuid[0] >= 1 && d->uuid[0] <= w->ngpus) /* (the access check lets no other in) */
+            known[d->uuid[0] - 1] = d;
+    for (int g = 0; g < w->ngpus; g++) {
+        if (!known[g])
+            sv->last_notice[g] = 0; /* a GPU made again notices afresh */
+        sv->gpus[g] = known[g];
+    }
+}
 
 void server_start(struct world *w)
 {
@@ -98,14 +137,8 @@ void server_start(struct world *w)
         fail(w, "out of memory");
         return;
     }
-    for (int t = 0; t < w->ntenants; t++) {
-        struct tenant *st = &sv->tenants[t];
-        memset(st, 0, sizeof *st);
-        snprintf(st->name, sizeof st->name, "%s", w->tenant[t].name);
-        st->sched.name = st->name;
-        st->sched.config = w->tenant[t].config;
-        st->sched.index = (unsigned)t;
-    }
+    for (int t = 0; t < w->ntenants; t++)
+        tenant_made(w, t);
     memset(sv->gpus, 0, sizeof sv->gpus);
     memset(sv->last_notice, 0, sizeof sv->last_notice);
     /* processes of the last server declare what they hold first (its
@@ -161,11 +194,45 @@ void server_stop(struct world *w)
     trace(w, "server: stopped");
 }
 
+/* Whether a connection's place may take another: on an exact node, one
+ * closed at the server with nothing on its way to its process and that no
+ * process names any more (on an exact node nothing of a closed connection
+ * waits in the queue once its instant is handled). */
+static bool place_free(const struct world *w, int c)
+{
+    const struct sim_conn *conn = &w->conn[c];
+    if (!w->exact || conn->open || conn->closing || conn->queued_to > 0)
+        return false;
+    for (int i = 0; i < w->nprocs; i++)
+        if (w->proc[i].conn == c)
+            return false;
+    return true;
+}
+
+/* Where a process's new connection goes: on an exact node, the place of
+ * one of its own closed ones if one is free (so that a process that
+ * connects again and again keeps to one), else the next unused place, or,
+ * once every place has been used, any free one; -1 if none. */
+static int conn_place(struct world *w, int proc)
+{
+    for (int c = 0; w->exact && c < w->nconns; c++)
+        if (w->conn[c].proc == proc && place_free(w, c))
+            return c;
+    if (w->nconns < SIM_MAX_CONNS)
+        return w->nconns++;
+    for (int c = 0; c < w->nconns; c++)
+        if (place_free(w, c))
+            return c;
+    return -1;
+}
+
 int server_connect(struct world *w, int proc)
 {
-    if (!w->server.up || w->nconns >= SIM_MAX_CONNS)
+    if (!w->server.up || w->server.tenant_gone[w->proc[proc].tenant])
         return -1;
-    int c = w->nconns++;
+    int c = conn_place(w, proc);
+    if (c < 0)
+        return -1;
     struct sim_conn *conn = &w->conn[c];
     memset(conn, 0, sizeof *conn);
     conn->open = true;
@@ -175,7 +242,6 @@ int server_connect(struct world *w, int proc)
     cl->fd = -1;
     cl->tenant = &w->server.tenants[conn->tenant];
     cl->pid = (uint32_t)(SIM_PID_BASE + proc);
-    cl->greeted = true;
     for (int i = 0; i < GS_MAX_DEVICES; i++)
         cl->slots[i] = (struct sched_slot){.owner = cl, .number = (uint32_t)i, .tenant = &cl->tenant->sched,
                                            .pid = cl->pid};
@@ -246,7 +312,6 @@ void server_process_gone(struct world *w, int proc)
  * access check, the limits, the GPU made ready, the step). */
 static void declare(struct world *w, int conn, const struct gs_msg *m)
 {
-    struct sim_server *sv = &w->server;
     struct sim_conn *c = &w->conn[conn];
     const struct sched_slot *slot = &c->client.slots[m->u.device.slot];
     if (slot->device && (slot->wants || slot->holds) && memcmp(slot->device->uuid, m->u.device.uuid, 16) != 0) {
@@ -255,11 +320,9 @@ static void declare(struct world *w, int conn, const struct gs_msg *m)
     }
     const char *why = NULL;
     struct device *d = device_declare(&c->client, (int)m->u.device.slot, m->u.device.uuid, -1, &why);
-    if (!d) {
+    gpus_known(w);
+    if (!d)
         drop_conn(w, conn, why);
-        return;
-    }
-    sv->gpus[m->u.device.uuid[0] - 1] = d;
 }
 
 void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t sent)
@@ -268,8 +331,17 @@ void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t 
     if (!w->server.up || !c->open || c->closing)
         return;
     struct sched_event ev = {.slot = NULL};
+    if (!c->client.greeted && m->type != GS_MSG_HELLO) {
+        drop_conn(w, conn, "first message was not HELLO");
+        return;
+    }
     switch (m->type) {
     case GS_MSG_HELLO: {
+        if (c->client.greeted) {
+            drop_conn(w, conn, "second HELLO");
+            return;
+        }
+        c->client.greeted = true;
         struct gs_msg welcome = {.type = GS_MSG_WELCOME};
         strncpy(welcome.u.welcome.tenant, w->tenant[c->tenant].name, sizeof welcome.u.welcome.tenant - 1);
         send_to_proc(w, conn, &welcome);
@@ -277,6 +349,8 @@ void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t 
     }
     case GS_MSG_DEVICE:
         declare(w, conn, m);
+        return;
+    case GS_MSG_USAGE_QUERY: /* read-only: no scheduler step (its answer, usage.c's, is not simulated) */
         return;
     default:
         if (m->type == GS_MSG_MEM_DECLARE)
@@ -297,9 +371,53 @@ void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t 
 void server_tenant_changed(struct world *w, int t)
 {
     struct sim_server *sv = &w->server;
-    if (!sv->up)
+    if (!sv->up || sv->tenant_gone[t])
         return;
     sv->tenants[t].sched.config = w->tenant[t].config;
     struct sched_event ev = {.type = SCHED_TENANT_CHANGED, .tenant = &sv->tenants[t].sched};
     run(w, &ev);
+    checked_outside_event(w);
+}
+
+void server_tenant_removed(struct world *w, int t)
+{
+    struct sim_server *sv = &w->server;
+    if (sv->tenant_gone[t])
+        return;
+    sv->tenant_gone[t] = true;
+    if (!sv->up)
+        return;
+    trace(w, "server: tenant %s removed", w->tenant[t].name);
+    for (int c = 0; c < w->nconns; c++)
+        if (w->conn[c].open && w->conn[c].tenant == t) {
+            struct gs_msg m = {.type = GS_MSG_ERROR};
+            snprintf(m.u.error.reason, sizeof m.u.error.reason, "tenant %s was removed from the configuration",
+                     w->tenant[t].name);
+            send_to_proc(w, c, &m);
+            close_conn(w, c);
+        }
+    struct sched_event ev = {.type = SCHED_TENANT_GONE, .tenant = &sv->tenants[t].sched};
+    run(w, &ev);
+    checked_outside_event(w);
+}
+
+void server_tenant_added(struct world *w, int t)
+{
+    struct sim_server *sv = &w->server;
+    if (!sv->tenant_gone[t])
+        return;
+    sv->tenant_gone[t] = false;
+    if (sv->up) { /* (a server that starts makes every tenant) */
+        trace(w, "server: tenant %s added", w->tenant[t].name);
+        tenant_made(w, t);
+    }
+}
+
+void server_sweep(struct world *w)
+{
+    if (!w->server.up)
+        return;
+    devices_sweep();
+    gpus_known(w);
+    checked_outside_event(w);
 }

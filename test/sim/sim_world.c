@@ -4,7 +4,8 @@
  * handled to the end, and the invariants are checked after it. Nothing
  * reads a real clock; everything random comes from the seed. A run goes
  * in one call (world_run_for), or a step at a time for a scripted case
- * (world_reset, world_start, world_advance, world_finish: sim_script.c).
+ * or a fuzz input (world_reset or world_reuse, world_start, world_advance,
+ * world_finish: sim_script.c, test/sched/sched_fuzz.c).
  */
 #include "sim.h"
 
@@ -240,6 +241,9 @@ static void handle(struct world *w, struct event *e)
                 hostile_receive(w, p, &e->msg);
             } else if (p->app == APP_SCRIPT) {
                 script_receive(w, p, &e->msg);
+            } else if (p->app == APP_DRIVEN) {
+                if (w->driven_receive)
+                    w->driven_receive(w, p, &e->msg);
             } else {
                 shim_receive(w, p, &e->msg, e->sent);
             }
@@ -262,7 +266,7 @@ static void handle(struct world *w, struct event *e)
                 post(w, w->now + 100 * US, EV_APP, e->a, e->gen);
             else if (p->app == APP_HOSTILE)
                 hostile_act(w, p);
-            else if (p->app != APP_SCRIPT) /* a script acts for its processes */
+            else if (p->app != APP_SCRIPT && p->app != APP_DRIVEN) /* a script or a driver acts for them */
                 app_step(w, p);
         }
         break;
@@ -297,6 +301,7 @@ static bool handle_next(struct world *w, uint64_t until)
         return false;
     int idx = heap_pop(w);
     struct event *e = &w->pool[idx];
+    enum ev_kind kind = e->kind;
     if (w->script && e->at > w->now)
         script_meter(w, e->at);
     w->now = e->at;
@@ -316,12 +321,15 @@ static bool handle_next(struct world *w, uint64_t until)
     w->free_list[w->nfree++] = idx;
     if (!w->failed)
         check_after_step(w);
+    /* (what a process receives changes nothing at the server) */
+    if (!w->failed && w->check_sched && kind != EV_TO_PROC)
+        check_sched_state(w);
     return true;
 }
 
-void world_reset(struct world *w, uint64_t seed, unsigned flags, uint64_t duration)
+/* What world_reset and world_reuse do after clearing. */
+static void world_begin(struct world *w, uint64_t seed, unsigned flags, uint64_t duration)
 {
-    memset(w, 0, offsetof(struct world, free_list));
     sim_world = w;
     w->seed = seed;
     w->flags = flags;
@@ -331,6 +339,38 @@ void world_reset(struct world *w, uint64_t seed, unsigned flags, uint64_t durati
     w->nfree = SIM_EVENTS;
     for (int i = 0; i < SIM_EVENTS; i++)
         w->free_list[i] = SIM_EVENTS - 1 - i;
+}
+
+void world_reset(struct world *w, uint64_t seed, unsigned flags, uint64_t duration)
+{
+    memset(w, 0, offsetof(struct world, free_list));
+    world_begin(w, seed, flags, duration);
+}
+
+/* Clears n elements of `size` bytes from `first`, each from byte `from`. */
+static void clear_used(void *first, int n, size_t size, size_t from)
+{
+    for (int i = 0; i < n; i++)
+        memset((char *)first + (size_t)i * size + from, 0, size - from);
+}
+
+/* world_reuse clears everything before the event queue: the arrays lie
+ * next to each other, between what it clears whole. */
+#define ADJACENT(a, b) (offsetof(struct world, a) + sizeof ((struct world *)0)->a == offsetof(struct world, b))
+_Static_assert(ADJACENT(gpu, tenant) && ADJACENT(tenant, proc) && ADJACENT(proc, conn) && ADJACENT(conn, fault) &&
+               ADJACENT(fault, server), "world_reuse clears every field of the world");
+
+void world_reuse(struct world *w, uint64_t seed, unsigned flags, uint64_t duration)
+{
+    clear_used(w->gpu, w->ngpus, sizeof w->gpu[0], offsetof(struct sim_gpu, head));
+    clear_used(w->tenant, w->ntenants, sizeof w->tenant[0], 0);
+    clear_used(w->proc, w->nprocs, sizeof w->proc[0], 0);
+    clear_used(w->conn, w->nconns, sizeof w->conn[0], 0);
+    clear_used(w->fault, w->nfaults, sizeof w->fault[0], 0);
+    /* what lies before the arrays and after them, up to the event queue */
+    memset(w, 0, offsetof(struct world, gpu));
+    memset(&w->server, 0, offsetof(struct world, free_list) - offsetof(struct world, server));
+    world_begin(w, seed, flags, duration);
 }
 
 void world_start(struct world *w)
