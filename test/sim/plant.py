@@ -78,7 +78,7 @@ BUGS = {
     "sched-bound-unchanged": (
         "tokenserver/sched.c", "                    send_grant(s, d->slots[i], d, 0, true);\n", "                    (void)0;\n",
         "a batch holder is told of a latency tenant that names its GPU only with its next slice: until then it "
-        "admits without a bound"),
+        "admits without a bound", "case latency-declared-mid-slice 1-1"),
     "sched-notices-unspaced": (
         "tokenserver/sched.c", "        if (d->bound_sent_at && now < d->bound_sent_at + BOUND_NOTICE_GAP_NS) {",
         "        if (false) {",

@@ -210,9 +210,10 @@ void latency_declared_mid_slice(struct script *s)
     script_run_for(s, BOUND_SETTLE_NS);
     script_check(s, seen->grants == grants + 1 && seen->last_ahead_ns == 2 * MS && seen->last_deadline == deadline &&
                         seen->notices == 1 && script_holds(a_d, D),
-                 "L declares d: A is granted its slice again %.1f ms later, a notice (%u), bounded to 2 ms ahead "
-                 "(%.1f ms), its deadline unchanged (%+.1f ms)",
-                 script_ms(seen->last_grant_ns - (script_now(s) - BOUND_SETTLE_NS)), seen->notices,
+                 "L declares d: A is granted its slice again %.1f ms later (-1: not), a notice (%u), bounded to 2 ms "
+                 "ahead (%.1f ms), its deadline unchanged (%+.1f ms)",
+                 seen->grants > grants ? script_ms(seen->last_grant_ns - (script_now(s) - BOUND_SETTLE_NS)) : -1.0,
+                 seen->notices,
                  script_ms(seen->last_ahead_ns), script_ms(seen->last_deadline) - script_ms(deadline));
     script_declare(l_d, D); /* named again: nothing changes */
     script_check(s, seen->grants == grants + 1, "L's second declaration sends nothing (%u grants)", seen->grants);
