@@ -73,7 +73,7 @@ build_fuzzers() {
                    test/sim/sim_scripted_gangs.c test/sim/sim_scripted_latency.c test/sim/sim_scripted_charges.c
                    shim/gs_slice.c shim/gs_slice_wire.c shim/gs_dispatch.c shim/gs_gate_messages.c
                    shim/gs_drain_round.c tokenserver/options.c tokenserver/tables.c tokenserver/dispatch.c
-                   tokenserver/devices.c)
+                   tokenserver/devices.c tokenserver/client_messages.c)
     clang "${flags[@]}" test/unit/protocol_fuzz.c include/gpuslice/protocol.c -o "$dir/protocol_fuzz" &&
     clang "${flags[@]}" test/hardening/config_fuzz.c tokenserver/config.c include/gpuslice/rules.c -lm \
         -o "$dir/config_fuzz" &&

@@ -1,8 +1,9 @@
 /*
  * Client connections: one per shim process, on its tenant's socket. Reads
  * whole messages (SOCK_SEQPACKET), decodes them with the shared protocol
- * code, and hands them to the scheduler (sched_wire.c translates,
- * dispatch.c steps it). A malformed, truncated, oversized or unexpected
+ * code, and hands each to client_messages.c, which decides what it does
+ * (and which the simulation runs unchanged): this file is the thin part
+ * it cannot run, the sockets, epoll and the batches. A malformed, truncated, oversized or unexpected
  * message closes that connection with one log line (once a minute per
  * cause and tenant, then a count; client_out.c); nobody else notices.
  * What goes out to a client is client_out.c's.
@@ -75,69 +76,6 @@ void client_close(struct client *c, const char *reason)
     free(c);
 }
 
-/* sent_ns: when the client queued msg (gpuslice/transport.h). */
-static void handle(struct client *c, const struct gs_msg *msg, uint64_t sent_ns, int passed)
-{
-    struct sched_event ev = {.slot = NULL};
-    if (!c->greeted && msg->type != GS_MSG_HELLO) {
-        client_drop(c, "first message was not HELLO");
-        return;
-    }
-    switch (msg->type) {
-    case GS_MSG_HELLO: {
-        if (c->greeted) {
-            client_drop(c, "second HELLO");
-            return;
-        }
-        c->greeted = true;
-        if (!c->pid) /* SO_PEERCRED could not say */
-            c->pid = msg->u.hello.pid;
-        c->hello_pid = msg->u.hello.pid;
-        c->pidns = usage_pid_namespace(c->peer.pid);
-        struct gs_msg welcome = {.type = GS_MSG_WELCOME};
-        snprintf(welcome.u.welcome.tenant, sizeof welcome.u.welcome.tenant, "%s", c->tenant->name);
-        client_send(c, &welcome);
-        slog(LOG_DEBUG, "tenant %s: pid %u connected", c->tenant->name, c->pid);
-        break;
-    }
-    case GS_MSG_DEVICE: {
-        const struct sched_slot *s = &c->slots[msg->u.device.slot];
-        if (s->device && (s->wants || s->holds) && memcmp(s->device->uuid, msg->u.device.uuid, 16) != 0) {
-            client_drop(c, "re-declared a device slot it is using");
-            return;
-        }
-        const char *why = NULL;
-        if (!device_declare(c, (int)msg->u.device.slot, msg->u.device.uuid, passed, &why)) {
-            client_drop(c, why);
-            return;
-        }
-        uint64_t cap = c->tenant->sched.config.memory, total = msg->u.device.total_bytes;
-        if (cap && total && cap > total)
-            client_cap_above_memory(c, msg->u.device.uuid, cap, total);
-        break;
-    }
-    case GS_MSG_USAGE_QUERY: /* read-only: no scheduler step */
-        usage_answer(c, &msg->u.usage_query);
-        return;
-    default:
-        if (!sched_wire_event(msg, c->slots, sent_ns, &ev)) {
-            char what[64];
-            snprintf(what, sizeof what, "unexpected %s message", gs_msg_type_str(msg->type));
-            client_drop(c, what);
-            return;
-        }
-    }
-    if (!ev.slot)
-        return;
-    if (!ev.slot->device) {
-        char what[64];
-        snprintf(what, sizeof what, "%s for an undeclared device", gs_msg_type_str(msg->type));
-        client_drop(c, what);
-        return;
-    }
-    sched_run(&ev);
-}
-
 static void close_passed(int fd)
 {
     if (fd >= 0 && close(fd) != 0)
@@ -196,7 +134,7 @@ static void client_readable(void *arg, uint32_t events)
             client_drop(c, what);
             break;
         }
-        handle(c, &msg, sent_ns ? sent_ns : now_ns(), passed);
+        client_message(c, &msg, sent_ns ? sent_ns : now_ns(), passed);
         close_passed(passed);
     }
     if (gone || c->closing)

@@ -25,6 +25,7 @@
  *   dispatch.c     runs the scheduler's steps and carries out their actions;
  *                  owns the scheduler's state and the GPUs' timers
  *   devices.c      the GPUs clients declare: lookup, limits, freeing
+ *   client_messages.c what one message of a client does (the simulation runs it)
  *   clients.c      one connection per shim process: messages in, closing
  *   sched.c        the scheduler, a state machine (sched.h): who holds each
  *                  GPU, who is next
@@ -426,6 +427,12 @@ void client_add(struct tenant *t, int fd);
 void client_close(struct client *c, const char *reason);
 /* Closes connections that never said HELLO; called every second. */
 void clients_sweep(void);
+
+/* ---- client_messages.c ------------------------------------------------------- */
+
+/* What one decoded message of c does (sent_ns: when c queued it; passed:
+ * a descriptor that came with it, -1 none, which the caller closes). */
+void client_message(struct client *c, const struct gs_msg *msg, uint64_t sent_ns, int passed);
 
 /* ---- client_out.c: what goes out to a client ---------------------------------- */
 

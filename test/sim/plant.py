@@ -1,6 +1,7 @@
 """The simulation can fail: each of the bugs below is planted, one at a time,
 in a copy of the scheduler's sources (tokenserver/sched.c, memory.c), of
-the server's glue the simulation runs (tokenserver/dispatch.c, devices.c)
+the server's glue the simulation runs (tokenserver/client_messages.c,
+dispatch.c, devices.c)
 and of the shim's (its slice machine shim/gs_slice.c, its dispatch
 shim/gs_dispatch.c, what its gate thread does with what it reads
 shim/gs_gate_messages.c, a drainer's round shim/gs_drain_round.c), the
@@ -233,6 +234,10 @@ BUGS = {
         ".policy_open = gs_conn_policy_open_locked()};\n    gs_dispatch_all_locked(&ev, now);",
         "    gs_conn_lost_locked(why);\n    (void)now;",
         "a lost connection is not told to the slice machines: a slice held goes on admitting"),
+    # what a client's message does (client_messages.c)
+    "client-welcome-unsent": (
+        "tokenserver/client_messages.c", "        client_send(c, &welcome);\n", "        (void)welcome;\n",
+        "a HELLO is not answered with WELCOME: the process never declares its GPUs, and waits for slices forever"),
     "server-gone-kept": (
         "tokenserver/devices.c", "    if (named == 0)\n        return;\n    struct sched_event ev = {.type = SCHED_CLIENT_GONE",
         "    if (named >= 0)\n        return;\n    struct sched_event ev = {.type = SCHED_CLIENT_GONE",
@@ -268,9 +273,11 @@ SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/
 SHIM = ["shim/gs_slice.c", "shim/gs_slice_wire.c", "shim/gs_dispatch.c", "shim/gs_gate_messages.c",
         "shim/gs_drain_round.c"]
 
-# The server's glue the simulation runs: the scheduler's driver and the
-# GPUs clients declare, with what they read below them.
-SERVER = ["tokenserver/options.c", "tokenserver/tables.c", "tokenserver/dispatch.c", "tokenserver/devices.c"]
+# The server's glue the simulation runs: what a client's message does, the
+# scheduler's driver and the GPUs clients declare, with what they read
+# below them.
+SERVER = ["tokenserver/options.c", "tokenserver/tables.c", "tokenserver/dispatch.c", "tokenserver/devices.c",
+          "tokenserver/client_messages.c"]
 
 
 def cuda_include():

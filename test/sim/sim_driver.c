@@ -1,16 +1,17 @@
 /*
- * What the server's glue (tokenserver/dispatch.c and devices.c, linked
- * unchanged) calls below it, here on the simulated world: the virtual
- * clock; timers that wait in the event queue and fire a little late, as a
+ * What the server's glue (tokenserver/client_messages.c, dispatch.c and
+ * devices.c, linked unchanged) calls below it, here on the simulated
+ * world: the virtual clock; timers that wait in the event queue and fire a little late, as a
  * busy loop's do (on time on an exact node, a scripted case's or the
  * fuzz target's, unless a case's script says otherwise); a client's sends, onto its simulated connection and
  * checked as they go; the log (traced, and the one line the checks read);
  * the check of a GPU's access (the simulated GPUs are the ones the node's
- * driver lists); whether a process lives.
+ * driver lists); whether a process lives; USAGE answers and PID
+ * namespaces (not simulated: nothing).
  *
  * The real ones (clock.c, timers.c, client_out.c, log.c, gpu_access.c,
- * process_lives.c) stand on epoll, sockets and /proc, and do not run
- * here; each is a thin layer over those.
+ * process_lives.c, usage.c) stand on epoll, sockets and /proc, and do not
+ * run here; each is a thin layer over those.
  */
 #include "sim.h"
 
@@ -180,6 +181,13 @@ void client_drop(struct client *c, const char *what)
     drop_conn(w, sim_conn_of(w, c), what);
 }
 
+void client_cap_above_memory(const struct client *c, const uint8_t uuid[16], uint64_t cap, uint64_t total)
+{
+    (void)uuid;
+    trace(sim_world, "server: tenant %s pid %u: its cap of %llu bytes is above the GPU's %llu", c->tenant->name,
+          c->pid, (unsigned long long)cap, (unsigned long long)total);
+}
+
 void client_memory_refused(const struct client *c, const struct sched_slot *slot, uint64_t need, uint64_t cap,
                            uint64_t used)
 {
@@ -189,6 +197,20 @@ void client_memory_refused(const struct client *c, const struct sched_slot *slot
     int conn = sim_conn_of(w, c), g = gpu_of_device(w, slot->device);
     if (conn >= 0 && g >= 0)
         check_lease_refused(w, &w->proc[w->conn[conn].proc], g, need);
+}
+
+/* ---- usage.c: a tenant's own use of a GPU, for its NVML (not simulated) --------- */
+
+void usage_answer(struct client *c, const struct gs_msg_usage_query *q)
+{
+    (void)c;
+    (void)q;
+}
+
+uint64_t usage_pid_namespace(uint32_t pid)
+{
+    (void)pid;
+    return 0;
 }
 
 /* ---- log.c ---------------------------------------------------------------------------------- */

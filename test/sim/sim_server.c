@@ -69,11 +69,10 @@ int gpu_of_device(const struct world *w, const struct device *d)
 /* Runs one step through the server's driver (dispatch.c's sched_run: the
  * step and its actions carried out, onto sim_driver.c), with the
  * simulation's figures and traces around it. */
-static void run(struct world *w, const struct sched_event *ev)
+/* What the traces show of a gang's gathering after a step (forming: the
+ * gang that gathered before it). */
+static void traced_gang(struct world *w, const struct sched_tenant *forming)
 {
-    w->fig.steps++;
-    const struct sched_tenant *forming = server_sched.forming_gang;
-    sched_run(ev);
     const struct sched *s = &server_sched;
     if (s->forming_gang != forming)
         trace(w, "server: %s%s%s", s->forming_gang ? "gang " : "", s->forming_gang ? s->forming_gang->name : "",
@@ -85,6 +84,14 @@ static void run(struct world *w, const struct sched_event *ev)
                       d->tenants[i].vtime / 1e9, d->tenants[i].waiting, d->state);
     if (s->forming_gang && s->forming_gang != forming)
         trace(w, "server: until +%.3f ms", ((double)s->forming_until - (double)w->now) / 1e6);
+}
+
+static void run(struct world *w, const struct sched_event *ev)
+{
+    w->fig.steps++;
+    const struct sched_tenant *forming = server_sched.forming_gang;
+    sched_run(ev);
+    traced_gang(w, forming);
 }
 
 /* A step outside any event (a tenant's file read, a sweep) is checked as
@@ -310,61 +317,21 @@ void server_process_gone(struct world *w, int proc)
 
 /* DEVICE: as clients.c hands it to devices.c (device_declare: the
  * access check, the limits, the GPU made ready, the step). */
-static void declare(struct world *w, int conn, const struct gs_msg *m)
-{
-    struct sim_conn *c = &w->conn[conn];
-    const struct sched_slot *slot = &c->client.slots[m->u.device.slot];
-    if (slot->device && (slot->wants || slot->holds) && memcmp(slot->device->uuid, m->u.device.uuid, 16) != 0) {
-        drop_conn(w, conn, "re-declared a device slot it is using");
-        return;
-    }
-    const char *why = NULL;
-    struct device *d = device_declare(&c->client, (int)m->u.device.slot, m->u.device.uuid, -1, &why);
-    gpus_known(w);
-    if (!d)
-        drop_conn(w, conn, why);
-}
-
 void server_receive(struct world *w, int conn, const struct gs_msg *m, uint64_t sent)
 {
     struct sim_conn *c = &w->conn[conn];
     if (!w->server.up || !c->open || c->closing)
         return;
-    struct sched_event ev = {.slot = NULL};
-    if (!c->client.greeted && m->type != GS_MSG_HELLO) {
-        drop_conn(w, conn, "first message was not HELLO");
-        return;
-    }
-    switch (m->type) {
-    case GS_MSG_HELLO: {
-        if (c->client.greeted) {
-            drop_conn(w, conn, "second HELLO");
-            return;
-        }
-        c->client.greeted = true;
-        struct gs_msg welcome = {.type = GS_MSG_WELCOME};
-        strncpy(welcome.u.welcome.tenant, w->tenant[c->tenant].name, sizeof welcome.u.welcome.tenant - 1);
-        send_to_proc(w, conn, &welcome);
-        return;
-    }
-    case GS_MSG_DEVICE:
-        declare(w, conn, m);
-        return;
-    case GS_MSG_USAGE_QUERY: /* read-only: no scheduler step (its answer, usage.c's, is not simulated) */
-        return;
-    default:
-        if (m->type == GS_MSG_MEM_DECLARE)
-            w->proc[c->proc].ghosted = w->proc[c->proc].lease_lost = false;
-        if (!sched_wire_event(m, c->client.slots, sent, &ev)) {
-            drop_conn(w, conn, "unexpected message");
-            return;
-        }
-    }
-    if (!ev.slot->device) {
-        drop_conn(w, conn, "a message for an undeclared device");
-        return;
-    }
-    run(w, &ev);
+    if (m->type == GS_MSG_MEM_DECLARE) /* counted again, whatever the server makes of it */
+        w->proc[c->proc].ghosted = w->proc[c->proc].lease_lost = false;
+    /* clients.c's part, from what its read and decoded on (the same
+     * function; no descriptor comes with a simulated DEVICE) */
+    w->fig.steps++;
+    const struct sched_tenant *forming = server_sched.forming_gang;
+    client_message(&c->client, m, sent, -1);
+    if (m->type == GS_MSG_DEVICE)
+        gpus_known(w);
+    traced_gang(w, forming);
 }
 
 /* A tenant's configuration changed (F_CONFIG). */
