@@ -31,7 +31,10 @@
  *   - a MEM_LEASE is answered within LEASE_ANSWER_NS (the recovery after a
  *     restart, and the messages around it) while its process runs and its
  *     connection lasts (checked at the answer, sim_shim.c, and at the
- *     end for one still unanswered).
+ *     end for one still unanswered);
+ *   - a lease is refused only where the tenant's processes on the GPU
+ *     hold, with what the asker needs, more than the cap (checked as the
+ *     server refuses: check_lease_refused).
  * At the end:
  *   - clean runs: busy tenants' shares of device time within 0.5 points
  *     (or the case's share_tolerance) of their weights (or, where the end cuts a round short, within the
