@@ -90,7 +90,7 @@ BUGS = {
         "                bound_changed(s, d, now);\n                preempt_check(s, d, now);\n            }\n        break;",
         "                bound_changed(s, d, now);\n            }\n        break;",
         "a holder's new share does not move the preemption planned with its old one",
-        "case latency-behind-holder-share-change 1-8"),
+        "case latency-behind-holder-share-change 15-20"),
     "sched-preempted-min-charged": (
         "tokenserver/sched.c", "    if (used < MIN_SLICE_CHARGE_NS && !d->preempting) {",
         "    if (used < MIN_SLICE_CHARGE_NS) {",
@@ -227,7 +227,7 @@ BUGS = {
     "memory-extra-while-recalling": (
         "tokenserver/memory.c", "        if (sibling_recalling(slot))\n            extra = 0;", "",
         "a sibling's lease gets headroom out of the room a recall made for another slot's lease",
-        "case sibling-frees-after-recall 50-60"),
+        "case sibling-frees-after-recall 610-620"),
     "gate-lost-unheard": (
         "shim/gs_gate_messages.c",
         "    gs_conn_lost_locked(why);\n    struct gs_slice_event ev = {.type = GS_SLICE_DISCONNECTED, "
