@@ -71,7 +71,7 @@ build_fuzzers() {
                    test/sim/sim_driver.c test/sim/sim_shim.c test/sim/sim_shim_conn.c test/sim/sim_app.c
                    test/sim/sim_hostile.c test/sim/sim_check.c test/sim/sim_check_sched.c test/sim/sim_script.c
                    test/sim/sim_scripted_gangs.c test/sim/sim_scripted_latency.c test/sim/sim_scripted_charges.c
-                   shim/gs_slice.c shim/gs_slice_wire.c shim/gs_dispatch.c shim/gs_gate_messages.c
+                   shim/gs_slice.c shim/gs_slice_wire.c shim/gs_dispatch.c shim/gs_gate_messages.c shim/gs_lease.c
                    shim/gs_drain_round.c tokenserver/options.c tokenserver/tables.c tokenserver/dispatch.c
                    tokenserver/devices.c tokenserver/client_messages.c)
     clang "${flags[@]}" test/unit/protocol_fuzz.c include/gpuslice/protocol.c -o "$dir/protocol_fuzz" &&

@@ -27,16 +27,16 @@
  * declaration bumps (gs_lease_count, gate lock held), and a message built
  * under an older epoch is not sent.
  *
- * Owns `leases` (guarded by the lease lock, the innermost but one of
- * gs_locks.h: the gate thread reads it with the gate lock held) and
- * `tick_armed`.
+ * Owns the process's struct gs_lease_state (its leases guarded by the
+ * lease lock, the innermost but one of gs_locks.h: the gate thread reads
+ * them with the gate lock held; its tick_armed atomic), and `state`, the
+ * one in use. It reads no clock but in gs_lease_give, and the simulation
+ * (test/sim) compiles this file unchanged.
  */
 #include "gs_lease.h"
 #include "gs_conn.h"
 #include "gs_locks.h"
 #include "gs_log.h"
-
-#include <stdatomic.h>
 
 #define MIN_CHUNK (8ull << 20)
 /* How long after a recall nothing freed is kept as headroom: as long as
@@ -45,24 +45,21 @@
 #define RECALLED_NS 200000000ull
 #define MAX_CHUNK (1ull << 30)
 
-struct lease {
-    uint64_t granted;        /* the server's count for this process: held + headroom */
-    uint64_t held;           /* what the process holds on the device */
-    uint64_t chunk;          /* the headroom to ask for */
-    uint64_t changes;        /* allocations and frees so far */
-    uint64_t changes_seen;   /* ... at the last tick */
-    uint64_t epoch;          /* declarations of the count so far (gs_lease_count) */
-    uint64_t recalled_at;    /* when it last answered a MEM_RECALL (0: never) */
-};
+/* The process's state. `state` points at it from the start and stays
+ * there in the shim, so that no lock guards the pointer itself: only the
+ * simulation, one thread, moves it (gs_lease_use), to the simulated
+ * process it steps. */
+static struct gs_lease_state process;
+static struct gs_lease_state *state = &process;
 
-static struct lease leases[GS_MAX_DEVICES];
-/* Whether the gate thread will tick again (cleared by the tick before it
- * looks, set by whoever leaves headroom, who wakes it if it was clear). */
-static _Atomic int tick_armed;
+void gs_lease_use(struct gs_lease_state *s)
+{
+    state = s;
+}
 
 static void arm_tick(void)
 {
-    if (atomic_exchange(&tick_armed, 1) == 0)
+    if (atomic_exchange(&state->tick_armed, 1) == 0)
         gs_conn_wake_gate_thread();
 }
 
@@ -82,7 +79,7 @@ static void send_unanswered(struct gs_dev *d, const struct gs_msg *m, uint64_t e
 {
     gs_lock(GS_LOCK_GATE); /* no declaration while it is held */
     gs_lock(GS_LOCK_LEASE);
-    bool declared_since = leases[d->slot].epoch != epoch;
+    bool declared_since = state->leases[d->slot].epoch != epoch;
     gs_unlock(GS_LOCK_LEASE);
     if (!declared_since)
         gs_conn_send_about_locked(d, m);
@@ -99,7 +96,7 @@ static void send_free(struct gs_dev *d, uint64_t bytes, uint64_t epoch)
 
 bool gs_lease_take_headroom(struct gs_dev *d, uint64_t bytes, uint64_t *need, uint64_t *want)
 {
-    struct lease *l = &leases[d->slot];
+    struct gs_lease *l = &state->leases[d->slot];
     gs_lock(GS_LOCK_LEASE);
     uint64_t headroom = l->granted - l->held;
     bool fits = headroom >= bytes;
@@ -117,7 +114,7 @@ bool gs_lease_take_headroom(struct gs_dev *d, uint64_t bytes, uint64_t *need, ui
 
 void gs_lease_granted(struct gs_dev *d, uint64_t granted)
 {
-    struct lease *l = &leases[d->slot];
+    struct gs_lease *l = &state->leases[d->slot];
     gs_lock(GS_LOCK_LEASE);
     l->granted = granted > UINT64_MAX - l->granted ? UINT64_MAX : l->granted + granted;
     gs_unlock(GS_LOCK_LEASE);
@@ -128,7 +125,7 @@ bool gs_lease_granted_uncounted(struct gs_dev *d, uint64_t bytes)
 {
     /* Under the gate lock: counted before the next WELCOME's declaration,
      * or not at all once it came (the caller asks that server). */
-    struct lease *l = &leases[d->slot];
+    struct gs_lease *l = &state->leases[d->slot];
     gs_lock(GS_LOCK_GATE);
     bool welcomed = gs_conn_connected_locked();
     if (!welcomed) {
@@ -150,7 +147,7 @@ void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes)
      * over the cap the server refuses it and the count errs low there
      * until the next declaration, as the driver's taking cannot be
      * undone. */
-    struct lease *l = &leases[d->slot];
+    struct gs_lease *l = &state->leases[d->slot];
     gs_lock(GS_LOCK_LEASE);
     uint64_t headroom = l->granted - l->held;
     uint64_t need = bytes > headroom ? bytes - headroom : 0;
@@ -172,8 +169,13 @@ void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes)
 
 void gs_lease_give(struct gs_dev *d, uint64_t bytes)
 {
-    struct lease *l = &leases[d->slot];
-    uint64_t back = 0, now = gs_now_ns();
+    gs_lease_give_at(d, bytes, gs_now_ns());
+}
+
+void gs_lease_give_at(struct gs_dev *d, uint64_t bytes, uint64_t now)
+{
+    struct gs_lease *l = &state->leases[d->slot];
+    uint64_t back = 0;
     gs_lock(GS_LOCK_LEASE);
     l->held -= bytes > l->held ? l->held : bytes;
     l->changes++;
@@ -195,7 +197,7 @@ void gs_lease_give(struct gs_dev *d, uint64_t bytes)
 uint64_t gs_lease_headroom(const struct gs_dev *d)
 {
     gs_lock(GS_LOCK_LEASE);
-    uint64_t headroom = leases[d->slot].granted - leases[d->slot].held;
+    uint64_t headroom = state->leases[d->slot].granted - state->leases[d->slot].held;
     gs_unlock(GS_LOCK_LEASE);
     return headroom;
 }
@@ -203,8 +205,8 @@ uint64_t gs_lease_headroom(const struct gs_dev *d)
 uint64_t gs_lease_count(const struct gs_dev *d)
 {
     gs_lock(GS_LOCK_LEASE);
-    uint64_t count = leases[d->slot].granted;
-    leases[d->slot].epoch++; /* what was built before is in this count */
+    uint64_t count = state->leases[d->slot].granted;
+    state->leases[d->slot].epoch++; /* what was built before is in this count */
     gs_unlock(GS_LOCK_LEASE);
     return count;
 }
@@ -212,7 +214,7 @@ uint64_t gs_lease_count(const struct gs_dev *d)
 uint64_t gs_lease_recall(const struct gs_dev *d, uint64_t now)
 {
     gs_lock(GS_LOCK_LEASE);
-    struct lease *l = &leases[d->slot];
+    struct gs_lease *l = &state->leases[d->slot];
     uint64_t back = l->granted - l->held;
     l->granted = l->held;
     l->recalled_at = now ? now : 1;
@@ -224,17 +226,17 @@ uint64_t gs_lease_recall(const struct gs_dev *d, uint64_t now)
 
 bool gs_lease_tick_wanted(void)
 {
-    return atomic_load(&tick_armed) != 0;
+    return atomic_load(&state->tick_armed) != 0;
 }
 
 void gs_lease_tick_disarm(void)
 {
-    atomic_store(&tick_armed, 0);
+    atomic_store(&state->tick_armed, 0);
 }
 
 void gs_lease_tick_arm(void)
 {
-    atomic_store(&tick_armed, 1);
+    atomic_store(&state->tick_armed, 1);
 }
 
 bool gs_lease_give_idle(void)
@@ -242,7 +244,7 @@ bool gs_lease_give_idle(void)
     bool again = false;
     for (int i = 0; i < GS_MAX_DEVICES; i++) {
         gs_lock(GS_LOCK_LEASE);
-        struct lease *l = &leases[i];
+        struct gs_lease *l = &state->leases[i];
         uint64_t back = 0;
         if (l->granted > l->held) {
             if (l->changes == l->changes_seen) {
@@ -265,6 +267,22 @@ void gs_lease_after_fork_child(void)
 {
     /* The child holds none of the parent's device memory. */
     for (int i = 0; i < GS_MAX_DEVICES; i++)
-        leases[i] = (struct lease){0};
-    atomic_store(&tick_armed, 0);
+        state->leases[i] = (struct gs_lease){0};
+    atomic_store(&state->tick_armed, 0);
+}
+
+uint64_t gs_lease_held_in(const struct gs_lease_state *s, int slot)
+{
+    gs_lock(GS_LOCK_LEASE);
+    uint64_t held = s->leases[slot].held;
+    gs_unlock(GS_LOCK_LEASE);
+    return held;
+}
+
+uint64_t gs_lease_counted_in(const struct gs_lease_state *s, int slot)
+{
+    gs_lock(GS_LOCK_LEASE);
+    uint64_t counted = s->leases[slot].granted;
+    gs_unlock(GS_LOCK_LEASE);
+    return counted;
 }

@@ -12,6 +12,33 @@
 
 #include "gpuslice/protocol.h"
 
+#include <stdatomic.h>
+
+/* What the ledger keeps for a GPU (guarded by the lease lock). */
+struct gs_lease {
+    uint64_t granted;        /* the server's count for this process: held + headroom */
+    uint64_t held;           /* what the process holds on the device */
+    uint64_t chunk;          /* the headroom to ask for */
+    uint64_t changes;        /* allocations and frees so far */
+    uint64_t changes_seen;   /* ... at the last tick */
+    uint64_t epoch;          /* declarations of the count so far (gs_lease_count) */
+    uint64_t recalled_at;    /* when it last answered a MEM_RECALL (0: never) */
+};
+
+/* What the ledger keeps for a process. The shim has one, its process's.
+ * The simulation (test/sim), which runs many simulated processes in one,
+ * keeps one per simulated process and makes it the one in use
+ * (gs_lease_use) before it steps that process. */
+struct gs_lease_state {
+    struct gs_lease leases[GS_MAX_DEVICES]; /* by slot (lease lock) */
+    /* Whether the gate thread will tick again (cleared by the tick before
+     * it looks, set by whoever leaves headroom, who wakes it if it was
+     * clear). */
+    _Atomic int tick_armed;
+};
+/* Makes s the state in use (never called in the shim). */
+void gs_lease_use(struct gs_lease_state *s);
+
 /* Counts bytes more as held on d if the headroom covers them: true. Else
  * false, with what to ask the server for: *need (what the headroom lacks)
  * and *want (that and a chunk of headroom sized to what the process
@@ -33,6 +60,9 @@ void gs_lease_take_anyway(struct gs_dev *d, uint64_t bytes);
  * uses goes back to the server at once, and all of it in the 200 ms after
  * a recall. */
 void gs_lease_give(struct gs_dev *d, uint64_t bytes);
+/* gs_lease_give with the clock read at `now` by the caller (the
+ * simulation's virtual clock). */
+void gs_lease_give_at(struct gs_dev *d, uint64_t bytes, uint64_t now);
 /* The process's unused headroom on d. */
 uint64_t gs_lease_headroom(const struct gs_dev *d);
 /* The process's count on d (held plus headroom), for MEM_DECLARE on a new
@@ -54,5 +84,11 @@ void gs_lease_tick_arm(void);
 bool gs_lease_give_idle(void);
 
 void gs_lease_after_fork_child(void);
+
+/* What s's ledger holds on the GPU of `slot`, and what it counts there
+ * with the server (held plus headroom); reading bumps no epoch. For the
+ * simulation's checks. */
+uint64_t gs_lease_held_in(const struct gs_lease_state *s, int slot);
+uint64_t gs_lease_counted_in(const struct gs_lease_state *s, int slot);
 
 #endif

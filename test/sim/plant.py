@@ -4,8 +4,8 @@ the server's glue the simulation runs (tokenserver/client_messages.c,
 dispatch.c, devices.c)
 and of the shim's (its slice machine shim/gs_slice.c, its dispatch
 shim/gs_dispatch.c, what its gate thread does with what it reads
-shim/gs_gate_messages.c, a drainer's round shim/gs_drain_round.c), the
-simulation is built from
+shim/gs_gate_messages.c, a drainer's round shim/gs_drain_round.c, its
+lease ledger shim/gs_lease.c), the simulation is built from
 that copy, and it must break an invariant within the first 1000 seeds
 (or, for a bug only rare runs meet, in the seeds named with it: the ones a
 search found, or the seeds of a named case, "case NAME FIRST-LAST"; when
@@ -90,7 +90,7 @@ BUGS = {
         "                bound_changed(s, d, now);\n                preempt_check(s, d, now);\n            }\n        break;",
         "                bound_changed(s, d, now);\n            }\n        break;",
         "a holder's new share does not move the preemption planned with its old one",
-        "case latency-behind-holder-share-change 1-8"),
+        "case latency-behind-holder-share-change 15-20"),
     "sched-preempted-min-charged": (
         "tokenserver/sched.c", "    if (used < MIN_SLICE_CHARGE_NS && !d->preempting) {",
         "    if (used < MIN_SLICE_CHARGE_NS) {",
@@ -227,7 +227,7 @@ BUGS = {
     "memory-extra-while-recalling": (
         "tokenserver/memory.c", "        if (sibling_recalling(slot))\n            extra = 0;", "",
         "a sibling's lease gets headroom out of the room a recall made for another slot's lease",
-        "case sibling-frees-after-recall 50-60"),
+        "case sibling-frees-after-recall 610-620"),
     "gate-lost-unheard": (
         "shim/gs_gate_messages.c",
         "    gs_conn_lost_locked(why);\n    struct gs_slice_event ev = {.type = GS_SLICE_DISCONNECTED, "
@@ -271,7 +271,7 @@ BUGS = {
 SCHEDULER = ["tokenserver/sched.c", "tokenserver/sched_prepare.c", "tokenserver/memory.c", "tokenserver/histogram.c",
              "tokenserver/sched_wire.c"]
 SHIM = ["shim/gs_slice.c", "shim/gs_slice_wire.c", "shim/gs_dispatch.c", "shim/gs_gate_messages.c",
-        "shim/gs_drain_round.c"]
+        "shim/gs_drain_round.c", "shim/gs_lease.c"]
 
 # The server's glue the simulation runs: what a client's message does, the
 # scheduler's driver and the GPUs clients declare, with what they read

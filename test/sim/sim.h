@@ -25,12 +25,12 @@
  *                  machine (shim/gs_slice.c), its dispatch
  *                  (shim/gs_dispatch.c: the actions carried out) and its
  *                  gate thread's handling of what it reads
- *                  (shim/gs_gate_messages.c), unchanged, driven as its
- *                  threads drive them, and a model of its leases of
- *                  device memory
+ *                  (shim/gs_gate_messages.c) and its ledger of leases of
+ *                  device memory (shim/gs_lease.c), unchanged, driven as
+ *                  its threads drive them
  *   sim_shim_conn.c the stand-ins for what those call in the rest of the
- *                  shim: the connection, the gate lock's condition
- *                  variables, the lease ledger, the log
+ *                  shim: the connection, the locks and the gate lock's
+ *                  condition variables, the log
  *   sim_app.c      what processes run (patterns of kernels and host work)
  *                  and the simulated GPUs
  *   sim_hostile.c  tenants that speak the protocol to abuse it
@@ -49,7 +49,9 @@
 #include <stdint.h>
 
 #include "gpuslice/protocol.h"
+#include "gs_conn.h"
 #include "gs_dispatch.h"
+#include "gs_lease.h"
 #include "gs_slice.h"
 #include "gs_slice_wire.h"
 #include "sched.h"
@@ -218,16 +220,21 @@ struct shim_dev {
     uint64_t known_since;    /* a spell the shim was shown, still open (0: none) */
     /* the hostile tenants' own bookkeeping (sim_hostile.c) */
     uint64_t grant, last_released, deadline;
-    /* device memory (a model of shim/gs_lease.c) */
-    uint64_t held, headroom; /* what the process holds, and its lease's rest */
-    uint64_t recalled_at;    /* it last answered a MEM_RECALL then (0: never) */
+    /* device memory: what the process holds and counts is its ledger's
+     * (sim_proc.lease, shim/gs_lease.c); here, the allocation that waits
+     * for the server, as gs_reserve.c's thread waits */
     bool lease_wait;         /* an allocation waits for a lease */
+    uint64_t lease_need;     /* ... of this many bytes */
+    unsigned lease_tries;    /* the leases it asked for so far (gs_reserve.c gives up after RETRY_LIMIT) */
     bool lease_out;          /* its MEM_LEASE is unanswered */
-    uint64_t lease_sent;     /* when that MEM_LEASE went out */
-    uint64_t lease_retry_at; /* after a RETRY */
-    uint64_t lease_need;     /* what the allocation waiting for it needs */
     uint64_t lease_id;
-    uint64_t last_mem;       /* the last allocation or free */
+    uint64_t lease_asked;    /* what that MEM_LEASE needs */
+    uint64_t lease_sent;     /* when it went out */
+    uint64_t lease_retry_at; /* after a RETRY */
+    struct gs_answer lease_answer; /* its answer, done once it arrived (gs_conn_answer_arrived_locked) */
+    uint64_t script_counted; /* what a scripted process counts (sim_script.c: its grants; no ledger) */
+    uint64_t counted_at_close; /* what it counted as its last connection closed: the server's count
+                                  of it as a ghost (shim_connection_ends) */
 };
 
 struct sim_proc {
@@ -241,6 +248,7 @@ struct sim_proc {
     bool welcomed;
     unsigned declared;       /* the slots whose DEVICE went out on this connection */
     uint64_t conn_gen;       /* drops messages of an old connection */
+    bool end_noted;          /* its connection's end is in counted_at_close (cleared by the next) */
     uint64_t next_try, backoff;
     /* GPUs */
     int ngpus;
@@ -249,6 +257,11 @@ struct sim_proc {
      * (shim_dev.gs), the wake-ups its gate thread owes, until when that
      * sleeps; in use (gs_dispatch_use) while the process's shim runs */
     struct gs_dispatch_state shim;
+    /* what shim/gs_lease.c keeps for the process: the ledger of its leases
+     * of device memory; in use (gs_lease_use) while its shim runs */
+    struct gs_lease_state lease;
+    uint64_t mem_tick_at;    /* the gate thread's next memory tick (0: none planned) */
+    uint64_t mem_tick_after; /* ... which comes no sooner than this (gs_gate_thread.c, IDLE_TICK_NS) */
     uint64_t shim_gen, shim_at;
     uint64_t gate_due, gate_at; /* the gate thread's next look: planned, and with its lateness */
     bool gate_running;       /* the gate thread runs (its wake-ups owed, given as it sleeps) */
@@ -562,24 +575,29 @@ void shim_synced(struct world *w, struct sim_proc *p, int i);
 void shim_alloc(struct world *w, struct sim_proc *p, int i, uint64_t bytes, int which);
 void shim_free(struct world *w, struct sim_proc *p, int i, int which);
 void shim_schedule(struct world *w, struct sim_proc *p);
-/* What the process counts with the server on its GPU number i. */
+/* What the process counts with the server on its GPU number i, and what
+ * it holds there (its ledger's, shim/gs_lease.c). */
 uint64_t shim_count(const struct sim_proc *p, int i);
+uint64_t shim_held(const struct sim_proc *p, int i);
+/* Its connection ends, as the first of the process and the server sees it
+ * (a close, a drop): notes what it counts (shim_dev.counted_at_close).
+ * Without a connection its ledger still gives headroom back, and the
+ * MEM_FREE it would send is covered by its next declaration. */
+void shim_connection_ends(struct sim_proc *p);
 bool shim_policy_open(struct world *w, const struct sim_proc *p);
 /* What the stand-ins (sim_shim_conn.c) for the rest of the shim below
  * gs_dispatch.c and gs_gate_messages.c do, for the process whose shim runs
  * (shim_current): a message sent (about gd: once welcomed, DEVICE first;
  * 0, or -1 when it is not sent), DEVICE for gd once per connection, the
- * connection made (HELLO) or lost, an answer arrived, headroom recalled,
- * what the process counts on gd, the launchers waiting for admission
- * woken, its drainers woken, its gate thread woken (it plans again). */
+ * connection made (HELLO) or lost, an answer arrived (the entry of the
+ * lease it answers, or NULL), the launchers waiting for admission woken,
+ * its drainers woken, its gate thread woken (it plans again). */
 extern struct sim_proc *shim_current;
 int shim_sends(struct world *w, struct sim_proc *p, struct gs_dev *gd, const struct gs_msg *m);
 void shim_declares(struct world *w, struct sim_proc *p, struct gs_dev *gd);
 bool shim_connects(struct world *w, struct sim_proc *p);
 void shim_conn_lost(struct sim_proc *p);
-void shim_answered(struct world *w, struct sim_proc *p, const struct gs_msg *m);
-uint64_t shim_recalled(struct sim_proc *p, const struct gs_dev *gd, uint64_t now);
-uint64_t shim_counted(const struct sim_proc *p, const struct gs_dev *gd);
+struct gs_answer *shim_answer_arrived(struct sim_proc *p, uint64_t id, const struct gs_msg *m);
 void shim_wake_launchers(struct world *w, struct sim_proc *p);
 void shim_wake_drainers(struct world *w, struct sim_proc *p);
 void shim_wake_gate(struct world *w, struct sim_proc *p);

@@ -806,10 +806,9 @@ static void latency_behind_leaver(struct world *w)
  * and was refused, although what the processes held and what it asked
  * came within the cap (on 44 of seeds 1-3000 of the generator, and on 46
  * of seeds 1-200 here, 1 of 1-8). Now a process keeps nothing it frees as
- * headroom for 200 ms after a recall (shim/gs_lease.c, RECALLED_NS, and
- * the simulation's model of it), and while a slot waits on its round of
- * recalls its siblings' leases get what they need and no more
- * (tokenserver/memory.c, sibling_recalling). The check: sim_check.c,
+ * headroom for 200 ms after a recall (shim/gs_lease.c, RECALLED_NS), and
+ * while a slot waits on its round of recalls its siblings' leases get
+ * what they need and no more (tokenserver/memory.c, sibling_recalling). The check: sim_check.c,
  * check_lease_refused. */
 static void sibling_frees_after_recall(struct world *w)
 {

@@ -143,7 +143,7 @@ static int64_t truth(const struct world *w, int t, int g)
             return -1;
         for (int k = 0; k < p->ngpus; k++)
             if (p->dev[k].gpu == g)
-                sum += (int64_t)shim_count(p, k);
+                sum += (int64_t)(p->ghosted ? p->dev[k].counted_at_close : shim_count(p, k));
     }
     return sum;
 }
@@ -474,7 +474,7 @@ void check_slice_held(struct world *w, int t, int g, uint64_t held)
  * what the processes hold: a message that changes a count of the tenant
  * on its way, a process of it stopped, disconnected, unwelcomed or
  * counted as a ghost, a cap lowered, allocations uncounted under `open`,
- * hostile tenants, processes that are not the shim's model. */
+ * hostile tenants, scripted processes (they run no shim). */
 void check_lease_refused(struct world *w, const struct sim_proc *p, int g, uint64_t need)
 {
     int t = p->tenant;
@@ -489,12 +489,12 @@ void check_lease_refused(struct world *w, const struct sim_proc *p, int g, uint6
             continue;
         for (int j = 0; j < q->ngpus; j++) {
             const struct shim_dev *d = &q->dev[j];
-            if (d->gpu != g || (!q->started && !d->held))
+            if (d->gpu != g || (!q->started && !shim_held(q, j)))
                 continue;
             if (q->app == APP_HOSTILE || q->app == APP_SCRIPT || q->stopped || q->conn < 0 || !q->welcomed ||
                 q->ghosted || q->lease_lost)
                 return;
-            held += d->held;
+            held += shim_held(q, j);
             if (q == p)
                 asked = d->lease_need;
         }

@@ -86,7 +86,7 @@ void script_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m)
         sp->lease_granted = m->u.leased.granted;
         /* what it holds now, as the shim counts it (sim_check.c compares
          * the server's count with it after this event) */
-        p->dev[sp->lease_slot].held += m->u.leased.granted;
+        p->dev[sp->lease_slot].script_counted += m->u.leased.granted;
         break;
     case GS_MSG_ERROR:
         fail(w, "scripted proc %d: its connection was closed: %s", p->id, m->u.error.reason);

@@ -252,6 +252,7 @@ int server_connect(struct world *w, int proc)
     for (int i = 0; i < GS_MAX_DEVICES; i++)
         cl->slots[i] = (struct sched_slot){.owner = cl, .number = (uint32_t)i, .tenant = &cl->tenant->sched,
                                            .pid = cl->pid};
+    w->proc[proc].end_noted = false;
     return c;
 }
 
@@ -275,6 +276,8 @@ void drop_conn(struct world *w, int conn, const char *reason)
     if (!c->open || c->closing)
         return;
     trace(w, "server: drops conn %d (proc %d): %s", conn, c->proc, reason);
+    if (w->proc[c->proc].conn == conn)
+        shim_connection_ends(&w->proc[c->proc]);
     struct gs_msg m = {.type = GS_MSG_ERROR};
     strncpy(m.u.error.reason, reason, sizeof m.u.error.reason - 1);
     uint64_t at = w->now + transport_delay(w);
@@ -298,6 +301,8 @@ void close_from_proc(struct world *w, int conn)
     if (conn < 0)
         return;
     struct sim_conn *c = &w->conn[conn];
+    if (w->proc[c->proc].conn == conn)
+        shim_connection_ends(&w->proc[c->proc]);
     uint64_t at = w->now + transport_delay(w);
     if (at <= c->last_to_server && !w->exact)
         at = c->last_to_server + 1;

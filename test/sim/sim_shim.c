@@ -5,10 +5,11 @@
  * launchers, drainers and gate thread woken, the streams forgotten) and
  * what the gate thread does with a message, a connection made or lost and
  * at each look (shim/gs_gate_messages.c), and a drainer's round as the
- * slice machine sees it (shim/gs_drain_round.c), all compiled in
- * unchanged, each
- * process with its own gs_dispatch_state (made the one in use,
- * gs_dispatch_use, before its shim runs). What they call in the rest of
+ * slice machine sees it (shim/gs_drain_round.c), and the ledger of its
+ * leases of device memory (shim/gs_lease.c), all compiled in unchanged,
+ * each process with its own gs_dispatch_state and gs_lease_state (made
+ * the ones in use, gs_dispatch_use and gs_lease_use, before its shim
+ * runs). What they call in the rest of
  * the shim is sim_shim_conn.c's stand-ins, onto the functions below. The
  * machines are driven the way the shim's threads drive them:
  *   - the application's launches take the machine's fast path
@@ -27,9 +28,12 @@
  *     simulated GPU (gs_drain.c's loop; its events, streams and waits are
  *     the real thread's alone);
  *   - a synchronization that finds every launch finished delivers SYNCED.
- * Device memory is counted in leases of headroom by a model of
- * shim/gs_lease.c (not the slice machine's business). Reconnection after a
- * lost server: backoff from 50 ms to 1 s, then HELLO; once welcomed,
+ *   - an allocation takes headroom from the ledger or asks the server for
+ *     what it lacks (MEM_LEASE, as gs_reserve.c does: RETRY asked again,
+ *     REFUSED failing it), its answer counted by gs_gate_messages.c; a
+ *     free goes back to the ledger; the gate thread's memory tick gives
+ *     back idle headroom while the ledger wants one (gs_gate_thread.c).
+ * Reconnection after a lost server: backoff from 50 ms to 1 s, then HELLO; once welcomed,
  * DEVICE and MEM_DECLARE for each GPU (gs_gate_messages.c).
  *
  * What it checks about the shim (besides sim_check.c's invariants):
@@ -62,9 +66,9 @@
 
 #include <string.h>
 
-#define LEASE_RETRY_NS (500 * US)
-#define LEASE_IDLE_NS (40 * MS)     /* headroom goes back after this without allocations */
-#define RECALLED_NS (200 * MS)      /* after a recall, nothing freed is kept as headroom */
+#define LEASE_RETRY_NS (500 * US)   /* gs_reserve.c: RETRY_SLEEP_NS ... */
+#define LEASE_RETRY_LIMIT 1000      /* ... and RETRY_LIMIT */
+#define IDLE_TICK_NS (20 * MS)      /* gs_gate_thread.c: the memory tick */
 #define IDLE_SLACK_NS 1000          /* rounding in the idle checks */
 /* The longest a held slice stays idle (gs_slice.c). The shim learns of a
  * launch on the fast path (no clock there) at the gate thread's next look,
@@ -95,30 +99,10 @@ static bool connected(const struct sim_proc *p)
     return p->conn >= 0 && p->welcomed;
 }
 
-static uint64_t chunk(uint64_t bytes)
-{
-    uint64_t c = 2 * bytes;
-    return c < 8 * MIB ? 8 * MIB : c > 1024 * MIB ? 1024 * MIB : c;
-}
-
-uint64_t shim_count(const struct sim_proc *p, int i)
-{
-    return p->dev[i].held + p->dev[i].headroom;
-}
-
 static void send(struct world *w, struct sim_proc *p, const struct gs_msg *m)
 {
     if (p->conn >= 0)
         send_to_server(w, p->conn, m);
-}
-
-static void send_mem(struct world *w, struct sim_proc *p, enum gs_msg_type type, const struct shim_dev *d,
-                     uint64_t bytes)
-{
-    struct gs_msg m = {.type = type};
-    m.u.mem.slot = (uint32_t)d->slot;
-    m.u.mem.bytes = bytes;
-    send(w, p, &m);
 }
 
 static uint64_t submitted(const struct shim_dev *d)
@@ -239,6 +223,7 @@ static void state_changed(struct world *w, struct sim_proc *p, int i, enum gs_sl
 /* ---- delivering events ---------------------------------------------------- */
 
 static void plan_gate(struct world *w, struct sim_proc *p);
+static void memory_tick(struct world *w, struct sim_proc *p);
 
 /* A slice held with nothing of the process on the GPU ends its spell (a
  * launch, the release): it was not held idle for long. Not while a launch
@@ -289,8 +274,8 @@ static void released(struct world *w, struct sim_proc *p, int i, const struct gs
     d->known_since = 0;
 }
 
-/* The process whose shim runs: gs_dispatch.c's state in use is its own,
- * and the stand-ins act on it. Set by shim_enter before each step of a
+/* The process whose shim runs: gs_dispatch.c's and gs_lease.c's states in
+ * use are its own, and the stand-ins act on it. Set by shim_enter before each step of a
  * process's shim (the simulation has one thread: no lock). */
 struct sim_proc *shim_current;
 
@@ -299,6 +284,7 @@ static void shim_enter(struct sim_proc *p)
     if (shim_current != p) {
         shim_current = p;
         gs_dispatch_use(&p->shim);
+        gs_lease_use(&p->lease);
     }
 }
 
@@ -420,12 +406,19 @@ static void gate_sleeps_until(struct sim_proc *p)
     gs_dispatch_gate_sleeps_until_locked(p->gate_due ? p->gate_due : UINT64_MAX);
 }
 
-/* The gate thread was woken (a timer before the time it sleeps until):
- * it plans again (its look comes then). */
+/* The gate thread was woken: for a timer before the time it sleeps until,
+ * it plans again (its look comes then); for the lease ledger's tick
+ * armed, it wakes (shim_timer). Running, it ticks as it sleeps. */
 void shim_wake_gate(struct world *w, struct sim_proc *p)
 {
+    if (p->gate_running)
+        return;
     plan_gate(w, p);
     gate_sleeps_until(p);
+    if (gs_lease_tick_wanted() && (!p->mem_tick_at || p->mem_tick_at > w->now)) {
+        p->mem_tick_at = w->now + lateness(w); /* it wakes, looks and ticks if due */
+        shim_schedule(w, p);
+    }
 }
 
 /* The gate thread runs: until it sleeps again its wake-ups are owed, and
@@ -439,7 +432,7 @@ static void gate_wakes(struct sim_proc *p)
 }
 
 /* ... and it sleeps: until its next look (UINT64_MAX: until woken), once
- * it gave the wake-ups it owed. */
+ * it gave the wake-ups it owed and ticked (memory_tick). */
 static void gate_sleeps(struct world *w, struct sim_proc *p)
 {
     plan_gate(w, p);
@@ -449,6 +442,7 @@ static void gate_sleeps(struct world *w, struct sim_proc *p)
     gs_dispatch_defer_wakeups(false);
     p->gate_running = false;
     gs_dispatch_give_owed(owed);
+    memory_tick(w, p);
 }
 
 /* The gate thread looks (gs_gate_look_locked: every machine hears that
@@ -661,89 +655,149 @@ void shim_synced(struct world *w, struct sim_proc *p, int i)
     shim_schedule(w, p);
 }
 
-/* ---- memory (a model of gs_lease.c) ------------------------------------------ */
+/* ---- memory (shim/gs_lease.c's ledger, as gs_reserve.c asks it) --------------- */
 
-static void send_lease(struct world *w, struct sim_proc *p, int i)
+/* The gate thread's memory tick (gs_gate_thread.c, memory_tick), as it
+ * goes to sleep: at most every IDLE_TICK_NS, the headroom of a GPU that
+ * saw no allocation or free since the last tick goes back; while the
+ * ledger wants another, the thread wakes for it (and looks, as at every
+ * wake: shim_timer). */
+static void memory_tick(struct world *w, struct sim_proc *p)
+{
+    shim_enter(p);
+    uint64_t planned = p->mem_tick_at;
+    if (w->now >= p->mem_tick_after) {
+        p->mem_tick_after = w->now + IDLE_TICK_NS;
+        gs_lease_tick_disarm();
+        if (gs_lease_give_idle())
+            gs_lease_tick_arm();
+    }
+    p->mem_tick_at = gs_lease_tick_wanted() ? p->mem_tick_after + lateness(w) : 0;
+    if (p->mem_tick_at != planned)
+        shim_schedule(w, p);
+}
+
+/* The allocation waiting on GPU number i is done (ok) or refused. */
+static void reserved(struct world *w, struct sim_proc *p, int i, bool ok)
+{
+    p->dev[i].lease_wait = false;
+    app_alloc_done(w, p, -1, ok);
+}
+
+/* One pass of gs_reserve.c's loop for the allocation waiting on GPU
+ * number i: the ledger's headroom, or with no server under `open` the
+ * bytes counted without it, or a MEM_LEASE for what the ledger lacks
+ * (answered in leased). Without a connection it waits for the next
+ * WELCOME, as gs_rpc.c's request does. */
+static void reserve(struct world *w, struct sim_proc *p, int i)
 {
     struct shim_dev *d = &p->dev[i];
-    uint64_t need = d->lease_need > d->headroom ? d->lease_need - d->headroom : 0;
+    shim_enter(p);
+    uint64_t need = 0, want = 0;
+    for (;;) {
+        d->lease_tries++;
+        if (gs_lease_take_headroom(d->gs, d->lease_need, &need, &want)) {
+            reserved(w, p, i, true);
+            return;
+        }
+        if (p->conn >= 0 || !shim_policy_open(w, p))
+            break;
+        /* uncounted; declared on reconnecting */
+        if (!gs_lease_granted_uncounted(d->gs, need))
+            break;
+        w->over_cap_excused[p->tenant] = true;
+    }
+    if (!connected(p))
+        return;
     struct gs_msg m = {.type = GS_MSG_MEM_LEASE};
     m.u.lease.slot = (uint32_t)d->slot;
     m.u.lease.id = ++d->lease_id;
     m.u.lease.need = need;
-    m.u.lease.want = need + chunk(d->lease_need);
+    m.u.lease.want = want;
     d->lease_out = true;
+    d->lease_asked = need;
     d->lease_sent = w->now;
     send(w, p, &m);
 }
 
 void shim_alloc(struct world *w, struct sim_proc *p, int i, uint64_t bytes, int which)
 {
+    (void)which; /* the application knows which allocation waits */
     struct shim_dev *d = &p->dev[i];
-    d->last_mem = w->now;
-    if (d->headroom >= bytes) {
-        d->headroom -= bytes;
-        d->held += bytes;
-        app_alloc_done(w, p, which, true);
-        return;
-    }
-    if (p->conn < 0 && shim_policy_open(w, p)) {
-        d->held += bytes; /* uncounted; declared on reconnecting */
-        w->over_cap_excused[p->tenant] = true;
-        app_alloc_done(w, p, which, true);
-        return;
-    }
     d->lease_wait = true;
     d->lease_need = bytes;
-    if (connected(p))
-        send_lease(w, p, i);
+    d->lease_tries = 0;
+    reserve(w, p, i);
 }
 
 void shim_free(struct world *w, struct sim_proc *p, int i, int which)
 {
-    struct shim_dev *d = &p->dev[i];
-    uint64_t bytes = p->allocs[which];
-    d->last_mem = w->now;
-    d->held -= bytes < d->held ? bytes : d->held;
-    d->headroom += bytes;
-    bool recalled = d->recalled_at && w->now - d->recalled_at < RECALLED_NS;
-    uint64_t keep = recalled ? 0 : 4 * chunk(p->alloc_size);
-    if (d->headroom > keep && connected(p)) {
-        send_mem(w, p, GS_MSG_MEM_FREE, d, d->headroom - keep);
-        d->headroom = keep;
-    }
+    shim_enter(p);
+    gs_lease_give_at(p->dev[i].gs, p->allocs[which], w->now);
 }
 
-static void leased(struct world *w, struct sim_proc *p, const struct gs_msg *m)
+/* MEM_LEASED for GPU number i's lease arrived (gs_conn_answer_arrived_locked),
+ * and the gate thread counted a grant (gs_gate_messages.c): what
+ * gs_reserve.c does with it. A grant of what was needed is taken from the
+ * headroom at once (a recall may have taken it meanwhile: then it asks
+ * again); RETRY, or less than needed, asks again in LEASE_RETRY_NS, up to
+ * LEASE_RETRY_LIMIT leases; REFUSED, or past that, fails the
+ * allocation. */
+static void leased(struct world *w, struct sim_proc *p, int i)
 {
+    struct shim_dev *d = &p->dev[i];
+    const struct gs_msg_mem_leased *r = &d->lease_answer.msg.u.leased;
+    d->lease_answer.done = false;
+    uint64_t from = d->lease_sent > p->continued_at ? d->lease_sent : p->continued_at;
+    if (w->now - from > LEASE_ANSWER_NS)
+        fail(w, "proc %d's MEM_LEASE on GPU %d was answered %.1f ms after it went out (over %.0f ms)", p->id, d->gpu,
+             (double)(w->now - from) / 1e6, (double)LEASE_ANSWER_NS / 1e6);
+    if (!d->lease_wait)
+        return;
+    if (r->status == GS_LEASE_GRANTED && r->granted >= d->lease_asked)
+        reserve(w, p, i);
+    else if ((r->status == GS_LEASE_RETRY || r->status == GS_LEASE_GRANTED) && d->lease_tries < LEASE_RETRY_LIMIT)
+        d->lease_retry_at = w->now + LEASE_RETRY_NS; /* asked again then (shim_timer) */
+    else
+        reserved(w, p, i, false);
+}
+
+/* An answer arrived (gs_conn_answer_arrived_locked): the entry of the
+ * lease of p's it answers, done, or NULL. */
+struct gs_answer *shim_answer_arrived(struct sim_proc *p, uint64_t id, const struct gs_msg *m)
+{
+    if (m->type != GS_MSG_MEM_LEASED)
+        return NULL;
     for (int i = 0; i < p->ngpus; i++) {
         struct shim_dev *d = &p->dev[i];
-        if (!d->lease_out || m->u.leased.id != d->lease_id)
+        if (!d->lease_out || id != d->lease_id)
             continue;
         d->lease_out = false;
-        uint64_t from = d->lease_sent > p->continued_at ? d->lease_sent : p->continued_at;
-        if (w->now - from > LEASE_ANSWER_NS)
-            fail(w, "proc %d's MEM_LEASE on GPU %d was answered %.1f ms after it went out (over %.0f ms)", p->id,
-                 d->gpu, (double)(w->now - from) / 1e6, (double)LEASE_ANSWER_NS / 1e6);
-        if (m->u.leased.status == GS_LEASE_GRANTED) {
-            d->headroom += m->u.leased.granted;
-            if (d->headroom < d->lease_need) {
-                /* a recall took headroom back meanwhile: ask for the rest */
-                d->lease_retry_at = w->now;
-                continue;
-            }
-            d->headroom -= d->lease_need;
-            d->held += d->lease_need;
-            d->lease_wait = false;
-            d->last_mem = w->now;
-            app_alloc_done(w, p, -1, true);
-        } else if (m->u.leased.status == GS_LEASE_REFUSED) {
-            d->lease_wait = false;
-            app_alloc_done(w, p, -1, false);
-        } else {
-            d->lease_retry_at = w->now + LEASE_RETRY_NS; /* asked again shortly (shim_timer) */
-        }
+        d->lease_answer = (struct gs_answer){.id = id, .done = true, .dev = d->gs, .msg = *m};
+        return &d->lease_answer;
     }
+    return NULL;
+}
+
+uint64_t shim_count(const struct sim_proc *p, int i)
+{
+    if (p->app == APP_SCRIPT)
+        return p->dev[i].script_counted;
+    return gs_lease_counted_in(&p->lease, p->dev[i].slot);
+}
+
+uint64_t shim_held(const struct sim_proc *p, int i)
+{
+    return gs_lease_held_in(&p->lease, p->dev[i].slot);
+}
+
+void shim_connection_ends(struct sim_proc *p)
+{
+    if (p->end_noted)
+        return;
+    p->end_noted = true;
+    for (int i = 0; i < p->ngpus; i++)
+        p->dev[i].counted_at_close = shim_count(p, i);
 }
 
 /* ---- messages ------------------------------------------------------------------ */
@@ -794,7 +848,7 @@ static void granted(struct world *w, struct sim_proc *p, const struct gs_msg *m,
 
 /* The gate thread reads a message: the shim's own handling
  * (gs_gate_messages.c), and around it what the checks know and what the
- * model of the leases does. */
+ * allocations waiting for a lease do. */
 void shim_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m, uint64_t sent)
 {
     gate_wakes(p);
@@ -816,13 +870,16 @@ void shim_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m, u
     steps_begin(w, p);
     gs_gate_handle_locked(m, w->now, sent);
     steps_end(w, p);
+    for (int k = 0; k < p->ngpus; k++)
+        if (p->dev[k].lease_answer.done)
+            leased(w, p, k); /* its requester wakes */
     switch (m->type) {
     case GS_MSG_WELCOME:
         p->backoff = 50 * MS;
         for (int k = 0; k < p->ngpus; k++) {
             struct shim_dev *d = &p->dev[k];
             if (d->lease_wait && !d->lease_out)
-                send_lease(w, p, k);
+                reserve(w, p, k);
         }
         break;
     case GS_MSG_GRANT:
@@ -842,33 +899,6 @@ void shim_receive(struct world *w, struct sim_proc *p, const struct gs_msg *m, u
         gate_sleeps(w, p);
     run_drainers(w, p);
     shim_schedule(w, p);
-}
-
-/* MEM_LEASED arrived (gs_conn_answer_arrived_locked): the model's lease
- * waits for it, not a request of gs_conn.c's. */
-void shim_answered(struct world *w, struct sim_proc *p, const struct gs_msg *m)
-{
-    if (m->type == GS_MSG_MEM_LEASED)
-        leased(w, p, m);
-}
-
-/* MEM_RECALL (gs_lease_recall): all headroom of gd goes back, and what
- * it frees in the next RECALLED_NS too. */
-uint64_t shim_recalled(struct sim_proc *p, const struct gs_dev *gd, uint64_t now)
-{
-    int i = dev_of(p, gd);
-    if (i < 0)
-        return 0;
-    uint64_t back = p->dev[i].headroom;
-    p->dev[i].headroom = 0;
-    p->dev[i].recalled_at = now ? now : 1;
-    return back;
-}
-
-uint64_t shim_counted(const struct sim_proc *p, const struct gs_dev *gd)
-{
-    int i = dev_of(p, gd);
-    return i < 0 ? 0 : shim_count(p, i);
 }
 
 /* ---- the connection ------------------------------------------------------------ */
@@ -898,7 +928,7 @@ bool shim_connects(struct world *w, struct sim_proc *p)
     }
     p->conn_gen++;
     trace(w, "proc %d: connected (conn %d), counting %llu (held %llu)", p->id, p->conn,
-          (unsigned long long)shim_count(p, 0), (unsigned long long)p->dev[0].held);
+          (unsigned long long)shim_count(p, 0), (unsigned long long)shim_held(p, 0));
     struct gs_msg hello = {.type = GS_MSG_HELLO};
     hello.u.hello.pid = (uint32_t)(1000 + p->id);
     send(w, p, &hello);
@@ -958,6 +988,7 @@ void shim_disconnected(struct world *w, struct sim_proc *p)
 {
     if (p->conn < 0)
         return;
+    shim_connection_ends(p);
     p->conn = -1;
     p->welcomed = false;
     /* what it has on the GPUs is no slice's the next server knows */
@@ -995,9 +1026,9 @@ void shim_schedule(struct world *w, struct sim_proc *p)
             at = d->drainer_at;
         if (d->lease_wait && !d->lease_out && connected(p) && d->lease_retry_at < at)
             at = d->lease_retry_at;
-        if (!d->lease_wait && d->headroom && connected(p) && d->last_mem + LEASE_IDLE_NS < at)
-            at = d->last_mem + LEASE_IDLE_NS;
     }
+    if (p->mem_tick_at && p->mem_tick_at < at)
+        at = p->mem_tick_at;
     if (at == UINT64_MAX || at == p->shim_at)
         return;
     if (at < w->now)
@@ -1030,11 +1061,11 @@ void shim_timer(struct world *w, struct sim_proc *p)
             drainer_asks(w, p, i);
         }
         if (d->lease_wait && !d->lease_out && connected(p) && w->now >= d->lease_retry_at)
-            send_lease(w, p, i);
-        if (!d->lease_wait && d->headroom && connected(p) && w->now >= d->last_mem + LEASE_IDLE_NS) {
-            send_mem(w, p, GS_MSG_MEM_FREE, d, d->headroom);
-            d->headroom = 0;
-        }
+            reserve(w, p, i);
+    }
+    if (p->mem_tick_at && w->now >= p->mem_tick_at) {
+        p->mem_tick_at = 0;
+        gate_looks(w, p); /* it ticks as it sleeps again */
     }
     run_drainers(w, p);
     shim_schedule(w, p);

@@ -1,23 +1,23 @@
 /*
- * The simulated stand-ins for what the shim's dispatch and the gate
- * thread's handling of messages (shim/gs_dispatch.c,
- * shim/gs_gate_messages.c), compiled into the simulation unchanged, call
- * in the rest of the shim: the connection (gs_conn.c: connecting and
- * losing it, sending, the answers awaited, the gate thread and the
- * launcher reading the socket woken), the gate lock's condition variables
- * (gs_locks.c: the launchers waiting for admission and the drainers
- * woken), the lease ledger (gs_lease.c: what a process counts, headroom
- * recalled), the drainers' start (gs_drain.c) and the log (gs_log.c).
+ * The simulated stand-ins for what the shim's dispatch, the gate thread's
+ * handling of messages and the lease ledger (shim/gs_dispatch.c,
+ * shim/gs_gate_messages.c, shim/gs_lease.c), compiled into the simulation
+ * unchanged, call in the rest of the shim: the connection (gs_conn.c:
+ * connecting and losing it, sending, the answers awaited, the gate thread
+ * and the launcher reading the socket woken), the locks and the gate
+ * lock's condition variables (gs_locks.c: nothing to lock, the launchers
+ * waiting for admission and the drainers woken), the drainers' start
+ * (gs_drain.c) and the log (gs_log.c).
  * Each acts on the simulated process whose shim runs (shim_current,
  * sim_shim.c) in the simulated world (sim_world), mostly through
  * sim_shim.c. No socket, eventfd, thread or clock: these are what the
- * simulation cannot run. No state of its own.
+ * simulation cannot run. No state of its own but the log's threshold,
+ * which stays as it starts.
  */
 #include "sim.h"
 
 #include "gs_conn.h"
 #include "gs_drain.h"
-#include "gs_lease.h"
 #include "gs_locks.h"
 #include "gs_log.h"
 
@@ -74,13 +74,11 @@ void gs_conn_declare_locked(struct gs_dev *d)
     shim_declares(sim_world, shim_current, d);
 }
 
-/* The simulated process waits for its leases' answers itself (a model of
- * gs_lease.c's requests, sim_shim.c): no entry of gs_conn.c's waits. */
+/* The answers waited for are the simulated process's leases (sim_shim.c:
+ * gs_reserve.c's requests, asked without a thread that waits). */
 struct gs_answer *gs_conn_answer_arrived_locked(uint64_t id, const struct gs_msg *m)
 {
-    (void)id;
-    shim_answered(sim_world, shim_current, m);
-    return NULL;
+    return shim_answer_arrived(shim_current, id, m);
 }
 
 void gs_conn_wake_gate_thread(void)
@@ -101,6 +99,17 @@ void gs_conn_wake_reader(void)
 
 /* ---- gs_locks.c ---------------------------------------------------------------- */
 
+/* One thread runs every simulated process: nothing to lock. */
+void gs_lock(enum gs_lock lock)
+{
+    (void)lock;
+}
+
+void gs_unlock(enum gs_lock lock)
+{
+    (void)lock;
+}
+
 void gs_gate_cv_broadcast(void)
 {
     shim_wake_launchers(sim_world, shim_current);
@@ -111,26 +120,11 @@ void gs_drainer_cv_broadcast(void)
     shim_wake_drainers(sim_world, shim_current);
 }
 
-/* ---- gs_lease.c ---------------------------------------------------------------- */
-
-uint64_t gs_lease_count(const struct gs_dev *d)
-{
-    return shim_counted(shim_current, d);
-}
-
-uint64_t gs_lease_recall(const struct gs_dev *d, uint64_t now)
-{
-    return shim_recalled(shim_current, d, now);
-}
-
-/* Only for an answer gs_conn.c's entry waits for: none here. */
-void gs_lease_granted(struct gs_dev *d, uint64_t granted)
-{
-    (void)d;
-    (void)granted;
-}
-
 /* ---- gs_drain.c, gs_log.c -------------------------------------------------------- */
+
+/* The log's threshold (gs_log.c's, set from the environment there): never
+ * changed here, so that debug lines stay out of the traces. */
+int gs_log_threshold = GS_LOG_WARN;
 
 /* Its drainer runs from the GPU's first use (shim_start). */
 void gs_drain_start_locked(struct gs_dev *d)
