@@ -805,7 +805,7 @@ static void latency_behind_leaver(struct world *w)
  * room the recall had just made; the asker's retry found the room gone
  * and was refused, although what the processes held and what it asked
  * came within the cap (on 44 of seeds 1-3000 of the generator, and on 46
- * of seeds 1-200 here, 1 of 1-8). Now a process keeps nothing it frees as
+ * of seeds 1-200 here, 2 of 1-8). Now a process keeps nothing it frees as
  * headroom for 200 ms after a recall (shim/gs_lease.c, RECALLED_NS), and
  * while a slot waits on its round of recalls its siblings' leases get
  * what they need and no more (tokenserver/memory.c, sibling_recalling). The check: sim_check.c,
