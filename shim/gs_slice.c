@@ -276,7 +276,7 @@ static void update_budget(struct gs_slice *s, uint64_t now, struct gs_slice_acti
          * overrun is charged); and one longer than the bound, alone. (Not
          * only at the slice's start: a process that came back to its
          * tenant's slice, which its siblings keep extended, would wait
-         * for as long as they do; test/sim/plant.py names the seed.) */
+         * for as long as they do.) */
         if (allowance == 0 && queue_empty(s) &&
             (now - s->window_start_ns < s->deadline_ns - now || (s->ahead_ns && time_fits)))
             allowance = 1;
