@@ -472,8 +472,9 @@ void check_slice_held(struct world *w, int t, int g, uint64_t held)
  * cap. Headroom a process keeps is the tenant's to lend: the server
  * recalls it before it refuses. Not judged where the server cannot know
  * what the processes hold: a message that changes a count of the tenant
- * on its way, a process of it stopped, disconnected, unwelcomed or
- * counted as a ghost, a cap lowered, allocations uncounted under `open`,
+ * on its way, a process of it stopped, disconnected, unwelcomed, counted
+ * as a ghost or dead with its connection still open at the server, a cap
+ * lowered, allocations uncounted under `open`,
  * hostile tenants, scripted processes (they run no shim). */
 void check_lease_refused(struct world *w, const struct sim_proc *p, int g, uint64_t need)
 {
@@ -482,6 +483,11 @@ void check_lease_refused(struct world *w, const struct sim_proc *p, int g, uint6
     uint64_t cap = tp->config.memory;
     if (!cap || tp->hostile || tp->cap_lowered || w->over_cap_excused[t] || w->mem_in_flight_of[t] > 0)
         return;
+    /* a process of the tenant that died while the server still has its
+     * connection (its close on its way): its count is still the server's */
+    for (int k = 0; k < w->nconns; k++)
+        if (w->conn[k].open && w->conn[k].tenant == t && !w->proc[w->conn[k].proc].alive)
+            return;
     uint64_t held = 0, asked = need;
     for (int k = 0; k < w->nprocs; k++) {
         const struct sim_proc *q = &w->proc[k];
