@@ -39,9 +39,19 @@ for (const file of files) {
   }
 }
 
+// kubernetes-models is an ES module package: its models are imported
+// (once each, before the checks) from their files.
+const modelsDir = path.join(modulesDir, 'node_modules', 'kubernetes-models')
+const models = new Map()
+for (const {obj} of docs) {
+  const key = `${obj.apiVersion}/${obj.kind}`
+  const file = path.join(modelsDir, obj.apiVersion, obj.kind + '.js')
+  if (!models.has(key) && fs.existsSync(file)) models.set(key, (await import(pathToFileURL(file).href))[obj.kind])
+}
 function modelFor (obj) {
-  const mod = require(`kubernetes-models/${obj.apiVersion}/${obj.kind}`)
-  return mod[obj.kind]
+  const Model = models.get(`${obj.apiVersion}/${obj.kind}`)
+  if (!Model) throw new Error(`no schema for ${obj.apiVersion} ${obj.kind}`)
+  return Model
 }
 
 function schemaErrors (obj) {
@@ -65,7 +75,7 @@ function declaration (file) {
   const imports = new Map()
   for (const m of text.matchAll(/^import \{ (\w+) \} from "([^"]+)";$/gm)) {
     const target = m[2].startsWith('.') ? path.join(path.dirname(file), m[2]) : path.join(modulesDir, 'node_modules', m[2])
-    imports.set(m[1], target + '.d.ts')
+    imports.set(m[1], target.replace(/\.js$/, '') + '.d.ts')
   }
   const body = text.match(/^export interface \w+(?: extends TypeMeta)? \{\n([\s\S]*?)^\}/m)
   let fields = null // a type alias (Quantity, Time, IntOrString...): a leaf
@@ -94,7 +104,7 @@ function unknownFields (obj, file, where, out) {
   return out
 }
 function modelFile (obj) {
-  return require.resolve(`kubernetes-models/${obj.apiVersion}/${obj.kind}`).replace(/\.js$/, '.d.ts')
+  return path.join(modelsDir, obj.apiVersion, obj.kind + '.d.ts')
 }
 
 // Custom resources (the Prometheus operator's PodMonitor) have no schema
