@@ -78,8 +78,10 @@ function declaration (file) {
     imports.set(m[1], target.replace(/\.js$/, '') + '.d.ts')
   }
   const body = text.match(/^export interface \w+(?: extends TypeMeta)? \{\n([\s\S]*?)^\}/m)
-  let fields = null // a type alias (Quantity, Time, IntOrString...): a leaf
-  if (body) {
+  let fields = null // a type alias (Quantity, Time, IntOrString...) or an
+  // object without declared fields (RawExtension: a driver's opaque
+  // parameters): a leaf
+  if (body && /^ {4}"/m.test(body[1])) {
     fields = new Map()
     for (const m of body[1].matchAll(/^ {4}"([^"]+)"\??: (.+?);?$/gm)) fields.set(m[1], m[2])
   }
@@ -120,7 +122,7 @@ for (const {file, obj} of docs.filter(d => !custom(d.obj))) {
 const kustomization = YAML.parse(fs.readFileSync(path.join(deployDir, 'kustomization.yaml'), 'utf8'))
 // Applied on their own: the examples, the PodMonitor (a kind only the
 // Prometheus operator defines) and the uninstall.
-const separate = ['example-pods.yaml', 'podmonitor.yaml', 'uninstall.yaml']
+const separate = ['example-pods.yaml', 'example-claims.yaml', 'podmonitor.yaml', 'uninstall.yaml']
 expect(kustomization.resources.every(r => fs.existsSync(path.join(deployDir, r))) &&
        files.filter(f => !separate.includes(f)).every(f => kustomization.resources.includes(f)) &&
        !separate.some(f => kustomization.resources.includes(f)),
@@ -141,7 +143,9 @@ for (const {obj} of docs) {
     for (const v of spec.volumes || []) names.push(['volume', v.name])
   }
 }
-const long = names.filter(([, n]) => n.length > 40 || !dns.test(n))
+// (a DeviceClass is named like its driver, a DNS subdomain)
+const subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
+const long = names.filter(([kind, n]) => n.length > 40 || !(kind === 'DeviceClass' ? subdomain : dns).test(n))
 expect(long.length === 0, `${names.length} object, container and volume names are DNS labels of at most 40 characters ` +
        `(longest: ${Math.max(...names.map(([, n]) => n.length))}) ${JSON.stringify(long)}`)
 const labels = docs.flatMap(({obj}) => Object.entries((obj.metadata && obj.metadata.labels) || {}))
@@ -484,6 +488,100 @@ envSelects.expression = envSelects.expression.replace(/\|\|\s*\(has\(object\.spe
 const debugCase = cases.find(c => c[0].includes('ephemeral container'))
 expect(!envSelects.expression.includes('ephemeral') && admit(noEphemeral, debugCase[1], A).allowed === true,
        'negative control: a policy without the ephemeral containers would let one name another tenant')
+
+// ---- Dynamic Resource Allocation --------------------------------------------
+// The DeviceClass's selector compiles and selects gpuslice.io's devices
+// (as the slice gpuslice-dra publishes has them) and no other driver's.
+const deviceClass = docs.find(d => d.obj.kind === 'DeviceClass').obj
+const selectors = deviceClass.spec.selectors.map(sel => sel.cel.expression)
+function selects (device) {
+  return selectors.every(e => cel.evaluate(e, {device}) === true)
+}
+const ourDevice = {driver: 'gpuslice.io', attributes: {'gpuslice.io': {uuid: 'GPU-0', productName: 'H100'}},
+  capacity: {'gpuslice.io': {share: 100, memory: 85899345920}}}
+expect(deviceClass.metadata.name === 'gpuslice.io' && selectors.length > 0 && selects(ourDevice) &&
+       !selects({...ourDevice, driver: 'gpu.nvidia.com'}),
+       `DeviceClass ${deviceClass.metadata.name}: its CEL selector compiles, selects gpuslice.io's devices and not gpu.nvidia.com's`)
+let brokenSelector = null
+try { cel.evaluate('device.driver == ', {device: ourDevice}) } catch (e) { brokenSelector = e.message.split('\n')[0] }
+expect(brokenSelector !== null, `negative control: a selector that does not compile is found (${brokenSelector})`)
+
+// The claim templates ask for this class, with share and memory within a
+// GPU's (100, and at least the default policy's least memory), and their
+// opaque configuration is gpuslice.io/v1 SliceConfig with known fields.
+for (const {file, obj} of docs.filter(d => d.obj.kind === 'ResourceClaimTemplate')) {
+  const requests = obj.spec.spec.devices.requests
+  const ok = requests.every(r => r.exactly && r.exactly.deviceClassName === deviceClass.metadata.name &&
+    Number(r.exactly.capacity.requests.share) >= 1 && Number(r.exactly.capacity.requests.share) <= 100 &&
+    /^[0-9]+(Mi|Gi)$/.test(r.exactly.capacity.requests.memory))
+  const configs = (obj.spec.spec.devices.config || []).filter(c => c.opaque && c.opaque.driver === 'gpuslice.io')
+  const known = ['apiVersion', 'kind', 'limit', 'class', 'preempt_ms']
+  const configOk = configs.every(c => c.opaque.parameters.apiVersion === 'gpuslice.io/v1' &&
+    c.opaque.parameters.kind === 'SliceConfig' && Object.keys(c.opaque.parameters).every(k => known.includes(k)))
+  expect(ok && configOk, `${file}: ResourceClaimTemplate ${obj.metadata.name} asks for ${deviceClass.metadata.name} with a share and memory, ` +
+         'its SliceConfig has only known fields')
+}
+for (const {file, obj} of docs.filter(d => d.obj.kind === 'Pod' && d.obj.spec.resourceClaims)) {
+  const templates = new Set(docs.filter(d => d.obj.kind === 'ResourceClaimTemplate' &&
+    d.obj.metadata.namespace === obj.metadata.namespace).map(d => d.obj.metadata.name))
+  const claims = obj.spec.resourceClaims
+  const used = obj.spec.containers.flatMap(c => ((c.resources || {}).claims || []).map(x => x.name))
+  expect(claims.every(c => templates.has(c.resourceClaimTemplateName)) && claims.every(c => used.includes(c.name)),
+         `${file}: Pod ${obj.metadata.name}'s claims name templates of its namespace and its containers use them`)
+  // No namespace tenant: the entitlement policy lets a claim through.
+  const nsObj = docs.find(d => d.obj.kind === 'Namespace' && d.obj.metadata.name === obj.metadata.namespace).obj
+  const r = admit(policy.spec, obj, nsObj)
+  expect(r.allowed, `CEL: ${file}: Pod ${obj.metadata.name} is allowed in ${nsObj.metadata.name} (${r.message || 'allowed'})`)
+}
+
+// gpuslice-dra writes only its own node's ResourceSlice.
+const draPolicy = docs.find(d => d.obj.kind === 'ValidatingAdmissionPolicy' && d.obj.metadata.name === 'gpuslice-dra-own-node').obj
+const draBinding = docs.find(d => d.obj.kind === 'ValidatingAdmissionPolicyBinding' && d.obj.spec.policyName === draPolicy.metadata.name)
+expect(draBinding && draBinding.obj.spec.validationActions.includes('Deny'), 'a binding denies by gpuslice-dra-own-node')
+const draSa = docs.find(d => d.obj.kind === 'ServiceAccount' && d.obj.metadata.name === 'gpuslice-dra').obj
+const draUser = `system:serviceaccount:${draSa.metadata.namespace}:${draSa.metadata.name}`
+function sliceWrite (operation, sliceNode, userNode, username = draUser) {
+  const slice = {metadata: {name: 's'}, spec: {driver: 'gpuslice.io', nodeName: sliceNode}}
+  const userInfo = {username}
+  if (userNode !== null) userInfo.extra = {'authentication.kubernetes.io/node-name': [userNode]}
+  const vars = {object: operation === 'DELETE' ? null : slice, oldObject: operation === 'CREATE' ? null : slice,
+    request: {operation, userInfo}}
+  if (!draPolicy.spec.matchConditions.every(m => cel.evaluate(m.expression, vars) === true)) return {allowed: true, matched: false}
+  const variables = {}
+  for (const v of draPolicy.spec.variables) variables[v.name] = cel.evaluate(v.expression, {...vars, variables})
+  for (const v of draPolicy.spec.validations) {
+    if (cel.evaluate(v.expression, {...vars, variables}) !== true) {
+      return {allowed: false, message: cel.evaluate(v.messageExpression, {...vars, variables})}
+    }
+  }
+  return {allowed: true}
+}
+for (const [what, args, allowed] of [
+  ['creating its own node\'s slice', ['CREATE', 'node-1', 'node-1'], true],
+  ['updating its own node\'s slice', ['UPDATE', 'node-1', 'node-1'], true],
+  ['creating another node\'s slice', ['CREATE', 'node-2', 'node-1'], false],
+  ['updating another node\'s slice', ['UPDATE', 'node-2', 'node-1'], false],
+  ['deleting another node\'s slice', ['DELETE', 'node-2', 'node-1'], false],
+  ['a token not bound to a pod (no node name)', ['CREATE', 'node-1', null], false],
+]) {
+  const r = sliceWrite(...args)
+  expect(r.allowed === allowed, `CEL: gpuslice-dra-own-node: ${what} is ${allowed ? 'allowed' : 'denied'} (${r.message || 'allowed'})`)
+}
+const other = sliceWrite('CREATE', 'node-2', 'node-1', 'system:serviceaccount:kube-system:other-driver')
+expect(other.allowed && other.matched === false, 'CEL: gpuslice-dra-own-node leaves other users\' slices alone')
+const ds2 = docs.find(d => d.obj.kind === 'DaemonSet' && d.obj.metadata.name === 'gpuslice-server').obj.spec.template.spec
+const dra = ds2.containers.find(c => c.name === 'dra')
+const tokenVolume = ds2.volumes.find(v => v.projected && v.projected.sources.some(x => x.serviceAccountToken))
+expect(ds2.serviceAccountName === draSa.metadata.name && ds2.automountServiceAccountToken === false && dra && tokenVolume &&
+       dra.volumeMounts.some(m => m.name === tokenVolume.name) &&
+       ds2.containers.filter(c => c.name !== 'dra').every(c => !c.volumeMounts.some(m => m.name === tokenVolume.name)),
+       'the DaemonSet runs gpuslice-dra as its service account, with the token mounted into that container alone')
+const claimsMount = c => c.volumeMounts.find(m => m.mountPath === '/var/lib/gpuslice/claims.d')
+const serverC = ds2.containers.find(c => c.name === 'server')
+expect(claimsMount(dra) && claimsMount(serverC) && claimsMount(serverC).readOnly === true &&
+       claimsMount(dra).name === claimsMount(serverC).name &&
+       serverC.command.includes('--config-dir=/var/lib/gpuslice/claims.d') && dra.command.includes('--claims-dir=/var/lib/gpuslice/claims.d'),
+       'gpuslice-dra writes the claims\' tenant files where the server reads them (its second --config-dir)')
 
 console.log(`${passed} passed, ${failed} failed`)
 process.exit(failed ? 1 : 0)
