@@ -1,6 +1,6 @@
 /*
  * What the files of dra/kube/ share beside kube.h: the API client's retry
- * and message helpers, Kubernetes name checks and the ResourceSlice's name.
+ * and message functions, Kubernetes name checks and the ResourceSlice's name.
  * Not an interface of gpuslice-dra: its tests include it, nothing else.
  */
 #ifndef GPUSLICE_DRA_KUBE_INTERNAL_H

@@ -226,14 +226,16 @@ class ApiServer:
             f.write(obj_or_text if isinstance(obj_or_text, str) else json.dumps(obj_or_text, indent=1))
 
     def _answer(self, handler, method, path, code, obj):
+        # Logged before the answer goes: a client that has its answer finds
+        # its request in the log.
+        with self.lock:
+            self.log.append((method, path, code))
         data = json.dumps(obj).encode()
         handler.send_response(code)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
         handler.wfile.write(data)
-        with self.lock:
-            self.log.append((method, path, code))
 
     def _failure(self, method):
         with self.lock:

@@ -20,6 +20,9 @@
 
 static const struct dra_claim_ref ref = {.uid = UID, .namespace_name = "default", .name = "quarter"};
 
+/* The claim texts built below (claim_with_status, claim_allocated,
+ * config) and the last message: this single-threaded test's own, each
+ * valid until the next call that builds the same kind. */
 static char text[1 << 16];
 
 /* A ResourceClaim with this status (JSON), as the API server answers it. */

@@ -32,6 +32,9 @@ UID = "5d1c3f0e-8a4b-4c8e-9f6a-2b7d0e1a3c55"
 SLICE = "node-a-gpuslice.io"
 SLICE_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 
+if not shutil.which("openssl"):
+    print("skipped: the openssl command (for the endpoint's certificate) is missing (apt-get install openssl)")
+    sys.exit(77)
 checks = Checks()
 tmp = tempfile.mkdtemp(prefix="gpuslice-dra-kube-")
 api = ApiServer(os.path.join(tmp, "api")).start()
@@ -256,6 +259,14 @@ checks.expect(p.returncode == 1 and "is not a DNS subdomain" in p.stderr,
 p = client("gpus", env=two_gpus)
 checks.expect(p.returncode == 0 and len(json.loads(p.stdout)) == 2 and
               json.loads(p.stdout)[1]["memory"] == 3000000000, "NVML's GPUs: %s" % p.stdout.strip()[:200])
+no_nvml = os.path.join(tmp, "no-nvml")
+os.makedirs(no_nvml)
+p = client("gpus", env={"LD_LIBRARY_PATH": no_nvml})
+if p.returncode == 0:
+    print("skipped: NVML missing (this machine has its own libnvidia-ml.so.1)")
+else:
+    checks.expect(p.returncode == 1 and "NVML: cannot load libnvidia-ml.so.1" in p.stderr,
+                  "without NVML the GPUs are not listed, and why is said (%s)" % p.stderr.strip())
 api.stop()
 
 # ---- everything exchanged, against resource.k8s.io/v1 ----------------------------------
