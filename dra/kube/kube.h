@@ -24,14 +24,19 @@ struct kube_api_options {
     long timeout_ms; /* per request; 0: 10000 */
 };
 
+/* One client: its connection is kept between requests; requests from
+ * several threads take turns on it. */
 struct kube_api;
 
+/* A client of options' server (https:// only; the CA file always
+ * verifies it): NULL with a message in error if options are unusable. */
 struct kube_api *kube_api_open(const struct kube_api_options *options, char *error, size_t error_size);
 void kube_api_close(struct kube_api *api);
 
 /* One request. Returns the HTTP status with the body in *response
  * (malloc'd, NUL-terminated; the caller frees it), or -1 with a message in
- * error if no answer came (the API unreachable). */
+ * error if no answer came (the API unreachable, or an answer over 4 MiB),
+ * or the token file could not be read. */
 int kube_api_request(struct kube_api *api, const char *method, const char *path, const char *content_type,
                      const char *body, char **response, char *error, size_t error_size);
 
@@ -91,10 +96,15 @@ struct dra_gpu {
 };
 
 /* The GPUs NVML (libnvidia-ml.so.1, loaded at run time) lists: their
- * count, or -1 with a message in error. */
+ * count, or -1 with a message in error (also when there are more than
+ * max). */
 int dra_gpus_discover(struct dra_gpu *gpus, int max, char *error, size_t error_size);
 
-/* What a claim may consume of each device. */
+/* What a claim may consume of each device. A field left 0 means: share_total
+ * 100, share_default share_total, share_min 1, memory_default the GPU's
+ * memory, memory_min 0, memory_step none. The slice moves figures the API
+ * would refuse to the nearest it takes (a default below min is min, a
+ * range's max the last whole step within the GPU's memory). */
 struct dra_slice_policy {
     unsigned share_total;   /* capacity "share": the whole GPU (100) */
     unsigned share_default; /* for a request that names none */
@@ -110,7 +120,10 @@ struct dra_slice_policy {
 char *dra_slice_body(const char *node_name, const struct dra_gpu *gpus, int ngpus,
                      const struct dra_slice_policy *policy);
 
-/* Creates or updates the node's ResourceSlice: 0, or -1 with a message. */
+/* Creates or updates the node's ResourceSlice (named as dra_slice_body
+ * names it): created if absent, replaced with the pool's next generation
+ * if its devices differ, not written if they do not; read again after a
+ * conflict with another writer. 0, or -1 with a message. */
 int kube_slice_publish(struct kube_api *api, const char *node_name, const struct dra_gpu *gpus, int ngpus,
                        const struct dra_slice_policy *policy, char *error, size_t error_size);
 

@@ -202,7 +202,9 @@ API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
 {
     if (atomic_load(&init_count) <= 0)
         return NVML_ERROR_UNINITIALIZED;
-    return copy_string(version, length, "fakecuda");
+    /* FAKENVML_DRIVER_VERSION stands for a real driver's ("580.95.05"). */
+    const char *simulated = getenv("FAKENVML_DRIVER_VERSION");
+    return copy_string(version, length, simulated && *simulated ? simulated : "fakecuda");
 }
 
 API nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)

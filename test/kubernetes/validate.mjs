@@ -10,6 +10,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import {createRequire} from 'node:module'
 import {pathToFileURL} from 'node:url'
+import {kubernetesSchema} from './schema.mjs'
 
 const [deployDir, modulesDir] = process.argv.slice(2)
 const require = createRequire(path.join(modulesDir, 'package.json'))
@@ -39,75 +40,27 @@ for (const file of files) {
   }
 }
 
-// kubernetes-models is an ES module package: its models are imported
-// (once each, before the checks) from their files.
-const modelsDir = path.join(modulesDir, 'node_modules', 'kubernetes-models')
+// The models (kubernetes-models, ES modules imported from their files, once
+// each before the checks) and the field check shared with gpuslice-dra's
+// tests (schema.mjs).
+const schema = kubernetesSchema(modulesDir)
 const models = new Map()
 for (const {obj} of docs) {
-  const key = `${obj.apiVersion}/${obj.kind}`
-  const file = path.join(modelsDir, obj.apiVersion, obj.kind + '.js')
-  if (!models.has(key) && fs.existsSync(file)) models.set(key, (await import(pathToFileURL(file).href))[obj.kind])
-}
-function modelFor (obj) {
-  const Model = models.get(`${obj.apiVersion}/${obj.kind}`)
-  if (!Model) throw new Error(`no schema for ${obj.apiVersion} ${obj.kind}`)
-  return Model
+  const Model = await schema.model(obj)
+  if (Model) models.set(`${obj.apiVersion}/${obj.kind}`, Model)
 }
 
 function schemaErrors (obj) {
-  try {
-    const Model = modelFor(obj)
-    new Model(JSON.parse(JSON.stringify(obj))).validate()
-    return null
-  } catch (e) {
-    return e.message.split('\n')[0]
-  }
+  const Model = models.get(`${obj.apiVersion}/${obj.kind}`)
+  if (!Model) return `no schema for ${obj.apiVersion} ${obj.kind}`
+  return schema.schemaErrors(Model, obj)
 }
 
 // The schemas accept fields they do not define, where the API server (and
 // kubectl's default strict field validation) refuses them: a typo such as
 // hostPid would pass silently. So every field is also looked up in the
 // models' type declarations, which list each object's fields.
-const declared = new Map()
-function declaration (file) {
-  if (declared.has(file)) return declared.get(file)
-  const text = fs.readFileSync(file, 'utf8')
-  const imports = new Map()
-  for (const m of text.matchAll(/^import \{ (\w+) \} from "([^"]+)";$/gm)) {
-    const target = m[2].startsWith('.') ? path.join(path.dirname(file), m[2]) : path.join(modulesDir, 'node_modules', m[2])
-    imports.set(m[1], target.replace(/\.js$/, '') + '.d.ts')
-  }
-  const body = text.match(/^export interface \w+(?: extends TypeMeta)? \{\n([\s\S]*?)^\}/m)
-  let fields = null // a type alias (Quantity, Time, IntOrString...) or an
-  // object without declared fields (RawExtension: a driver's opaque
-  // parameters): a leaf
-  if (body && /^ {4}"/m.test(body[1])) {
-    fields = new Map()
-    for (const m of body[1].matchAll(/^ {4}"([^"]+)"\??: (.+?);?$/gm)) fields.set(m[1], m[2])
-  }
-  const d = {fields, imports}
-  declared.set(file, d)
-  return d
-}
-function unknownFields (obj, file, where, out) {
-  const {fields, imports} = declaration(file)
-  if (!fields || obj === null || typeof obj !== 'object' || Array.isArray(obj)) return out
-  for (const [key, value] of Object.entries(obj)) {
-    if (!fields.has(key)) {
-      out.push(`${where}.${key}`)
-      continue
-    }
-    const type = fields.get(key).replace(/^Array<(\w+)>$/, '$1')
-    if (!imports.has(type)) continue // a scalar, an enum or a free-form map
-    for (const [i, v] of (Array.isArray(value) ? value.entries() : [[null, value]])) {
-      unknownFields(v, imports.get(type), i === null ? `${where}.${key}` : `${where}.${key}[${i}]`, out)
-    }
-  }
-  return out
-}
-function modelFile (obj) {
-  return path.join(modelsDir, obj.apiVersion, obj.kind + '.d.ts')
-}
+const {unknownFields, modelFile} = schema
 
 // Custom resources (the Prometheus operator's PodMonitor) have no schema
 // here: their fields are checked by hand below.
@@ -115,7 +68,7 @@ const custom = obj => obj.apiVersion.startsWith('monitoring.coreos.com/')
 for (const {file, obj} of docs.filter(d => !custom(d.obj))) {
   const err = schemaErrors(obj)
   expect(err === null, `${file}: ${obj.kind} ${obj.metadata.name} is valid ${obj.apiVersion} (${err || 'schema ok'})`)
-  const unknown = unknownFields(obj, modelFile(obj), obj.kind, [])
+  const unknown = unknownFields(obj, modelFile(obj), obj.kind, [], {freeForm: true, maps: true})
   expect(unknown.length === 0, `${file}: ${obj.kind} ${obj.metadata.name} has only fields the API defines ${unknown}`)
 }
 
