@@ -6,6 +6,7 @@
  */
 #include "dra.h"
 #include "kube/kube.h"
+#include "kube/quantity.h"
 #include "kubelet/kubelet.h"
 #include "prepare.h"
 
