@@ -7,12 +7,14 @@
 // slice with a misspelt field and on capacity values that are not
 // strings.
 //
-//   node kube_schema.mjs RECORDED_DIR NODE_MODULES_DIR
+//   node kube_schema.mjs RECORDED_DIR NODE_MODULES_DIR [LEAST_SLICES]
+//
+// LEAST_SLICES (default 2): how many slice bodies there must be at least.
 import fs from 'node:fs'
 import path from 'node:path'
 import {kubernetesSchema} from '../kubernetes/schema.mjs'
 
-const [recordedDir, modulesDir] = process.argv.slice(2)
+const [recordedDir, modulesDir, leastSlices = '2'] = process.argv.slice(2)
 const schema = kubernetesSchema(modulesDir)
 const options = {maps: true, freeForm: true, quantityStrings: true}
 
@@ -55,7 +57,7 @@ for (const file of files) {
   if (obj.kind === 'ResourceSlice') slice = obj
   if (obj.kind === 'ResourceClaim' && obj.status?.allocation?.devices?.config?.length) claimWithConfig = obj
 }
-expect((counts.ResourceSlice || 0) >= 2 && (counts.ResourceClaim || 0) >= 2,
+expect((counts.ResourceSlice || 0) >= Number(leastSlices) && (counts.ResourceClaim || 0) >= 2,
        `slices and claims were recorded (${JSON.stringify(counts)})`)
 
 // Negative controls: each check must fail on what it is there to catch.

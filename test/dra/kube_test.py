@@ -26,6 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from apiserver import ApiServer, make_certificate  # noqa: E402
+import claims  # noqa: E402
+from claims import allocated, config, result, slice_config  # noqa: E402
 
 CLIENT = os.path.join(BUILD, "test", "dra", "kube_client")
 UID = "5d1c3f0e-8a4b-4c8e-9f6a-2b7d0e1a3c55"
@@ -41,35 +43,7 @@ api = ApiServer(os.path.join(tmp, "api")).start()
 
 
 def claim(name, status, uid=UID):
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": "default", "uid": uid, "resourceVersion": "7",
-                         "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                "deviceClassName": "gpuslice.io", "capacity": {"requests": {"share": "25", "memory": "8Gi"}}}}]}},
-            "status": status}
-
-
-def allocated(results, configs=()):
-    return {"allocation": {"devices": {"results": results, "config": list(configs)},
-                           "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-                               {"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}]}},
-            "reservedFor": [{"resource": "pods", "name": "pod-a", "uid": "0e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"}]}
-
-
-def result(device="gpu-0", share="25", memory="8Gi", request="gpu"):
-    return {"request": request, "driver": "gpuslice.io", "pool": "node-a", "device": device,
-            "shareID": "0f2e4d6c-1b3a-4958-8776-a5b4c3d2e1f0", "consumedCapacity": {"share": share, "memory": memory}}
-
-
-def config(source, parameters, requests=None):
-    entry = {"source": source, "opaque": {"driver": "gpuslice.io", "parameters": parameters}}
-    if requests is not None:
-        entry["requests"] = requests
-    return entry
-
-
-def slice_config(**fields):
-    return dict({"apiVersion": "gpuslice.io/v1", "kind": "SliceConfig"}, **fields)
+    return claims.claim(name, status, uid)
 
 
 def client(*args, server=None, ca=None, env=None, stdin=None):
