@@ -68,7 +68,7 @@ def require_hook():
 
 def build_rootfs(dest, extra=()):
     """A Debian-like root (merged /usr) holding sh, env, cat, sleep, true, spin,
-    the host programs named in extra, and the libraries they, the shim and
+    the host programs named in extra (names on PATH, or paths), and the libraries they, the shim and
     fakecuda need, copied from the host; mount points for fakecuda; nothing
     of gpuslice's."""
     for d in ("usr/bin", "usr/sbin", "usr/lib", "usr/lib64", "proc", "sys", "dev", "etc", "tmp", "run",
@@ -76,7 +76,8 @@ def build_rootfs(dest, extra=()):
         os.makedirs(os.path.join(dest, d), exist_ok=True)
     for link, target in (("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
         os.symlink(target, os.path.join(dest, link))
-    programs = {shutil.which(p): "usr/bin/" + p for p in ("sh", "env", "cat", "sleep", "true") + tuple(extra)}
+    programs = {shutil.which(p): "usr/bin/" + os.path.basename(p)
+                for p in ("sh", "env", "cat", "sleep", "true") + tuple(extra)}
     programs[SPIN] = C_SPIN.lstrip("/")
     for src, rel in programs.items():
         shutil.copy(src, os.path.join(dest, rel))

@@ -38,11 +38,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import k8s_npm
 import testlib
-from testlib import BUILD, Checks, Machine, Server, wait_for
+from testlib import Checks, Machine, Server, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -58,7 +57,7 @@ def skip(reason):
 
 
 try:
-    import grpc
+    import grpc  # noqa: F401
     import kubelet
     kubelet.load()
 except ImportError as e:
@@ -67,9 +66,8 @@ if not shutil.which("openssl"):
     skip("the openssl command (for the API endpoint's certificate) is missing")
 from apiserver import ApiServer  # noqa: E402
 from claims import config, slice_claim, slice_config  # noqa: E402
+from draplugin import NODE, DraPlugin  # noqa: E402
 
-PLUGIN = os.path.join(BUILD, "dra", "gpuslice-dra")
-NODE = "node-a"
 UID_A = "a0000000-0000-4000-8000-00000000000a"
 UID_B = "b0000000-0000-4000-8000-00000000000b"
 UID_C = "c0000000-0000-4000-8000-00000000000c"
@@ -80,44 +78,11 @@ tmp = tempfile.mkdtemp(prefix="gpuslice-dra-plugin-")
 machine = Machine(memory="16G", FAKENVML_DRIVER_VERSION="580.95.05")
 claims_dir = os.path.join(tmp, "claims.d")
 cdi_dir = os.path.join(tmp, "cdi")
-kubelet_dir = os.path.join(tmp, "kubelet")
-os.makedirs(os.path.join(kubelet_dir, "plugins_registry"))
 os.makedirs(cdi_dir)
 server = Server(machine, {}, conf=claims_dir, cdi_dir=cdi_dir)
 api = ApiServer(os.path.join(tmp, "api")).start()
-registry = os.path.join(kubelet_dir, "plugins_registry", "gpuslice.io-reg.sock")
-endpoint = os.path.join(kubelet_dir, "plugins", "gpuslice.io", "dra.sock")
-
-
-class Plugin:
-    def __init__(self):
-        self.proc = None
-        self.log_path = os.path.join(tmp, "plugin.log")
-
-    def start(self, server_wait_ms=3000):
-        log = open(self.log_path, "a")
-        self.proc = subprocess.Popen(
-            [PLUGIN, "--node-name", NODE, "--kubelet-dir", kubelet_dir, "--claims-dir", claims_dir,
-             "--cdi-dir", cdi_dir, "--server-wait-ms", str(server_wait_ms), "--api-server", api.url,
-             "--token-file", api.token_file, "--ca-file", api.ca_file],
-            env=machine.env, stdout=log, stderr=log)
-        log.close()
-        # (a killed one's sockets stay until this one replaces them)
-        if not wait_for(self.answers, timeout=20, step=0.1):
-            raise RuntimeError("gpuslice-dra does not answer on its sockets: " + self.log()[-2000:])
-
-    def answers(self):
-        if self.proc.poll() is not None:
-            return False
-        try:
-            kubelet.get_info(registry, timeout=1)
-            return True
-        except grpc.RpcError:
-            return False
-
-    def log(self):
-        with open(self.log_path) as f:
-            return f.read()
+plugin = DraPlugin(tmp, api, machine.env, claims_dir, cdi_dir)
+registry, endpoint = plugin.registry, plugin.endpoint
 
 
 def ref(uid, name, namespace="default"):
@@ -152,7 +117,6 @@ def cdi_devices():
         return set()
 
 
-plugin = Plugin()
 try:
     # ---- 1. registration and the ResourceSlice -------------------------------------
     plugin.start()
@@ -303,12 +267,10 @@ try:
     checks.expect(code == 0 and not os.path.exists(registry) and not os.path.exists(endpoint),
                   "SIGTERM: it exits 0 and removes its sockets (%s)" % code)
 finally:
-    if plugin.proc and plugin.proc.poll() is None:
-        plugin.proc.kill()
-        plugin.proc.wait()
+    plugin.stop()
     server.stop()
     api.stop()
-    print("--- gpuslice-dra's log ---\n" + (plugin.log()[-4000:] if os.path.exists(plugin.log_path) else ""))
+    print("--- gpuslice-dra's log ---\n" + plugin.log()[-4000:])
 
 # ---- everything exchanged, against resource.k8s.io/v1 ------------------------------------
 why_not = k8s_npm.install()
