@@ -15,7 +15,7 @@ import subprocess
 import time
 
 from gsproto import Client, Closed
-from testlib import SERVER, Checks, Machine, Server
+from testlib import CTL, SERVER, SHIM, Checks, Machine, Server
 from testlib import wait_for as poll
 
 checks = Checks()
@@ -91,6 +91,13 @@ checks.expect(len(clash_lines(x_second, x_first)) == 1,
               "the second directory's x.conf is logged as ignored, naming both files, once (%d)"
               % len(clash_lines(x_second, x_first)))
 checks.expect(devices() == ["a", "b", "x"], "the CDI spec lists the tenants of both directories (%s)" % devices())
+dry = subprocess.run([CTL, "cdi", "--config-dir", first, "--config-dir", second, "--run-dir", server.run_dir,
+                      "--shim", SHIM], capture_output=True, text=True)
+with open(spec_path) as f:
+    written = f.read()
+checks.expect(dry.returncode == 0 and dry.stdout == written and x_second in dry.stderr,
+              "gpuslicectl cdi with both directories prints the server's spec and names the ignored file (%d, %s)"
+              % (dry.returncode, dry.stderr.strip()[-200:]))
 
 # Once per change: not again every second, nor on a reload.
 time.sleep(2.2)
