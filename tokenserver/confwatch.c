@@ -1,5 +1,6 @@
 /*
- * Watching the configuration directory with inotify.
+ * Watching the configuration directories with inotify: one inotify
+ * descriptor, one watch per directory.
  *
  * A tenant file is read once it is complete: when it is closed after
  * writing (IN_CLOSE_WRITE) or renamed into place (IN_MOVED_TO), never at
@@ -8,13 +9,15 @@
  * file that goes (IN_DELETE, IN_MOVED_FROM) removes its tenant. Each event
  * applies to its own file only, so a file being written is never read
  * because another one changed. Kubernetes swaps a ConfigMap by renaming
- * "..data": any change to a name starting with ".." rereads everything,
- * as does a lost event (IN_Q_OVERFLOW).
+ * "..data": any change to a name starting with ".." rereads everything in
+ * that directory, and a lost event (IN_Q_OVERFLOW) every directory.
  *
- * The watch is on the directory the path leads to. If the path is, or is
+ * A watch is on the directory a path leads to. If the path is, or is
  * under, a symlink that is swapped, the old directory is still watched;
- * so every second (and on SIGHUP) the path is resolved again, and if it
- * now leads to another directory, that one is watched and read.
+ * so every second (and on SIGHUP) each path is resolved again, and if it
+ * now leads to another directory, that one is watched and read. Two paths
+ * that lead to one directory share its watch (inotify gives one watch per
+ * inode), which is removed only once neither has it.
  */
 #include "server.h"
 
@@ -31,67 +34,82 @@
     (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF |     \
      IN_ONLYDIR)
 
-/* The inotify descriptor, the one watch on it and the directory it is on
- * (0/0: none); owned by the loop's thread. */
-static struct loop_watch inotify_watch = {.fd = -1};
-static int wd = -1;
-static dev_t watched_dev;
-static ino_t watched_ino;
-static bool warned, ever_watched;
+/* One configuration directory's watch (wd -1: none), the directory it is
+ * on (0/0: none), whether a failure to watch it was logged, and whether
+ * it was ever watched. */
+struct dir_watch {
+    int wd;
+    dev_t dev;
+    ino_t ino;
+    bool warned, ever_watched;
+};
 
-/* (Re)places the watch on the directory options.config_dir leads to now.
- * Returns true if that is another directory than before. */
-static bool rewatch(void)
+/* The inotify descriptor, and the watch of each of options.config_dirs by
+ * index. Owned by the loop's thread; no lock guards them (the server is
+ * single-threaded). */
+static struct loop_watch inotify_watch = {.fd = -1};
+static struct dir_watch watches[CONFIG_DIRS_MAX];
+
+/* Whether a directory other than `but` (CONFIG_DIRS_MAX: any) has watch
+ * wd (two paths that lead to one directory share its watch). */
+static bool wd_held(int wd, unsigned but)
 {
+    for (unsigned j = 0; j < options.nconfig_dirs; j++)
+        if (j != but && watches[j].wd == wd)
+            return true;
+    return false;
+}
+
+/* Directory i has no watch any more (its own was removed, or is shared). */
+static void forget(unsigned i)
+{
+    watches[i].wd = -1;
+    watches[i].dev = 0;
+    watches[i].ino = 0;
+}
+
+/* (Re)places the watch of directory i on the directory its path leads to
+ * now. Returns true if that is another directory than before. */
+static bool rewatch(unsigned i)
+{
+    struct dir_watch *w = &watches[i];
+    const char *path = options.config_dirs[i];
     struct stat st;
-    if (stat(options.config_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        if (!warned)
-            slog(LOG_WARN, "cannot watch %s (%s): changes apply once it is back, or on SIGHUP",
-                 options.config_dir, errno ? strerror(errno) : "not a directory");
-        warned = true;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        if (!w->warned)
+            slog(LOG_WARN, "cannot watch %s (%s): changes apply once it is back, or on SIGHUP", path,
+                 errno ? strerror(errno) : "not a directory");
+        w->warned = true;
         return false;
     }
-    if (wd >= 0 && st.st_dev == watched_dev && st.st_ino == watched_ino)
+    if (w->wd >= 0 && st.st_dev == w->dev && st.st_ino == w->ino)
         return false;
-    bool moved = ever_watched;
-    if (wd >= 0 && inotify_rm_watch(inotify_watch.fd, wd) != 0 && errno != EINVAL)
+    bool moved = w->ever_watched;
+    if (w->wd >= 0 && !wd_held(w->wd, i) && inotify_rm_watch(inotify_watch.fd, w->wd) != 0 && errno != EINVAL)
         slog(LOG_WARN, "inotify_rm_watch: %s", strerror(errno));
-    wd = inotify_add_watch(inotify_watch.fd, options.config_dir, WATCH_MASK);
-    if (wd < 0) {
-        if (!warned)
-            slog(LOG_WARN, "cannot watch %s (%s): reload with SIGHUP", options.config_dir, strerror(errno));
-        warned = true;
-        watched_dev = 0;
-        watched_ino = 0;
+    forget(i);
+    w->wd = inotify_add_watch(inotify_watch.fd, path, WATCH_MASK);
+    if (w->wd < 0) {
+        if (!w->warned)
+            slog(LOG_WARN, "cannot watch %s (%s): reload with SIGHUP", path, strerror(errno));
+        w->warned = true;
         return false;
     }
-    warned = false;
-    ever_watched = true;
+    w->warned = false;
+    w->ever_watched = true;
     /* The directory watched may have been swapped between stat and the
      * watch; the next check sees that. */
-    watched_dev = st.st_dev;
-    watched_ino = st.st_ino;
+    w->dev = st.st_dev;
+    w->ino = st.st_ino;
     if (moved)
-        slog(LOG_INFO, "%s now leads to another directory: watching and reading that one", options.config_dir);
+        slog(LOG_INFO, "%s now leads to another directory: watching and reading that one", path);
     return moved;
 }
 
-/* What one event asks for: nothing, its own file, or a full rescan. */
-static bool handle_event(const struct inotify_event *ev)
+/* What an event about a name in directory i asks for: its own file is
+ * applied here; true asks for a rescan of the directory. */
+static bool file_event(unsigned i, const struct inotify_event *ev)
 {
-    if (ev->mask & IN_Q_OVERFLOW)
-        return true;
-    if (ev->wd != wd)
-        return false; /* a watch already replaced */
-    if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
-        /* Gone or moved away: watch what the path leads to now. */
-        if ((ev->mask & IN_MOVE_SELF) && inotify_rm_watch(inotify_watch.fd, wd) != 0)
-            slog(LOG_WARN, "inotify_rm_watch: %s", strerror(errno));
-        wd = -1;
-        watched_dev = 0;
-        watched_ino = 0;
-        return false;
-    }
     if (!ev->len)
         return false;
     const char *name = ev->name;
@@ -103,15 +121,36 @@ static bool handle_event(const struct inotify_event *ev)
         /* Only a symlink is complete when it appears; a file is read when
          * it is closed after writing. */
         struct stat st;
-        int dir = open(options.config_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int dir = open(options.config_dirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         bool link = dir >= 0 && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
         if (dir >= 0 && close(dir) != 0)
             slog(LOG_WARN, "close: %s", strerror(errno));
         if (!link)
             return false;
     }
-    tenants_file_changed(name);
+    tenants_file_changed(i, name);
     return false;
+}
+
+/* What one event asks for: the directories to rescan, a bit each. */
+static unsigned handle_event(const struct inotify_event *ev)
+{
+    if (ev->mask & IN_Q_OVERFLOW)
+        return (1u << options.nconfig_dirs) - 1;
+    bool self = ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED);
+    if ((ev->mask & IN_MOVE_SELF) && wd_held(ev->wd, CONFIG_DIRS_MAX) &&
+        inotify_rm_watch(inotify_watch.fd, ev->wd) != 0)
+        slog(LOG_WARN, "inotify_rm_watch: %s", strerror(errno));
+    unsigned rescan = 0;
+    for (unsigned i = 0; i < options.nconfig_dirs; i++) {
+        if (watches[i].wd != ev->wd)
+            continue; /* another directory's, or a watch already replaced */
+        if (self)
+            forget(i); /* gone or moved away: watch what the path leads to now */
+        else if (file_event(i, ev))
+            rescan |= 1u << i;
+    }
+    return rescan;
 }
 
 static void on_inotify(void *arg, uint32_t events)
@@ -119,7 +158,7 @@ static void on_inotify(void *arg, uint32_t events)
     (void)arg;
     (void)events;
     char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
-    bool rescan = false;
+    unsigned rescan = 0;
     for (;;) {
         ssize_t n = read(inotify_watch.fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
@@ -134,16 +173,20 @@ static void on_inotify(void *arg, uint32_t events)
             p += sizeof *ev + ev->len;
         }
     }
-    if (wd < 0 && rewatch())
-        rescan = true;
-    if (rescan) {
-        slog(LOG_INFO, "reloading %s", options.config_dir);
-        tenants_scan();
-    }
+    for (unsigned i = 0; i < options.nconfig_dirs; i++)
+        if (watches[i].wd < 0 && rewatch(i))
+            rescan |= 1u << i;
+    for (unsigned i = 0; i < options.nconfig_dirs; i++)
+        if (rescan & (1u << i)) {
+            slog(LOG_INFO, "reloading %s", options.config_dirs[i]);
+            tenants_scan_dir(i);
+        }
 }
 
 int confwatch_open(void)
 {
+    for (unsigned i = 0; i < CONFIG_DIRS_MAX; i++)
+        forget(i);
     inotify_watch = (struct loop_watch){.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC), .fn = on_inotify};
     if (inotify_watch.fd < 0 || loop_add(&inotify_watch, EPOLLIN) != 0) {
         slog(LOG_WARN, "inotify: %s: reload with SIGHUP", strerror(errno));
@@ -152,16 +195,26 @@ int confwatch_open(void)
         inotify_watch.fd = -1;
         return -1;
     }
-    rewatch();
+    for (unsigned i = 0; i < options.nconfig_dirs; i++)
+        rewatch(i);
     return 0;
 }
 
-bool confwatch_check(void)
+void confwatch_check(void)
 {
-    if (inotify_watch.fd < 0 || !rewatch())
-        return false;
+    if (inotify_watch.fd < 0)
+        return;
+    for (unsigned i = 0; i < options.nconfig_dirs; i++)
+        if (rewatch(i))
+            tenants_scan_dir(i);
+}
+
+void confwatch_reload(void)
+{
+    if (inotify_watch.fd >= 0)
+        for (unsigned i = 0; i < options.nconfig_dirs; i++)
+            rewatch(i);
     tenants_scan();
-    return true;
 }
 
 void confwatch_close(void)

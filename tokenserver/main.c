@@ -76,7 +76,8 @@ static void usage(FILE *f)
 "One server per run directory: a server holds RUN_DIR/server.lock while it\n"
 "runs, and a second one started on the same directory exits with status 2,\n"
 "naming the first one's PID.\n"
-"\n"
+"\n");
+    fprintf(f,
 "Changes to CONFIG_DIR apply without a restart (inotify, or SIGHUP): new\n"
 "tenants get a socket, changed settings apply to the next grant, removed\n"
 "tenants lose their socket and their processes are disconnected. A file is\n"
@@ -84,11 +85,18 @@ static void usage(FILE *f)
 "file with an error is reported (file, line, reason) and ignored; the other\n"
 "tenants are unaffected. If CONFIG_DIR is a symlink that is swapped, the\n"
 "new target is followed within a second.\n"
+"\n"
+"--config-dir may be given up to 8 times: each CONFIG_DIR is read, watched\n"
+"and followed as above, and must exist at start. A tenant belongs to the\n"
+"directory its file is in. A NAME in two directories is the first one's\n"
+"(in the order given): the other file is reported and ignored, and\n"
+"configures the tenant once the first one's file is gone.\n"
 "\n");
     /* Two strings: C11 compilers need support only 4095 characters in one. */
     fprintf(f,
 "Options:\n"
-"  -c, --config-dir DIR   tenant files (default /etc/gpuslice/tenants.d)\n"
+"  -c, --config-dir DIR   tenant files (default /etc/gpuslice/tenants.d);\n"
+"                         up to 8 times, for several directories\n"
 "  -r, --run-dir DIR      sockets (default /run/gpuslice)\n"
 "      --cdi-dir DIR      where to write the CDI spec (default /var/run/cdi;\n"
 "                         empty: no spec)\n"
@@ -238,6 +246,53 @@ static const char *absolute(const char *dir)
     return path;
 }
 
+/* Makes the configuration directories absolute and joins them into
+ * options.config_dirs_text: 0, 1 if one is given twice, 2 if out of memory
+ * or the cwd is unknown. */
+static int config_dirs_absolute(void)
+{
+    size_t len = 1;
+    for (unsigned i = 0; i < options.nconfig_dirs; i++) {
+        options.config_dirs[i] = absolute(options.config_dirs[i]);
+        if (!options.config_dirs[i])
+            return 2;
+        for (unsigned j = 0; j < i; j++)
+            if (strcmp(options.config_dirs[i], options.config_dirs[j]) == 0) {
+                fprintf(stderr, "gpuslice-server: --config-dir %s is given twice\n", options.config_dirs[i]);
+                return 1;
+            }
+        len += strlen(options.config_dirs[i]) + 2;
+    }
+    char *text = malloc(len);
+    if (!text)
+        return 2;
+    text[0] = '\0';
+    for (unsigned i = 0; i < options.nconfig_dirs; i++) {
+        if (i)
+            strcat(text, ", ");
+        strcat(text, options.config_dirs[i]);
+    }
+    options.config_dirs_text = text;
+    return 0;
+}
+
+/* Every configuration directory must be there at start (no watch is
+ * promised for one that is not); false, logged, if one is not. */
+static bool config_dirs_exist(void)
+{
+    for (unsigned i = 0; i < options.nconfig_dirs; i++) {
+        int conf = open(options.config_dirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (conf < 0) {
+            slog(LOG_ERR, "cannot read the configuration directory %s: %s (create it, or give --config-dir)",
+                 options.config_dirs[i], strerror(errno));
+            return false;
+        }
+        if (close(conf) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
+    }
+    return true;
+}
+
 /* Raises the soft descriptor limit to the hard one. */
 static void raise_nofile(void)
 {
@@ -271,9 +326,8 @@ static void on_signal(void *arg, uint32_t events)
     ssize_t n;
     while ((n = read(signal_watch.fd, &si, sizeof si)) == sizeof si) {
         if (si.ssi_signo == SIGHUP) {
-            slog(LOG_INFO, "SIGHUP: reloading %s", options.config_dir);
-            if (!confwatch_check())
-                tenants_scan();
+            slog(LOG_INFO, "SIGHUP: reloading %s", options.config_dirs_text);
+            confwatch_reload();
         } else {
             slog(LOG_INFO, "signal %u: stopping", si.ssi_signo);
             loop_stop();
@@ -354,11 +408,21 @@ static int parse_options(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     int opt, index = 0;
+    bool dirs_given = false; /* the first --config-dir replaces the default */
     while ((opt = getopt_long(argc, argv, "c:r:g:l:m:hV", long_options, &index)) != -1) {
         unsigned long long v = 0;
         const char *name = opt >= OPT_MAX_CLIENTS ? long_options[index].name : NULL;
         switch (opt) {
-        case 'c': options.config_dir = optarg; break;
+        case 'c':
+            if (!dirs_given)
+                options.nconfig_dirs = 0;
+            dirs_given = true;
+            if (options.nconfig_dirs == CONFIG_DIRS_MAX) {
+                fprintf(stderr, "gpuslice-server: --config-dir may be given at most %d times\n", CONFIG_DIRS_MAX);
+                return 1;
+            }
+            options.config_dirs[options.nconfig_dirs++] = optarg;
+            break;
         case 'r': options.run_dir = optarg; break;
         case OPT_CDI_DIR: options.cdi_dir = optarg; break;
         case OPT_SHIM: options.shim_path = optarg; break;
@@ -476,14 +540,16 @@ int main(int argc, char **argv)
     int parsed = parse_options(argc, argv);
     if (parsed)
         return parsed < 0 ? 0 : 1;
-    options.config_dir = absolute(options.config_dir);
+    int dirs = config_dirs_absolute();
+    if (dirs == 1)
+        return 1;
     options.run_dir = absolute(options.run_dir);
     /* The CDI spec names the shim and the run directory for runtimes that
      * run elsewhere: absolute paths too. */
     if (options.cdi_dir[0])
         options.cdi_dir = absolute(options.cdi_dir);
     options.shim_path = absolute(options.shim_path);
-    if (!options.config_dir || !options.run_dir || !options.cdi_dir || !options.shim_path ||
+    if (dirs != 0 || !options.run_dir || !options.cdi_dir || !options.shim_path ||
         (install_dir && !(install_dir = absolute(install_dir)))) {
         slog(LOG_ERR, "cannot make the paths absolute: %s", strerror(errno));
         return 2;
@@ -540,16 +606,8 @@ int main(int argc, char **argv)
         slog(LOG_INFO, "processes of the previous server may still run: memory leases wait %.1f s for them to "
                        "reconnect and declare what they hold", (double)RECOVERY_NS / 1e9);
     }
-    /* A configuration directory that is not there stops the start (no
-     * watch is promised for it). */
-    int conf = open(options.config_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (conf < 0) {
-        slog(LOG_ERR, "cannot read the configuration directory %s: %s (create it, or give --config-dir)",
-             options.config_dir, strerror(errno));
+    if (!config_dirs_exist())
         return 2;
-    }
-    if (close(conf) != 0)
-        slog(LOG_WARN, "close: %s", strerror(errno));
     confwatch_open();
     if (tenants_load() != 0 || admin_open() != 0 || metrics_open() != 0)
         return 2;
@@ -560,7 +618,7 @@ int main(int argc, char **argv)
     timer_at(&housekeeping, now_ns() + 1000000000ull);
     slog(LOG_INFO, "serving %s (admin socket %s/admin.sock); limits: %lu connections (%u per tenant), %u GPUs "
                    "(%u per tenant), %lu descriptors",
-         options.config_dir, options.run_dir, accept_client_budget(), options.max_clients_per_tenant,
+         options.config_dirs_text, options.run_dir, accept_client_budget(), options.max_clients_per_tenant,
          options.max_devices, options.max_devices_per_tenant, options.nofile);
     if (gpu_access_checked(now_ns()))
         slog(LOG_INFO, "a GPU a process declares must be listed in %s/gpus, and the process must pass an open "

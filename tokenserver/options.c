@@ -8,7 +8,9 @@
 
 /* Set from the command line before the loop starts; read-only after. */
 struct server_options options = {
-    .config_dir = "/etc/gpuslice/tenants.d",
+    .config_dirs = {"/etc/gpuslice/tenants.d"},
+    .nconfig_dirs = 1,
+    .config_dirs_text = "/etc/gpuslice/tenants.d",
     .run_dir = "/run/gpuslice",
     .cdi_dir = "/var/run/cdi",
     .shim_path = GPUSLICE_SHIM_DEFAULT,

@@ -15,7 +15,7 @@
  *   main.c         the command line, limits, signals, start-up
  *   config.c       parsing the text of one tenant file
  *   config_file.c  reading one tenant file safely (regular files only)
- *   confwatch.c    watching the configuration directory (inotify)
+ *   confwatch.c    watching the configuration directories (inotify)
  *   rundir.c       the run directory: sockets made without following paths
  *   runlock.c      one server per run directory (RUN_DIR/server.lock)
  *   uninstall.c    gpuslice-server --uninstall
@@ -155,8 +155,15 @@ const char *log_level_name(int level);
 
 /* ---- options.c: options and limits (main.c sets them) -------------------------- */
 
+/* --config-dir may be given this many times. */
+#define CONFIG_DIRS_MAX 8
+
 struct server_options {
-    const char *config_dir;           /* absolute */
+    /* The configuration directories, absolute, in the order given: a
+     * tenant name in two of them is the first one's. */
+    const char *config_dirs[CONFIG_DIRS_MAX];
+    unsigned nconfig_dirs;            /* 1 to CONFIG_DIRS_MAX */
+    const char *config_dirs_text;     /* all of them, ", " between: for messages */
     const char *run_dir;              /* absolute */
     const char *cdi_dir;              /* absolute; "" disables the CDI spec */
     const char *shim_path;            /* absolute: the host's libgpuslice.so,
@@ -216,9 +223,12 @@ int config_read_file(int dir_fd, const char *file, const char *path, struct tena
 /* ---- confwatch.c ------------------------------------------------------------- */
 
 int confwatch_open(void);
-/* Follows the configuration directory if the path now leads elsewhere (a
- * swapped symlink), and rereads it then (returns true); every second. */
-bool confwatch_check(void);
+/* Follows each configuration directory whose path now leads elsewhere (a
+ * swapped symlink), and rereads it then; every second. */
+void confwatch_check(void);
+/* SIGHUP: follows every directory as confwatch_check does, then rereads
+ * them all. */
+void confwatch_reload(void);
 void confwatch_close(void);
 
 /* ---- rundir.c ----------------------------------------------------------------- */
@@ -305,7 +315,13 @@ struct tenant {
     uint64_t id;             /* increasing: the order of the status */
     struct bound_socket sock;/* fd -1 while it has no socket */
     struct listener listener;/* its socket's; paused by a limit (accept.c) */
-    bool seen;               /* reload bookkeeping */
+    unsigned dir;            /* the index in options.config_dirs of the
+                                directory whose file configures it */
+    bool seen;               /* reload bookkeeping: its file was found in
+                                the pass over its directory */
+    unsigned clash_logged;   /* bit per directory: that directory's file of
+                                the same name was reported as ignored (the
+                                tenant is an earlier directory's) */
     bool policy_written;     /* its policy file is up to date (else retried
                                 every second) */
     unsigned clients;
@@ -320,9 +336,12 @@ extern struct tenant *tenants; /* every configured tenant, oldest first (tables.
 extern unsigned ntenants;
 
 int tenants_load(void);      /* at start: fails if the directories are unusable */
-void tenants_scan(void);     /* SIGHUP, or a change inotify cannot narrow down */
-/* The file NAME.conf changed, appeared or went away. */
-void tenants_file_changed(const char *name);
+void tenants_scan(void);     /* every directory: SIGHUP */
+/* Directory dir (an index in options.config_dirs) only: a change inotify
+ * cannot narrow down, or the path leads to another directory now. */
+void tenants_scan_dir(unsigned dir);
+/* The file NAME.conf in directory dir changed, appeared or went away. */
+void tenants_file_changed(unsigned dir, const char *name);
 /* Gives a socket, and its policy file, to tenants that could not get
  * them yet; every second. */
 void tenants_retry_listen(void);

@@ -1,5 +1,5 @@
 /*
- * Tenants: the set read from the configuration directory, one listening
+ * Tenants: the set read from the configuration directories, one listening
  * socket each at RUN_DIR/tenants/NAME/gpuslice.sock (made by rundir.c)
  * beside the file that tells the tenant's shims what to do while no server
  * answers (RUN_DIR/tenants/NAME/on-server-down, gpuslice/containers.h),
@@ -18,6 +18,17 @@
  * reported with its line and reason and changes nothing: a new tenant is
  * not created, an existing one keeps its last good settings. A tenant
  * whose socket cannot be made is kept and tried again every second.
+ *
+ * With several configuration directories (--config-dir given again), a
+ * tenant belongs to the directory whose file configures it (tenant.dir),
+ * and each directory's changes and scans add, change and remove only its
+ * own tenants. A name with a valid file in two directories is the first
+ * directory's (in the order given): the other file is reported as ignored
+ * once per change (tenant.clash_logged), and a valid file appearing in an
+ * earlier directory takes the tenant over. When the file of a tenant's
+ * directory goes, the first other directory with a valid file of the name
+ * takes it over (its settings apply, its clients stay connected); only
+ * when none has one is the tenant removed.
  */
 #include "server.h"
 #include "metrics/metrics.h"
@@ -34,8 +45,13 @@
 
 #define SOCKET_NAME GS_TENANT_SOCKET
 
+/* tenant.clash_logged has a bit per configuration directory. */
+_Static_assert(CONFIG_DIRS_MAX <= 32, "a bit per configuration directory in an unsigned");
+
+/* The id the next tenant gets, and whether a tenant was created or removed
+ * since the CDI spec was last updated. Owned by the loop's thread; no lock
+ * guards them (the server is single-threaded). */
 static uint64_t next_tenant_id = 1;
-/* A tenant was created or removed since the CDI spec was last updated. */
 static bool set_changed;
 
 /* Rewrites the CDI spec if tenants came or went. */
@@ -184,56 +200,90 @@ static void log_settings(const struct tenant *t, const char *what)
          t->sock.fd >= 0 ? "" : " (no socket yet)");
 }
 
-/* Reads NAME.conf in conf_fd and creates, updates or (if the file is gone)
- * removes the tenant. */
-static void apply_file(int conf_fd, const char *name)
+/* The path of NAME.conf in directory dir, for messages. */
+static void file_path(unsigned dir, const char *name, char *path, size_t len)
 {
-    char file[GS_NAME_MAX + 8], path[4200], err[600];
+    snprintf(path, len, "%s/%s.conf", options.config_dirs[dir], name);
+}
+
+/* Reads NAME.conf of directory dir (open at conf_fd); config_read_file's
+ * result. */
+static int read_file(unsigned dir, int conf_fd, const char *name, struct tenant_config *config, char *err,
+                     size_t errlen)
+{
+    char file[GS_NAME_MAX + 8], path[4200];
     snprintf(file, sizeof file, "%s.conf", name);
-    snprintf(path, sizeof path, "%s/%s", options.config_dir, file);
-    struct tenant_config config;
-    struct tenant *t = tenant_find(name);
-    int rc = config_read_file(conf_fd, file, path, &config, err, sizeof err);
-    metrics_count_reload(rc == 0 || rc == CONFIG_MISSING ? RELOAD_APPLIED : RELOAD_REJECTED);
-    if (rc == CONFIG_MISSING) {
-        if (t) {
-            slog(LOG_INFO, "tenant %s: removed", name);
-            tenant_remove(t, "was removed from the configuration");
-        }
-        return;
+    file_path(dir, name, path, sizeof path);
+    return config_read_file(conf_fd, file, path, config, err, errlen);
+}
+
+static int open_config_dir(unsigned dir)
+{
+    int fd = open(options.config_dirs[dir], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        slog(LOG_ERR, "cannot read the configuration directory %s: %s", options.config_dirs[dir], strerror(errno));
+    return fd;
+}
+
+/* Reads NAME.conf of directory dir, opening the directory for it. */
+static int read_file_of(unsigned dir, const char *name, struct tenant_config *config, char *err, size_t errlen)
+{
+    int fd = open_config_dir(dir);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot read the configuration directory %s", options.config_dirs[dir]);
+        return CONFIG_BAD;
     }
-    if (t)
-        t->seen = true;
-    if (rc != 0) {
-        slog(LOG_ERR, "%s; %s", err, t ? "keeping the tenant's previous settings" : "tenant not created");
+    int rc = read_file(dir, fd, name, config, err, errlen);
+    if (close(fd) != 0)
+        slog(LOG_WARN, "close: %s", strerror(errno));
+    return rc;
+}
+
+/* Reports, once until it changes, that directory dir's file of t's name
+ * is ignored: t is an earlier directory's. */
+static void report_clash(struct tenant *t, unsigned dir)
+{
+    if (t->clash_logged & (1u << dir))
         return;
+    char ignored[4200], used[4200];
+    file_path(dir, t->name, ignored, sizeof ignored);
+    file_path(t->dir, t->name, used, sizeof used);
+    slog(LOG_ERR, "%s: ignored: tenant %s is configured by %s (the first configuration directory given wins)",
+         ignored, t->name, used);
+    t->clash_logged |= 1u << dir;
+}
+
+/* New settings for t (a changed file, or another file configures it now). */
+static void tenant_update(struct tenant *t, const struct tenant_config *config)
+{
+    bool changed = memcmp(&t->sched.config, config, sizeof *config) != 0;
+    enum on_server_down was = policy_of(t);
+    t->sched.config = *config;
+    if (policy_of(t) != was)
+        t->policy_written = false; /* rewritten below */
+    if (changed) {
+        log_settings(t, "");
+        struct sched_event ev = {.type = SCHED_TENANT_CHANGED, .tenant = &t->sched};
+        sched_run(&ev);
     }
-    if (t) {
-        bool changed = memcmp(&t->sched.config, &config, sizeof config) != 0;
-        enum on_server_down was = policy_of(t);
-        t->sched.config = config;
-        if (policy_of(t) != was)
-            t->policy_written = false; /* rewritten below */
-        if (changed) {
-            log_settings(t, "");
-            struct sched_event ev = {.type = SCHED_TENANT_CHANGED, .tenant = &t->sched};
-            sched_run(&ev);
-        }
-        if (!t->policy_written)
-            tenant_write_policy(t);
-        return;
-    }
-    t = calloc(1, sizeof *t);
+    if (!t->policy_written)
+        tenant_write_policy(t);
+}
+
+static void tenant_create(unsigned dir, const char *name, const struct tenant_config *config)
+{
+    struct tenant *t = calloc(1, sizeof *t);
     if (!t) {
         slog(LOG_ERR, "tenant %s: out of memory", name);
         return;
     }
     memcpy(t->name, name, strlen(name) + 1); /* config_valid_name bounds it */
     t->sched.name = t->name;
-    t->sched.config = config;
+    t->sched.config = *config;
     t->id = next_tenant_id++;
     t->sched.index = unused_index();
     t->sock.fd = -1;
+    t->dir = dir;
     t->seen = true;
     struct tenant **tail = &tenants;
     while (*tail)
@@ -248,56 +298,165 @@ static void apply_file(int conf_fd, const char *name)
     log_settings(t, "");
 }
 
-/* The tenant name of a file name NAME.conf, or false. */
-static bool tenant_name(const char *file, char name[GS_NAME_MAX])
+/* Directory dir's valid file (config) configures t from now on, in place
+ * of its directory's. */
+static void tenant_move(struct tenant *t, unsigned dir, const struct tenant_config *config)
+{
+    char from[4200], to[4200];
+    file_path(t->dir, t->name, from, sizeof from);
+    file_path(dir, t->name, to, sizeof to);
+    slog(LOG_INFO, "tenant %s: configured by %s now, no longer by %s", t->name, to, from);
+    t->dir = dir;
+    t->clash_logged = 0;
+    tenant_update(t, config);
+}
+
+/* The file of t's directory is gone: the first other directory with a
+ * valid file of its name takes it over (and the files after that one are
+ * reported as ignored), else it is removed. */
+static void tenant_file_gone(struct tenant *t)
+{
+    unsigned gone = t->dir;
+    bool moved = false;
+    for (unsigned dir = 0; dir < options.nconfig_dirs; dir++) {
+        struct tenant_config config;
+        char err[600];
+        if (dir == gone)
+            continue;
+        int rc = read_file_of(dir, t->name, &config, err, sizeof err);
+        if (rc == CONFIG_MISSING)
+            continue;
+        if (moved) {
+            report_clash(t, dir);
+        } else if (rc != 0) {
+            slog(LOG_ERR, "%s; not used for tenant %s", err, t->name);
+        } else {
+            tenant_move(t, dir, &config);
+            moved = true;
+        }
+    }
+    if (!moved) {
+        slog(LOG_INFO, "tenant %s: removed", t->name);
+        tenant_remove(t, "was removed from the configuration");
+    }
+}
+
+/* Directory dir, earlier than t's, has a valid file (config) of t's
+ * name: it configures t from now on, and the file of t's directory is
+ * reported as ignored (if it is still there). */
+static void take_over(struct tenant *t, unsigned dir, const struct tenant_config *config)
+{
+    unsigned from = t->dir;
+    struct tenant_config old;
+    char err[600];
+    tenant_move(t, dir, config);
+    t->seen = true;
+    if (read_file_of(from, t->name, &old, err, sizeof err) != CONFIG_MISSING)
+        report_clash(t, from);
+}
+
+/* Directory dir's file of t's name, which an earlier directory's file
+ * configures (rc: what reading it gave). */
+static void clashing_file(struct tenant *t, unsigned dir, int rc, bool changed)
+{
+    if (rc == CONFIG_MISSING || changed)
+        t->clash_logged &= ~(1u << dir);
+    if (rc != CONFIG_MISSING)
+        report_clash(t, dir);
+}
+
+/* A bad file of directory dir (err says why): t, its tenant if any,
+ * keeps its settings. */
+static void bad_file(struct tenant *t, unsigned dir, const char *err)
+{
+    if (!t) {
+        slog(LOG_ERR, "%s; tenant not created", err);
+    } else if (t->dir == dir) {
+        t->seen = true;
+        slog(LOG_ERR, "%s; keeping the tenant's previous settings", err);
+    } else {
+        char used[4200];
+        file_path(t->dir, t->name, used, sizeof used);
+        slog(LOG_ERR, "%s; tenant %s keeps its settings from %s", err, t->name, used);
+    }
+}
+
+/* Reads NAME.conf of directory dir (open at conf_fd) and creates, updates
+ * or (if the file is gone) removes the tenant, as far as the tenant is
+ * this directory's (see the top). changed: the file itself changed (an
+ * event), so an ignored file is reported again. */
+static void apply_file(unsigned dir, int conf_fd, const char *name, bool changed)
+{
+    struct tenant_config config;
+    char err[600];
+    struct tenant *t = tenant_find(name);
+    int rc = read_file(dir, conf_fd, name, &config, err, sizeof err);
+    bool earlier = t && t->dir < dir;
+    metrics_count_reload(rc == CONFIG_BAD || (earlier && rc == 0) ? RELOAD_REJECTED : RELOAD_APPLIED);
+    if (earlier) {
+        clashing_file(t, dir, rc, changed);
+    } else if (rc == CONFIG_MISSING) {
+        if (t && t->dir == dir)
+            tenant_file_gone(t);
+    } else if (rc != 0) {
+        bad_file(t, dir, err);
+    } else if (!t) {
+        tenant_create(dir, name, &config);
+    } else if (t->dir == dir) {
+        tenant_update(t, &config);
+        t->seen = true;
+    } else {
+        take_over(t, dir, &config);
+    }
+}
+
+/* The tenant name of a file name NAME.conf of directory dir, or false. */
+static bool tenant_name(unsigned dir, const char *file, char name[GS_NAME_MAX])
 {
     size_t len = strlen(file);
     if (len <= 5 || strcmp(file + len - 5, ".conf") != 0 || file[0] == '.')
         return false;
     if (len - 5 >= GS_NAME_MAX) {
-        slog(LOG_ERR, "%s/%s: tenant names have at most %d characters", options.config_dir, file, GS_NAME_MAX - 1);
+        slog(LOG_ERR, "%s/%s: tenant names have at most %d characters", options.config_dirs[dir], file,
+             GS_NAME_MAX - 1);
         return false;
     }
     memcpy(name, file, len - 5);
     name[len - 5] = '\0';
     if (!config_valid_name(name)) {
         slog(LOG_ERR, "%s/%s: '%s' is not a valid tenant name (letters, digits, '-', '_', '.', at most %d)",
-             options.config_dir, file, name, GS_NAME_MAX - 1);
+             options.config_dirs[dir], file, name, GS_NAME_MAX - 1);
         return false;
     }
     return true;
-}
-
-static int open_config_dir(void)
-{
-    int fd = open(options.config_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        slog(LOG_ERR, "cannot read the configuration directory %s: %s", options.config_dir, strerror(errno));
-    return fd;
 }
 
 /* Says once, whenever the server is left without a tenant, that nothing
  * can connect. */
 static void warn_if_empty(void)
 {
-    static bool warned; /* the loop's thread only */
+    static bool warned; /* owned by the loop's thread; no lock (single-threaded) */
     if (ntenants == 0 && !warned)
-        slog(LOG_WARN, "no tenant: %s has no valid tenant file (NAME.conf); no process can connect until one is "
-                       "added", options.config_dir);
+        slog(LOG_WARN, "no tenant: %s%s %s valid tenant file (NAME.conf); no process can connect until one is "
+                       "added", options.nconfig_dirs > 1 ? "none of " : "", options.config_dirs_text,
+             options.nconfig_dirs > 1 ? "has a" : "has no");
     warned = ntenants == 0;
 }
 
-void tenants_scan(void)
+/* Reads every file of directory dir, and removes (or hands to another
+ * directory) its tenants whose file is gone. False if it could not be
+ * read (then none is removed). */
+static bool scan_dir(unsigned d)
 {
-    int fd = open_config_dir();
+    int fd = open_config_dir(d);
     if (fd < 0)
-        return;
+        return false;
     DIR *dir = fdopendir(fd);
     if (!dir) {
-        slog(LOG_ERR, "cannot read the configuration directory %s: %s", options.config_dir, strerror(errno));
+        slog(LOG_ERR, "cannot read the configuration directory %s: %s", options.config_dirs[d], strerror(errno));
         if (close(fd) != 0)
             slog(LOG_WARN, "close: %s", strerror(errno));
-        return;
+        return false;
     }
     for (struct tenant *t = tenants; t; t = t->next)
         t->seen = false;
@@ -305,39 +464,53 @@ void tenants_scan(void)
     errno = 0;
     while ((e = readdir(dir))) {
         char name[GS_NAME_MAX];
-        if (tenant_name(e->d_name, name))
-            apply_file(dirfd(dir), name);
+        if (tenant_name(d, e->d_name, name))
+            apply_file(d, dirfd(dir), name, false);
         errno = 0;
     }
     int read_error = errno;
     if (closedir(dir) != 0)
         slog(LOG_WARN, "closedir: %s", strerror(errno));
     if (read_error) {
-        slog(LOG_ERR, "cannot read the configuration directory %s: %s; no tenant removed", options.config_dir,
+        slog(LOG_ERR, "cannot read the configuration directory %s: %s; no tenant removed", options.config_dirs[d],
              strerror(read_error));
-        cdi_follow();
-        return;
+        return false;
     }
     for (struct tenant *t = tenants, *next; t; t = next) {
         next = t->next;
-        if (!t->seen) {
-            slog(LOG_INFO, "tenant %s: removed", t->name);
-            tenant_remove(t, "was removed from the configuration");
-        }
+        if (t->dir == d && !t->seen)
+            tenant_file_gone(t);
     }
-    cdi_follow();
-    warn_if_empty();
+    return true;
 }
 
-void tenants_file_changed(const char *file)
+void tenants_scan(void)
+{
+    bool read = true;
+    for (unsigned d = 0; d < options.nconfig_dirs; d++)
+        read &= scan_dir(d);
+    cdi_follow();
+    if (read)
+        warn_if_empty();
+}
+
+void tenants_scan_dir(unsigned d)
+{
+    bool read = scan_dir(d);
+    cdi_follow();
+    if (read)
+        warn_if_empty();
+}
+
+void tenants_file_changed(unsigned d, const char *file)
 {
     char name[GS_NAME_MAX];
-    if (!tenant_name(file, name))
+    if (!tenant_name(d, file, name))
         return;
-    int fd = open_config_dir();
+    int fd = open_config_dir(d);
     if (fd < 0)
         return;
-    apply_file(fd, name);
+    apply_file(d, fd, name, true);
     if (close(fd) != 0)
         slog(LOG_WARN, "close: %s", strerror(errno));
     cdi_follow();
@@ -346,11 +519,13 @@ void tenants_file_changed(const char *file)
 
 int tenants_load(void)
 {
-    int fd = open_config_dir();
-    if (fd < 0)
-        return -1;
-    if (close(fd) != 0)
-        slog(LOG_WARN, "close: %s", strerror(errno));
+    for (unsigned d = 0; d < options.nconfig_dirs; d++) {
+        int fd = open_config_dir(d);
+        if (fd < 0)
+            return -1;
+        if (close(fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
+    }
     tenants_scan();
     return 0;
 }

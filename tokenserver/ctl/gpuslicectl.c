@@ -2,8 +2,8 @@
  * gpuslicectl: the operator's view of a running gpuslice-server, over its
  * admin socket. The server renders the report; `status` asks and prints
  * it, `top` redraws it every second (top.c). "gpuslicectl cdi" prints,
- * without a server, the CDI spec the server would write for a
- * configuration directory, from the same code.
+ * without a server, the CDI spec the server would write for its
+ * configuration directories, from the same code.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,7 +22,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "Usage: gpuslicectl [--run-dir DIR] status [--json]\n"
-"       gpuslicectl [--config-dir DIR] [--run-dir DIR] [--shim PATH] cdi\n"
+"       gpuslicectl [--config-dir DIR]... [--run-dir DIR] [--shim PATH] cdi\n"
 "       gpuslicectl [--run-dir DIR] top [--once | -n N] [--interval S] [--json]\n"
 "\n"
 "status shows what gpuslice-server is doing: per GPU the tenant holding its\n"
@@ -32,10 +32,11 @@ static void usage(FILE *f)
 "each tenant's processes with their host PID, container ID and pod UID.\n"
 "\n"
 "cdi prints the CDI spec that gpuslice-server --cdi-dir writes for the\n"
-"tenants in the configuration directory (a dry run: no server needed).\n"
+"tenants in the configuration directories (a dry run: no server needed).\n"
 "Files with an error are reported on stderr and left out, as the server\n"
 "does, and so are tenants whose name a CDI device cannot have (it must\n"
 "begin with a letter or digit; the server serves them, without a device).\n"
+"A name in two directories is the first directory's, as for the server.\n"
 "\n"
 "top shows the same live, redrawn every second: per GPU its holder, per\n"
 "tenant and GPU a bar of the share achieved (#) against its target (|) and\n"
@@ -49,7 +50,8 @@ static void usage(FILE *f)
 "  -r, --run-dir DIR  the server's run directory (default /run/gpuslice);\n"
 "                     the admin socket is DIR/admin.sock\n"
 "  -c, --config-dir DIR  tenant files, for cdi (default\n"
-"                     /etc/gpuslice/tenants.d)\n"
+"                     /etc/gpuslice/tenants.d); up to 8 times, in the\n"
+"                     order the server is given them\n"
 "      --shim PATH    the host's libgpuslice.so, for cdi (default\n"
 "                     " GPUSLICE_SHIM_DEFAULT ")\n"
 "      --json         one JSON object instead of tables; its fields are\n"
@@ -80,32 +82,39 @@ static const char *absolute(const char *path, char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? NULL : buf;
 }
 
-/* gpuslicectl cdi: the spec for every valid tenant file in config_dir. */
-static int print_cdi(const char *config_dir, const char *run_dir, const char *shim)
-{
-    static char run_abs[4096], shim_abs[4096];
-    run_dir = absolute(run_dir, run_abs, sizeof run_abs);
-    shim = absolute(shim, shim_abs, sizeof shim_abs);
-    if (!run_dir || !shim) {
-        fprintf(stderr, "gpuslicectl: cannot make the paths absolute: %s\n", strerror(errno));
-        return 2;
-    }
-    DIR *dir = opendir(config_dir);
-    if (!dir) {
-        fprintf(stderr, "gpuslicectl: cannot read %s: %s\n", config_dir, strerror(errno));
-        return 2;
-    }
-    static char names[1024][GS_NAME_MAX];
+/* The tenants gpuslicectl cdi found so far, and the directory of each. */
+struct cdi_names {
+    char names[1024][GS_NAME_MAX];
     const char *list[1024];
-    size_t count = 0;
+    unsigned dir[1024];
+    size_t count;
+};
+
+/* The directory index of name in found, or -1. */
+static int cdi_found(const struct cdi_names *found, const char *name)
+{
+    for (size_t i = 0; i < found->count; i++)
+        if (strcmp(found->names[i], name) == 0)
+            return (int)found->dir[i];
+    return -1;
+}
+
+/* Adds the valid tenant files of dirs[d] to found; -1 if it cannot be read. */
+static int cdi_read_dir(const char *const *dirs, unsigned d, struct cdi_names *found)
+{
+    DIR *dir = opendir(dirs[d]);
+    if (!dir) {
+        fprintf(stderr, "gpuslicectl: cannot read %s: %s\n", dirs[d], strerror(errno));
+        return -1;
+    }
     struct dirent *e;
-    while ((e = readdir(dir)) && count < 1024) {
+    while ((e = readdir(dir)) && found->count < 1024) {
         size_t len = strlen(e->d_name);
         if (len <= 5 || strcmp(e->d_name + len - 5, ".conf") != 0 || e->d_name[0] == '.')
             continue;
         char name[256], path[4400], err[600];
         snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
-        snprintf(path, sizeof path, "%s/%s", config_dir, e->d_name);
+        snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
         struct tenant_config config;
         if (!config_valid_name(name)) {
             fprintf(stderr, "gpuslicectl: %s: '%s' is not a valid tenant name; left out\n", path, name);
@@ -116,21 +125,47 @@ static int print_cdi(const char *config_dir, const char *run_dir, const char *sh
                             "letter or a digit); left out of the spec, as the server does\n", path, name);
             continue;
         }
+        int first = cdi_found(found, name);
+        if (first >= 0) {
+            fprintf(stderr, "gpuslicectl: %s: ignored: tenant %s is configured by %s/%s (the first configuration "
+                            "directory given wins)\n", path, name, dirs[first], e->d_name);
+            continue;
+        }
         /* The server's own reader: regular files only, never blocking. */
         if (config_read_file(dirfd(dir), e->d_name, path, &config, err, sizeof err) != 0) {
             fprintf(stderr, "gpuslicectl: %s; left out\n", err);
             continue;
         }
-        memcpy(names[count], name, strlen(name) + 1); /* config_valid_name bounds it */
-        list[count] = names[count];
-        count++;
+        memcpy(found->names[found->count], name, strlen(name) + 1); /* config_valid_name bounds it */
+        found->list[found->count] = found->names[found->count];
+        found->dir[found->count++] = d;
     }
-    closedir(dir);
-    if (count == 0) {
-        fprintf(stderr, "gpuslicectl: no valid tenant in %s: a CDI spec needs at least one device\n", config_dir);
+    if (closedir(dir) != 0)
+        fprintf(stderr, "gpuslicectl: closedir %s: %s\n", dirs[d], strerror(errno));
+    return 0;
+}
+
+/* gpuslicectl cdi: the spec for every valid tenant file in the
+ * directories, a name the first directory's that has it. */
+static int print_cdi(const char *const *dirs, unsigned ndirs, const char *run_dir, const char *shim)
+{
+    static char run_abs[4096], shim_abs[4096];
+    static struct cdi_names found;
+    run_dir = absolute(run_dir, run_abs, sizeof run_abs);
+    shim = absolute(shim, shim_abs, sizeof shim_abs);
+    if (!run_dir || !shim) {
+        fprintf(stderr, "gpuslicectl: cannot make the paths absolute: %s\n", strerror(errno));
         return 2;
     }
-    char *text = cdi_spec_render(list, count, run_dir, shim);
+    for (unsigned d = 0; d < ndirs; d++)
+        if (cdi_read_dir(dirs, d, &found) != 0)
+            return 2;
+    if (found.count == 0) {
+        fprintf(stderr, "gpuslicectl: no valid tenant in %s%s: a CDI spec needs at least one device\n", dirs[0],
+                ndirs > 1 ? " or the other directories" : "");
+        return 2;
+    }
+    char *text = cdi_spec_render(found.list, found.count, run_dir, shim);
     if (!text) {
         fprintf(stderr, "gpuslicectl: out of memory\n");
         return 2;
@@ -171,13 +206,20 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct top_options top = {.run_dir = "/run/gpuslice", .interval_s = 1.0};
-    const char *config_dir = "/etc/gpuslice/tenants.d", *shim = GPUSLICE_SHIM_DEFAULT;
+    const char *config_dirs[CONFIG_DIRS_MAX] = {"/etc/gpuslice/tenants.d"}, *shim = GPUSLICE_SHIM_DEFAULT;
+    unsigned nconfig_dirs = 0; /* none given: the default */
     int opt;
     char *end;
     while ((opt = getopt_long(argc, argv, "r:c:n:hV", options, NULL)) != -1) {
         switch (opt) {
         case 'r': top.run_dir = optarg; break;
-        case 'c': config_dir = optarg; break;
+        case 'c':
+            if (nconfig_dirs == CONFIG_DIRS_MAX) {
+                fprintf(stderr, "gpuslicectl: --config-dir may be given at most %d times\n", CONFIG_DIRS_MAX);
+                return 1;
+            }
+            config_dirs[nconfig_dirs++] = optarg;
+            break;
         case 'S': shim = optarg; break;
         case OPT_JSON: top.json = true; break;
         case OPT_ONCE: top.once = true; break;
@@ -201,7 +243,7 @@ int main(int argc, char **argv)
         }
     }
     if (optind == argc - 1 && strcmp(argv[optind], "cdi") == 0 && !top.json)
-        return print_cdi(config_dir, top.run_dir, shim);
+        return print_cdi(config_dirs, nconfig_dirs ? nconfig_dirs : 1, top.run_dir, shim);
     if (optind == argc - 1 && strcmp(argv[optind], "status") == 0)
         return status(top.run_dir, top.json);
     if (optind == argc - 1 && strcmp(argv[optind], "top") == 0)
