@@ -1,5 +1,6 @@
 """gpuslice-dra whole, as a kubelet and an API server see it: the real
-plugin beside a real gpuslice-server that reads its claims' directory,
+plugin beside a real gpuslice-server that reads its claims' directory after
+a namespace tenant's (two --config-dir, as the DaemonSet runs it),
 the test API endpoint (apiserver.py, HTTPS) serving the claims, and the
 kubelet stand-in (kubelet.py) calling it through gRPC with the kubelet's
 messages.
@@ -79,7 +80,10 @@ machine = Machine(memory="16G", FAKENVML_DRIVER_VERSION="580.95.05")
 claims_dir = os.path.join(tmp, "claims.d")
 cdi_dir = os.path.join(tmp, "cdi")
 os.makedirs(cdi_dir)
-server = Server(machine, {}, conf=claims_dir, cdi_dir=cdi_dir)
+# A namespace tenant from the first configuration directory, the claims'
+# from the second, as the DaemonSet runs it.
+os.makedirs(claims_dir)
+server = Server(machine, {"team-a": "share = 3\n"}, cdi_dir=cdi_dir, args=["--config-dir", claims_dir])
 api = ApiServer(os.path.join(tmp, "api")).start()
 plugin = DraPlugin(tmp, api, machine.env, claims_dir, cdi_dir)
 registry, endpoint = plugin.registry, plugin.endpoint
@@ -160,8 +164,9 @@ try:
                   ta.get("memory") == 8 * GIB and tb.get("memory") == 4 * GIB,
                   "the server serves both tenants with those shares and caps (%s; %s)"
                   % ({k: ta.get(k) for k in ("share", "memory")}, {k: tb.get(k) for k in ("share", "memory")}))
-    checks.expect({"claim-" + UID_A, "claim-" + UID_B} <= cdi_devices(),
-                  "the server's CDI spec has both claims' devices (%s)" % sorted(cdi_devices()))
+    checks.expect({"claim-" + UID_A, "claim-" + UID_B, "team-a"} <= cdi_devices() and t.get("team-a", {}).get("share") == 3,
+                  "the server's CDI spec has both claims' devices beside the namespace tenant's (%s)"
+                  % sorted(cdi_devices()))
     before = os.stat(tenant_file(UID_A)).st_mtime_ns
     again = answer_of(kubelet.prepare(endpoint, [ref(UID_A, "big")]), UID_A)
     beta = answer_of(kubelet.prepare(endpoint, [ref(UID_A, "big")], version="v1beta1"), UID_A)
