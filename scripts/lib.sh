@@ -3,11 +3,12 @@
 #
 # Required: a C compiler, python3, meson and ninja (on PATH, or pip's
 # packages run through python3). Optional: json-c (gpuslice-hook), ncurses
-# (gpuslicectl top's live view) and pkg-config; the build goes on without
-# them. ensure_tools installs what is missing with apt-get, except with
-# --offline or when no package source can be reached: then it installs
-# nothing, a missing required tool is an error, and the optional parts are
-# left out of the build.
+# (gpuslicectl top's live view), pkg-config, and gRPC, protobuf-c and
+# libcurl (gpuslice-dra, with python3-grpcio, protoc and openssl for its
+# tests); the build goes on without them. ensure_tools installs what is
+# missing with apt-get, except with --offline or when no package source
+# can be reached: then it installs nothing, a missing required tool is an
+# error, and the optional parts are left out of the build.
 
 die() { echo "gpuslice: $*" >&2; exit 1; }
 
@@ -81,12 +82,27 @@ ensure_tools() {
         # gpuslicectl top's live view draws with ncurses
         { pkg-config --exists ncursesw 2>/dev/null || pkg-config --exists ncurses 2>/dev/null; } ||
             missing+=(libncurses-dev)
+        # gpuslice-dra (the build skips it without them): gRPC's C core,
+        # protobuf-c and its compiler, libcurl; its tests' kubelet stand-in
+        # speaks through python3-grpcio with messages protoc generates, and
+        # the test API endpoint's certificate comes from openssl.
+        pkg-config --exists grpc 2>/dev/null || missing+=(libgrpc-dev)
+        pkg-config --exists libprotobuf-c 2>/dev/null || missing+=(libprotobuf-c-dev)
+        command -v protoc-c >/dev/null 2>&1 || missing+=(protobuf-c-compiler)
+        pkg-config --exists libcurl 2>/dev/null || missing+=(libcurl4-openssl-dev)
+        command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+        { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc' 2>/dev/null; } || missing+=(python3-grpcio)
+        command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     fi
     [ ${#missing[@]} -eq 0 ] && return 0
     if $offline || ! command -v apt-get >/dev/null 2>&1 || ! network_reachable; then
         local required=() p
         for p in "${missing[@]}"; do
-            case $p in libjson-c-dev | pkg-config | libncurses-dev) ;; *) required+=("$p") ;; esac
+            case $p in
+            libjson-c-dev | pkg-config | libncurses-dev | libgrpc-dev | libprotobuf-c-dev | protobuf-c-compiler |
+                libcurl4-openssl-dev | protobuf-compiler | python3-grpcio | openssl) ;;
+            *) required+=("$p") ;;
+            esac
         done
         [ ${#required[@]} -eq 0 ] || die "missing ${required[*]}, and not installing anything (offline or no" \
             "package source reachable): install them, e.g. pip install meson ninja"
