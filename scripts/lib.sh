@@ -97,12 +97,10 @@ ensure_tools() {
     [ ${#missing[@]} -eq 0 ] && return 0
     if $offline || ! command -v apt-get >/dev/null 2>&1 || ! network_reachable; then
         local required=() p
+        local optional=" libjson-c-dev pkg-config libncurses-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
+                         libcurl4-openssl-dev protobuf-compiler python3-grpcio openssl "
         for p in "${missing[@]}"; do
-            case $p in
-            libjson-c-dev | pkg-config | libncurses-dev | libgrpc-dev | libprotobuf-c-dev | protobuf-c-compiler |
-                libcurl4-openssl-dev | protobuf-compiler | python3-grpcio | openssl) ;;
-            *) required+=("$p") ;;
-            esac
+            [[ $optional == *[[:space:]]"$p"[[:space:]]* ]] || required+=("$p")
         done
         [ ${#required[@]} -eq 0 ] || die "missing ${required[*]}, and not installing anything (offline or no" \
             "package source reachable): install them, e.g. pip install meson ninja"

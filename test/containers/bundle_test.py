@@ -197,6 +197,14 @@ with Cleanup() as cleanup:
                   "the DaemonSet's install script, run from the image with --network none, installs %s (%d: %s)"
                   % (", ".join(installed), out.returncode, out.stderr.strip()[-200:]))
 
+    # ... and gpuslice-dra, the DaemonSet's second container, finds its
+    # libraries (gRPC, protobuf-c, libcurl, json-c) in the image.
+    out = subprocess.run(PODMAN + ["run", "--rm"] + LOCKED + [image, "/usr/bin/gpuslice-dra", "--version"],
+                         capture_output=True, text=True, timeout=120)
+    checks.expect(out.returncode == 0 and out.stdout.strip() == "gpuslice-dra " + VERSION,
+                  "gpuslice-dra --version runs in the image with --network none (%d: %s %s)"
+                  % (out.returncode, out.stdout.strip(), out.stderr.strip()[-200:]))
+
     # 4. The server from the image, with no network; two tenants at 3:1.
     run_dir = os.path.join(work, "run")
     conf = os.path.join(work, "tenants.d")
