@@ -34,12 +34,7 @@ C_PRELOAD = "/etc/ld.so.preload"
 WINDOW = 5.0   # seconds measured, as in token_shares_test
 
 
-def skip(reason):
-    if REQUIRED:
-        print("FAILED: " + reason + " (GPUSLICE_REQUIRE_CONTAINERS=1)")
-        sys.exit(1)
-    print("skipped: " + reason)
-    sys.exit(77)
+skip = testlib.skip
 
 
 def require(tools):

@@ -26,18 +26,7 @@ import sys
 import tempfile
 import time
 
-from testlib import Checks, wait_for
-
-REQUIRED = os.environ.get("GPUSLICE_REQUIRE_CONTAINERS") == "1"
-
-
-def skip(reason):
-    if REQUIRED:
-        print("FAILED: %s (GPUSLICE_REQUIRE_CONTAINERS=1)" % reason)
-        sys.exit(1)
-    print("SKIP: " + reason)
-    sys.exit(77)
-
+from testlib import Checks, skip, wait_for
 
 try:
     import grpc

@@ -42,19 +42,13 @@ import tempfile
 
 import k8s_npm
 import testlib
-from testlib import Checks, Machine, Server, wait_for
+from testlib import Checks, Machine, Server, skip, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 REQUIRED = os.environ.get("GPUSLICE_REQUIRE_CONTAINERS") == "1"
 
 
-def skip(reason):
-    if REQUIRED:
-        print("FAILED: %s (GPUSLICE_REQUIRE_CONTAINERS=1)" % reason)
-        sys.exit(1)
-    print("skipped: " + reason)
-    sys.exit(77)
 
 
 try:

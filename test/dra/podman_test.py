@@ -19,7 +19,6 @@ configuration directory."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 

@@ -21,6 +21,16 @@ MEMHOG = os.path.join(BUILD, "test", "helpers", "memhog")
 MEMSCRIPT = os.path.join(BUILD, "test", "helpers", "memscript")
 
 
+def skip(reason):
+    """Skips the test (exit 77), or fails it where GPUSLICE_REQUIRE_CONTAINERS=1
+    (CI, as root with apt: what a test needs must be there)."""
+    if os.environ.get("GPUSLICE_REQUIRE_CONTAINERS") == "1":
+        print("FAILED: %s (GPUSLICE_REQUIRE_CONTAINERS=1)" % reason)
+        sys.exit(1)
+    print("skipped: " + reason)
+    sys.exit(77)
+
+
 def runs_emulated(path):
     """Whether the program or library at path runs under emulation here: a
     cross build (aarch64 on x86-64) run by qemu-user through binfmt. Its
