@@ -360,7 +360,7 @@ static void waiting_behind_ungated_work(struct world *w)
  * short. The check allowed the larger of one slice of t1's (50 ms) and
  * its part of a round of the others' (50 ms), below what fair queuing
  * promises: half of its own slice and half of each other's, 75 ms
- * (DESIGN.md, "How close to the weights"; fresh seed 31031273). Where
+ * (docs/design/scheduler.md, "How close to the weights"; fresh seed 31031273). Where
  * the end falls is up to the seed: the old check failed on 6 of seeds
  * 1-200 (meson runs the 200, about a second). */
 static void share_lag_mid_slice(struct world *w)

@@ -451,7 +451,7 @@ void check_grant_arrived(struct world *w, const struct sim_proc *p, int g, uint6
 }
 
 /* The GPU sat idle while the slice's GRANT was on its way: the slice's
- * tenant is charged for that (DESIGN.md, "What is charged": a GRANT that
+ * tenant is charged for that (docs/design/scheduler.md, "What is charged": a GRANT that
  * takes longer to reach the process stays the tenant's) beyond the
  * refund, and the shares at the end count it as the tenant's. */
 void check_slice_held(struct world *w, int t, int g, uint64_t held)
@@ -547,7 +547,7 @@ void check_end(struct world *w)
             double want = w->tenant[t].config.share / weights;
             /* within 0.5 points, or, where the run's end cuts a round
              * short, within the lag a fair queue allows over an interval
-             * (DESIGN.md, "Fairness"): for each other tenant u, the
+             * (docs/design/scheduler.md, "How close to the weights"): for each other tenant u, the
              * difference of their device times over their weights is at
              * most a slice of each over its weight, so t's device time is
              * off its weight's part of the whole by at most

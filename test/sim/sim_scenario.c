@@ -107,7 +107,7 @@ static void clean_run(struct world *w)
     for (int t = 0; t < n; t++) {
         struct tenant_plan *tp = scenario_tenant(w, shares[rng_range(&w->rng, 0, 3)]);
         /* one quantum for all: each slice costs a handoff, which a tenant of
-         * shorter slices pays more often (DESIGN.md) */
+         * shorter slices pays more often (docs/design/scheduler.md) */
         tp->config.quantum_ns = quantum;
         /* a latency tenant preempts the others' slices: when it runs, not
          * how much (the shares below hold all the same) */
