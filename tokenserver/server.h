@@ -209,6 +209,18 @@ const char *config_on_server_down_name(enum on_server_down p);
  * failure returns -1 and puts "PATH:LINE: reason" in err. */
 int config_parse_text(const char *text, size_t len, const char *path, struct tenant_config *out, char *err,
                       size_t errlen);
+/* A tenant file's key: its name, an example value, and what it means. */
+struct config_key {
+    const char *name;
+    const char *example;
+    const char *text;
+};
+/* Every key the parser knows, in its order (read-only). */
+extern const struct config_key config_keys[];
+extern const unsigned config_nkeys;
+/* "share, limit, ...LAST_SEPpreempt_ms" into out (truncated to outlen);
+ * the length it needs, as snprintf. */
+size_t config_key_list(char *out, size_t outlen, const char *last_sep);
 /* Whether a file name (without .conf) is a valid tenant name. */
 bool config_valid_name(const char *name);
 /* Reads FILE in the directory dir_fd (a regular file, or a symlink to one,

@@ -239,7 +239,7 @@ int main(int argc, char **argv)
             break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("gpuslicectl %s (protocol %d)\n", GPUSLICE_VERSION, GS_PROTOCOL_VERSION); return 0;
-        default: usage(stderr); return 1;
+        default: fprintf(stderr, "see gpuslicectl --help\n"); return 1;
         }
     }
     if (optind == argc - 1 && strcmp(argv[optind], "cdi") == 0 && !top.json)

@@ -1,0 +1,69 @@
+"""Messages say what the user needs (issue 43). Each check failed before
+its fix:
+
+1. An unknown key in a tenant file lists every key the parser knows,
+   class and preempt_ms included (before: six of its eight); --help names
+   every key, and --help-tenant-file describes each.
+2. A flag typo prints the error and one line pointing at --help, with the
+   exit status it had (gpuslice-server 1, gpuslicectl 1, gpuslice-hook 2)
+   (before: the error and all of the help, some 180 lines)."""
+import os
+import re
+import subprocess
+
+from testlib import BUILD, CTL, SERVER, Checks, Machine, Server, wait_for
+
+HOOK = os.path.join(BUILD, "hook", "gpuslice-hook")
+# Every key the parser knows, read from its table (tokenserver/config.c).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tokenserver", "config.c")) as f:
+    source = f.read()
+table = source[source.index("const struct config_key config_keys[] = {"):]
+table = table[: table.index("};")]
+KEYS = re.findall(r'^    \{"([a-z_]+)"', table, re.M)
+
+checks = Checks()
+checks.expect(len(KEYS) == 8 and "class" in KEYS and "preempt_ms" in KEYS,
+              "the parser's table has its eight keys (%s)" % KEYS)
+machine = Machine()
+server = Server(machine, {"a": "share = 1\n"})
+
+
+def log_lines(text):
+    return [line for line in server.log().splitlines() if text in line]
+
+
+# ---- 1. the keys ----------------------------------------------------------------------------------
+server.write_tenant("typo", "share = 1\nclas = latency\n")
+checks.expect(wait_for(lambda: log_lines("typo.conf:2: unknown key 'clas'"), 3.0), "an unknown key is reported")
+unknown = (log_lines("typo.conf:2: unknown key 'clas'") or [""])[0]
+listed = unknown[unknown.find("(expected "):]
+checks.expect(all(re.search(r"\b%s\b" % k, listed) for k in KEYS),
+              "the unknown-key message lists every key (%s)" % unknown)
+help_text = subprocess.run([SERVER, "--help"], capture_output=True, text=True, timeout=10)
+checks.expect(help_text.returncode == 0 and all(re.search(r"\b%s\b" % k, help_text.stdout) for k in KEYS)
+              and "--help-tenant-file" in help_text.stdout,
+              "gpuslice-server --help names every key and --help-tenant-file")
+ref = subprocess.run([SERVER, "--help-tenant-file"], capture_output=True, text=True, timeout=10)
+checks.expect(ref.returncode == 0 and all(re.search(r"^  %s = " % k, ref.stdout, re.M) for k in KEYS),
+              "gpuslice-server --help-tenant-file describes every key (%s)" % ref.stdout[:80])
+
+# ---- 2. flag typos ---------------------------------------------------------------------------------
+for prog, argv, status in ((SERVER, ["--confg-dir", "x"], 1), (CTL, ["--jsno", "status"], 1),
+                           (HOOK, ["--alow", "x"], 2)):
+    name = os.path.basename(prog)
+    if not os.path.exists(prog):
+        print("skip: %s is not built" % name)
+        continue
+    p = subprocess.run([prog] + argv, capture_output=True, text=True, timeout=10)
+    lines = p.stderr.splitlines()
+    checks.expect(p.returncode == status and len(lines) == 2 and "unrecognized option" in lines[0]
+                  and argv[0] in lines[0] and lines[1] == "see %s --help" % name and p.stdout == "",
+                  "%s %s: the error, one line pointing at --help, exit %d (%d: %s)"
+                  % (name, argv[0], status, p.returncode, lines[:3]))
+p = subprocess.run([SERVER, "--config-dir", server.conf, "stray"], capture_output=True, text=True, timeout=10)
+checks.expect(p.returncode == 1 and p.stderr.strip().splitlines() ==
+              ["gpuslice-server: unexpected argument 'stray'; see gpuslice-server --help"],
+              "an unexpected argument is one line (%d: %s)" % (p.returncode, p.stderr[:200]))
+
+server.stop()
+checks.finish()
