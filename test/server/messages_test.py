@@ -6,7 +6,12 @@ its fix:
    every key, and --help-tenant-file describes each.
 2. A flag typo prints the error and one line pointing at --help, with the
    exit status it had (gpuslice-server 1, gpuslicectl 1, gpuslice-hook 2)
-   (before: the error and all of the help, some 180 lines)."""
+   (before: the error and all of the help, some 180 lines).
+5. A file of a configuration directory not named NAME.conf (team-a.cnf,
+   team-a.conf.bak, team-a.yaml) is logged at warn as ignored, once per
+   name while it exists, in each of several directories, at start and when
+   it appears; a dotfile is not; a name that goes and comes back is said
+   again (before: nothing)."""
 import os
 import re
 import subprocess
@@ -25,7 +30,13 @@ checks = Checks()
 checks.expect(len(KEYS) == 8 and "class" in KEYS and "preempt_ms" in KEYS,
               "the parser's table has its eight keys (%s)" % KEYS)
 machine = Machine()
-server = Server(machine, {"a": "share = 1\n"})
+conf2 = os.path.join(machine.dir, "second.d")
+os.mkdir(conf2)
+os.makedirs(os.path.join(machine.dir, "tenants.d"))
+for name in ("team-a.cnf", ".team-a.conf.swp"):
+    with open(os.path.join(machine.dir, "tenants.d", name), "w") as f:
+        f.write("share = 1\n")
+server = Server(machine, {"a": "share = 1\n"}, args=["--config-dir", conf2])
 
 
 def log_lines(text):
@@ -64,6 +75,40 @@ p = subprocess.run([SERVER, "--config-dir", server.conf, "stray"], capture_outpu
 checks.expect(p.returncode == 1 and p.stderr.strip().splitlines() ==
               ["gpuslice-server: unexpected argument 'stray'; see gpuslice-server --help"],
               "an unexpected argument is one line (%d: %s)" % (p.returncode, p.stderr[:200]))
+
+# ---- 5. files that are not tenant files -----------------------------------------------------------
+def ignored(directory, name):
+    return log_lines("%s/%s: ignored: tenant files are named NAME.conf" % (directory, name))
+
+
+checks.expect(len(ignored(server.conf, "team-a.cnf")) == 1 and "warn:" in ignored(server.conf, "team-a.cnf")[0],
+              "team-a.cnf, there at start, is logged at warn as ignored (%s)" % ignored(server.conf, "team-a.cnf"))
+checks.expect(not log_lines(".team-a.conf.swp"), "a dotfile is not")
+for directory, name in ((server.conf, "team-a.conf.bak"), (conf2, "team-b.yaml")):
+    with open(os.path.join(directory, name), "w") as f:
+        f.write("share = 1\n")
+    checks.expect(wait_for(lambda: ignored(directory, name), 3.0),
+                  "%s, written into %s, is logged as ignored" % (name, directory))
+for _ in range(3):  # rescans and rewrites say nothing more
+    server.proc.send_signal(1)
+    with open(os.path.join(server.conf, "team-a.conf.bak"), "a") as f:
+        f.write("# again\n")
+    wait_for(lambda: False, 0.3)
+checks.expect(wait_for(lambda: len(log_lines("SIGHUP: reloading")) == 3, 3.0) and
+              [len(ignored(server.conf, "team-a.cnf")), len(ignored(server.conf, "team-a.conf.bak")),
+               len(ignored(conf2, "team-b.yaml"))] == [1, 1, 1],
+              "three SIGHUPs and rewrites later, each name is still one line (%d, %d, %d)"
+              % (len(ignored(server.conf, "team-a.cnf")), len(ignored(server.conf, "team-a.conf.bak")),
+                 len(ignored(conf2, "team-b.yaml"))))
+os.unlink(os.path.join(server.conf, "team-a.cnf"))
+wait_for(lambda: False, 0.3)
+with open(os.path.join(server.conf, "team-a.cnf"), "w") as f:
+    f.write("share = 1\n")
+checks.expect(wait_for(lambda: len(ignored(server.conf, "team-a.cnf")) == 2, 3.0),
+              "team-a.cnf removed and written again is said again")
+checks.expect(any(t["name"] == "a" for t in server.status()["tenants"]) and
+              not any(t["name"].startswith("team-") for t in server.status()["tenants"]),
+              "none of them is a tenant; a.conf is")
 
 server.stop()
 checks.finish()
