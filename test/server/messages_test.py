@@ -1,12 +1,16 @@
 """Messages say what the user needs (issue 43). Each check failed before
-its fix:
+its fix (numbered as the issue's items):
 
 1. An unknown key in a tenant file lists every key the parser knows,
    class and preempt_ms included (before: six of its eight); --help names
    every key, and --help-tenant-file describes each.
-2. A flag typo prints the error and one line pointing at --help, with the
+3. A flag typo prints the error and one line pointing at --help, with the
    exit status it had (gpuslice-server 1, gpuslicectl 1, gpuslice-hook 2)
    (before: the error and all of the help, some 180 lines).
+4. A CDI directory whose spec is another live server's is said once while
+   the server retries every second (before: a line a second, ten per 10 s),
+   and that it is over once the other server stops and the spec is
+   written.
 5. A file of a configuration directory not named NAME.conf (team-a.cnf,
    team-a.conf.bak, team-a.yaml) is logged at warn as ignored, once per
    name while it exists, in each of several directories, at start and when
@@ -15,8 +19,9 @@ its fix:
 import os
 import re
 import subprocess
+import time
 
-from testlib import BUILD, CTL, SERVER, Checks, Machine, Server, wait_for
+from testlib import BUILD, CTL, SERVER, SHIM, Checks, Machine, Server, wait_for
 
 HOOK = os.path.join(BUILD, "hook", "gpuslice-hook")
 # Every key the parser knows, read from its table (tokenserver/config.c).
@@ -58,7 +63,7 @@ ref = subprocess.run([SERVER, "--help-tenant-file"], capture_output=True, text=T
 checks.expect(ref.returncode == 0 and all(re.search(r"^  %s = " % k, ref.stdout, re.M) for k in KEYS),
               "gpuslice-server --help-tenant-file describes every key (%s)" % ref.stdout[:80])
 
-# ---- 2. flag typos ---------------------------------------------------------------------------------
+# ---- 3. flag typos ---------------------------------------------------------------------------------
 for prog, argv, status in ((SERVER, ["--confg-dir", "x"], 1), (CTL, ["--jsno", "status"], 1),
                            (HOOK, ["--alow", "x"], 2)):
     name = os.path.basename(prog)
@@ -111,4 +116,35 @@ checks.expect(any(t["name"] == "a" for t in server.status()["tenants"]) and
               "none of them is a tenant; a.conf is")
 
 server.stop()
+
+# ---- 4. another server's CDI spec --------------------------------------------------------------------
+cdi_dir = os.path.join(machine.dir, "cdi")
+owner = Server(machine, {"a": "share = 1\n"}, cdi_dir=cdi_dir)
+spec = os.path.join(cdi_dir, "gpuslice.json")
+checks.expect(wait_for(lambda: os.path.exists(spec), 3.0), "the first server writes its CDI spec")
+other_run = os.path.join(machine.dir, "run2")
+other_log = os.path.join(machine.dir, "server2.log")
+with open(other_log, "w") as log:
+    other = subprocess.Popen([SERVER, "--config-dir", owner.conf, "--run-dir", other_run, "--cdi-dir", cdi_dir,
+                              "--shim", SHIM, "--metrics", ""], stdout=log, stderr=log)
+
+
+def other_lines(text):
+    with open(other_log) as f:
+        return [line for line in f.read().splitlines() if text in line]
+
+
+wait_for(lambda: os.path.exists(os.path.join(other_run, "admin.sock")), 5.0)
+time.sleep(3.5)  # three or four retries
+conflict = other_lines("not replacing it")
+checks.expect(len(conflict) == 1 and "pid %d" % owner.proc.pid in conflict[0] and
+              "said again if this changes, or every 10 minutes" in conflict[0],
+              "a server given another live server's CDI directory says so once in 3.5 s of retries (%d: %s)"
+              % (len(conflict), conflict[:1]))
+owner.stop()
+checks.expect(wait_for(lambda: other_lines("written; the failure said above is over"), 3.0) and
+              len(other_lines("not replacing it")) == 1,
+              "once that server stops, the spec is written and the log says the failure is over")
+other.terminate()
+other.wait(timeout=10)
 checks.finish()
