@@ -480,7 +480,9 @@ int client_send(struct client *c, const struct gs_msg *msg);
  * replaces it. */
 void client_notify(struct client *c, const struct gs_msg *msg);
 /* Logs a lease refused at the tenant's cap (once a minute per tenant):
- * the request, the cap and the tenant's count. */
+ * what the process lacked beyond its headroom (need: not the
+ * application's size, which only the shim knows and logs), the cap and
+ * the tenant's count. */
 void client_memory_refused(const struct client *c, const struct sched_slot *slot, uint64_t need, uint64_t cap,
                            uint64_t used);
 /* Logs (once a minute per tenant) that the tenant's memory cap is more than

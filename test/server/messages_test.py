@@ -4,6 +4,12 @@ its fix (numbered as the issue's items):
 1. An unknown key in a tenant file lists every key the parser knows,
    class and preempt_ms included (before: six of its eight); --help names
    every key, and --help-tenant-file describes each.
+2. An allocation refused at a tenant's memory cap is logged by the shim,
+   on the application's stderr, with the call and the size the
+   application asked for, the tenant's count and its cap, a line a second
+   at most with a count of the rest (before: at debug only); the server's
+   line says it refused a lease, what the process lacked beyond its
+   headroom (before: "asked for" that shortfall, read as the allocation).
 3. A flag typo prints the error and one line pointing at --help, with the
    exit status it had (gpuslice-server 1, gpuslicectl 1, gpuslice-hook 2)
    (before: the error and all of the help, some 180 lines).
@@ -21,7 +27,7 @@ import re
 import subprocess
 import time
 
-from testlib import BUILD, CTL, SERVER, SHIM, Checks, Machine, Server, wait_for
+from testlib import BUILD, CTL, MEMSCRIPT, SERVER, SHIM, Checks, Machine, Server, wait_for
 
 HOOK = os.path.join(BUILD, "hook", "gpuslice-hook")
 # Every key the parser knows, read from its table (tokenserver/config.c).
@@ -62,6 +68,55 @@ checks.expect(help_text.returncode == 0 and all(re.search(r"\b%s\b" % k, help_te
 ref = subprocess.run([SERVER, "--help-tenant-file"], capture_output=True, text=True, timeout=10)
 checks.expect(ref.returncode == 0 and all(re.search(r"^  %s = " % k, ref.stdout, re.M) for k in KEYS),
               "gpuslice-server --help-tenant-file describes every key (%s)" % ref.stdout[:80])
+
+# ---- 2. memory refusals ----------------------------------------------------------------------------
+MIB = 1 << 20
+server.write_tenant("capped", "memory = 4G\n")
+checks.expect(wait_for(lambda: any(t["name"] == "capped" for t in server.status()["tenants"]), 3.0),
+              "tenant capped (memory = 4G) is there")
+stderr_path = os.path.join(machine.dir, "memscript.err")
+with open(stderr_path, "w") as err:
+    ms = subprocess.Popen([MEMSCRIPT], env=server.tenant_env("capped"), stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+
+
+def do(line):
+    ms.stdin.write(line + "\n")
+    ms.stdin.flush()
+    return ms.stdout.readline().split()[0]
+
+
+def shim_lines():
+    with open(stderr_path) as f:
+        return [line for line in f.read().splitlines() if "refused" in line]
+
+
+answers = [do("init"), do("alloc 0 %d" % (3891 * MIB))]
+answers += [do("alloc %d %d" % (i, 512 * MIB)) for i in range(1, 6)]
+checks.expect(answers == ["rc=CUDA_SUCCESS"] * 2 + ["rc=CUDA_ERROR_OUT_OF_MEMORY"] * 5,
+              "3.8 GiB fit the 4 GiB cap, five allocations of 512 MiB more do not (%s)" % answers)
+first = shim_lines()
+checks.expect(len(first) == 1 and re.search(r"gpuslice\[%d\]: warn: cuMemAlloc_v2 of 512 MiB refused: the tenant "
+                                            r"holds (3\.[89]|4) GiB of its 4 GiB cap on device 0" % ms.pid, first[0])
+              and "CUDA_ERROR_OUT_OF_MEMORY" in first[0],
+              "the shim logs the call, the size asked for, what the tenant holds and its cap, once for five (%s)"
+              % first)
+time.sleep(1.1)
+answers = [do("alloc 6 %d" % (512 * MIB))]
+lines = shim_lines()
+checks.expect(answers == ["rc=CUDA_ERROR_OUT_OF_MEMORY"] and len(lines) == 2 and
+              "(4 more refused since the line before, not logged)" in lines[1],
+              "a second later the next refusal is a line with the count of those not logged (%s)" % lines[1:])
+lease = log_lines("memory lease refused at the tenant's cap")
+need = re.search(r"the process needed ([0-9.]+) (MiB|KiB|bytes) more than its unused headroom, and the tenant holds "
+                 r"[0-9.]+ GiB of its 4 GiB cap", lease[0] if lease else "")
+checks.expect(len(lease) == 1 and "tenant capped pid %d" % ms.pid in lease[0] and need and
+              float(need.group(1)) * {"MiB": MIB, "KiB": 1024, "bytes": 1}[need.group(2)] <= 512 * MIB,
+              "the server logs one lease refusal: what the process lacked (512 MiB at most), the count and the cap "
+              "(%s)" % lease)
+ms.stdin.write("quit\n")
+ms.stdin.close()
+ms.wait(timeout=30)
 
 # ---- 3. flag typos ---------------------------------------------------------------------------------
 for prog, argv, status in ((SERVER, ["--confg-dir", "x"], 1), (CTL, ["--jsno", "status"], 1),
