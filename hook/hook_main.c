@@ -174,12 +174,12 @@ int main(int argc, char **argv)
         case 's': shim = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("gpuslice-hook %s\n", GPUSLICE_VERSION); return 0;
-        default: usage(stderr); return 2;
+        default: fprintf(stderr, "see gpuslice-hook --help\n"); return 2;
         }
     }
     if (optind != argc || run_dir[0] != '/' || shim[0] != '/') {
-        fprintf(stderr, "gpuslice-hook: %s\n", optind != argc ? "unexpected argument" : "paths must be absolute");
-        usage(stderr);
+        fprintf(stderr, "gpuslice-hook: %s; see gpuslice-hook --help\n",
+                optind != argc ? "unexpected argument" : "paths must be absolute");
         return 2;
     }
     umask(022); /* mount points made for uids other than root */

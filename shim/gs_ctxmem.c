@@ -128,7 +128,8 @@ static CUresult before(CUdevice dev, bool primary, struct birth *b)
         return CUDA_SUCCESS;
     uint64_t reserved = measured[d->slot] ? measured[d->slot] : guess;
     gs_unlock(GS_LOCK_BIRTHS); /* the reservation may ask the server */
-    CUresult rc = gs_reserve(d, reserved);
+    CUresult rc = gs_reserve(d, reserved, primary ? "cuDevicePrimaryCtxRetain (the context's own memory)"
+                                                  : "cuCtxCreate (the context's own memory)", reserved);
     if (rc != CUDA_SUCCESS)
         return rc;
     gs_lock(GS_LOCK_BIRTHS);
@@ -175,7 +176,9 @@ static CUresult after(struct birth *b, CUresult rc, CUcontext ctx, bool primary,
     gs_unlock(GS_LOCK_BIRTHS);
     if (footprint < b->reserved) {
         gs_lease_give(d, b->reserved - footprint);
-    } else if (footprint > b->reserved && gs_reserve(d, footprint - b->reserved) != CUDA_SUCCESS) {
+    } else if (footprint > b->reserved && gs_reserve(d, footprint - b->reserved, primary ? "cuDevicePrimaryCtxRetain (the context's own memory)"
+                                                                       : "cuCtxCreate (the context's own memory)",
+                                  footprint) != CUDA_SUCCESS) {
         /* The context is larger than its reservation and the cap cannot
          * take the difference: undo the creation. */
         gs_lease_give(d, b->reserved);

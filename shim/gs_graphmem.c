@@ -186,7 +186,7 @@ CUresult gs_graphmem_before_launch(CUgraphExec exec, CUstream stream, int ptsz, 
         return CUDA_SUCCESS;
     struct gs_launch_target t;
     bool known = gs_lookup_stream(stream, ptsz, &t) == CUDA_SUCCESS; /* else the driver answers the launch */
-    CUresult rc = known ? gs_reserve(t.dev, bytes) : CUDA_SUCCESS;
+    CUresult rc = known ? gs_reserve(t.dev, bytes, "a graph launch's memory nodes", bytes) : CUDA_SUCCESS;
     if (known && rc == CUDA_SUCCESS) {
         l->dev = t.dev;
         l->reserved = bytes;

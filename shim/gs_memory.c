@@ -173,7 +173,7 @@ static CUcontext current_ctx(void)
  * context `ctx`); or give the reservation back if the driver fails. */
 #define COUNTED_ALLOC(dev, bytes, kind, call, key_expr, ctx)                \
     do {                                                                    \
-        CUresult r_ = gs_reserve(dev, bytes);                                  \
+        CUresult r_ = gs_reserve(dev, bytes, __func__, bytes);                 \
         if (r_ != CUDA_SUCCESS)                                             \
             return r_;                                                      \
         r_ = (call);                                                        \
@@ -273,7 +273,9 @@ static CUresult async_alloc(struct async_args *a, int ptsz)
     if (gs_graphmem_captured(a->stream, ptsz, a->bytes))
         return real_async(a); /* an allocation node: taken at the graph's first launch */
     bool by_size;
-    CUresult rc = gs_pool_alloc(t.dev, a->pool, a->bytes, real_async, a, &by_size);
+    static const char *const names[] = {"cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync",
+                                        "cuMemAllocFromPoolAsync_ptsz"};
+    CUresult rc = gs_pool_alloc(names[a->variant & 3], t.dev, a->pool, a->bytes, real_async, a, &by_size);
     if (by_size && !gs_mem_track(GS_K_PTR, *a->dptr, t.dev, a->bytes, NULL))
         gs_log(GS_LOG_ERROR, "out of memory for the allocation table: %llu bytes stay counted",
                (unsigned long long)a->bytes);
@@ -312,12 +314,12 @@ GS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes,
  * estimate, make the allocation, then settle on pitch x height. `real`
  * makes the allocation and reports its address and pitch; `release` frees
  * it again if the settled size does not fit. */
-static CUresult pitched_alloc(struct gs_dev *d, uint64_t width, uint64_t height,
+static CUresult pitched_alloc(const char *what, struct gs_dev *d, uint64_t width, uint64_t height,
                               CUresult (*real)(void *args, uint64_t *ptr, uint64_t *pitch), void *args,
                               CUresult (*release)(uint64_t ptr))
 {
     uint64_t estimate = ((width + 511) & ~511ull) * height;
-    CUresult rc = gs_reserve(d, estimate);
+    CUresult rc = gs_reserve(d, estimate, what, estimate);
     if (rc != CUDA_SUCCESS)
         return rc;
     uint64_t ptr, pitch;
@@ -326,7 +328,7 @@ static CUresult pitched_alloc(struct gs_dev *d, uint64_t width, uint64_t height,
         return rc;
     }
     uint64_t actual = pitch * height;
-    if (actual > estimate && gs_reserve(d, actual - estimate) != CUDA_SUCCESS) {
+    if (actual > estimate && gs_reserve(d, actual - estimate, what, actual) != CUDA_SUCCESS) {
         release(ptr);
         gs_lease_give(d, estimate);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -370,7 +372,7 @@ GS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
         return GS_REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem));
     struct pitch_args_v2 args = {dptr, pitch, width, height, elem};
-    return pitched_alloc(d, width, height, real_pitch_v2, &args, real_free_v2);
+    return pitched_alloc(__func__, d, width, height, real_pitch_v2, &args, real_free_v2);
 }
 
 GS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int width,
@@ -381,7 +383,7 @@ GS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, un
         return GS_REAL(cuMemAllocPitch)(dptr, pitch, width, height, elem);
     CURRENT_DEV_OR_PASS(d, GS_REAL(cuMemAllocPitch)(dptr, pitch, width, height, elem));
     struct pitch_args_v1 args = {dptr, pitch, width, height, elem};
-    return pitched_alloc(d, width, height, real_pitch_v1, &args, real_free_v1);
+    return pitched_alloc(__func__, d, width, height, real_pitch_v1, &args, real_free_v1);
 }
 
 /* ---- frees -------------------------------------------------------------- */

@@ -21,7 +21,7 @@
 
 #define POOL_GRANULE (2ull << 20)
 
-CUresult gs_pool_alloc(struct gs_dev *d, CUmemoryPool handle, uint64_t bytes, CUresult (*real)(void *), void *args,
+CUresult gs_pool_alloc(const char *what, struct gs_dev *d, CUmemoryPool handle, uint64_t bytes, CUresult (*real)(void *), void *args,
                        bool *by_size)
 {
     *by_size = false;
@@ -33,14 +33,14 @@ CUresult gs_pool_alloc(struct gs_dev *d, CUmemoryPool handle, uint64_t bytes, CU
     if (!followed) {
         /* No room to follow another pool: count this allocation by its
          * size, given back by its free. */
-        CUresult rc = gs_reserve(d, bytes);
+        CUresult rc = gs_reserve(d, bytes, what, bytes);
         if (rc == CUDA_SUCCESS && (rc = real(args)) != CUDA_SUCCESS)
             gs_lease_give(d, bytes);
         *by_size = rc == CUDA_SUCCESS;
         return rc;
     }
     uint64_t reserve = bytes > UINT64_MAX - POOL_GRANULE ? bytes : (bytes + POOL_GRANULE - 1) & ~(POOL_GRANULE - 1);
-    CUresult rc = gs_reserve(d, reserve);
+    CUresult rc = gs_reserve(d, reserve, what, bytes);
     if (rc != CUDA_SUCCESS)
         return rc;
     gs_lock(GS_LOCK_POOLS);

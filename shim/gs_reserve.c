@@ -3,23 +3,55 @@
  * (gs_lease.c) first; what it lacks is asked of the server (MEM_LEASE,
  * gs_rpc.c). RETRY (siblings were asked to give back idle headroom) is
  * asked again every 0.5 ms, for at most 0.5 s; REFUSED is
- * CUDA_ERROR_OUT_OF_MEMORY. With no server under the open policy the
- * bytes are counted without it, and declared when it is back.
+ * CUDA_ERROR_OUT_OF_MEMORY, logged with what the application asked for
+ * (the server knows only the lease, what the process's headroom lacked).
+ * With no server under the open policy the bytes are counted without it,
+ * and declared when it is back.
  *
- * Owns nothing.
+ * Owns the refusals' rate limit.
  */
 #include "gs_reserve.h"
 #include "gs_lease.h"
 #include "gs_locks.h"
 #include "gs_log.h"
 #include "gs_rpc.h"
+#include "gpuslice/rules.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <time.h>
 
 #define RETRY_SLEEP_NS 500000l     /* while siblings give headroom back */
 #define RETRY_LIMIT 1000           /* 0.5 s of retries at most */
 
-CUresult gs_reserve(struct gs_dev *d, uint64_t bytes)
+/* When a refusal was last logged (gs_now_ns; 0: never), and the refusals
+ * since that were not: a line a second at most, whatever the application
+ * retries. Any thread; owned here, atomics and no lock (two threads may
+ * both log in one second: harmless). */
+static _Atomic uint64_t refusal_logged_ns;
+static atomic_uint refusals_unlogged;
+
+static void log_refusal(const struct gs_dev *d, const char *what, uint64_t asked,
+                        const struct gs_msg_mem_leased *r)
+{
+    if (!GS_LOG_ENABLED(GS_LOG_WARN))
+        return;
+    uint64_t now = gs_now_ns(), last = atomic_load(&refusal_logged_ns);
+    if (last && now - last < 1000000000ull) {
+        atomic_fetch_add(&refusals_unlogged, 1);
+        return;
+    }
+    atomic_store(&refusal_logged_ns, now);
+    unsigned more = atomic_exchange(&refusals_unlogged, 0);
+    char size[32], used[32], cap[32], also[64] = "";
+    if (more)
+        snprintf(also, sizeof also, " (%u more refused since the line before, not logged)", more);
+    gs_log(GS_LOG_WARN, "%s of %s refused: the tenant holds %s of its %s cap on device %d (all its processes, "
+           "their contexts and leased headroom); CUDA_ERROR_OUT_OF_MEMORY%s", what, gs_bytes_text(asked, size),
+           gs_bytes_text(r->used, used), gs_bytes_text(r->cap, cap), (int)d->ordinal, also);
+}
+
+CUresult gs_reserve(struct gs_dev *d, uint64_t bytes, const char *what, uint64_t asked)
 {
     for (int tries = 0;; tries++) {
         uint64_t need, want;
@@ -41,8 +73,9 @@ CUresult gs_reserve(struct gs_dev *d, uint64_t bytes)
             nanosleep(&pause, NULL);
             continue;
         }
-        GS_DEBUG("allocation of %llu bytes refused: the tenant's cap is %llu, %llu counted",
+        GS_DEBUG("reservation of %llu bytes refused: the tenant's cap is %llu, %llu counted",
                  (unsigned long long)bytes, (unsigned long long)r.cap, (unsigned long long)r.used);
+        log_refusal(d, what, asked, &r);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
 }

@@ -9,7 +9,10 @@
 
 /* Counts bytes more as held on d: from the headroom, or after asking the
  * server for more (a round trip: the caller holds no lock). Returns
- * CUDA_ERROR_OUT_OF_MEMORY when the tenant's cap leaves no room. */
-CUresult gs_reserve(struct gs_dev *d, uint64_t bytes);
+ * CUDA_ERROR_OUT_OF_MEMORY when the tenant's cap leaves no room, and then
+ * logs (at warn, a line a second at most) that `what` (the driver call)
+ * asking for `asked` bytes (the application's size) was refused, with the
+ * tenant's cap and count. */
+CUresult gs_reserve(struct gs_dev *d, uint64_t bytes, const char *what, uint64_t asked);
 
 #endif

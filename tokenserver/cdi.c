@@ -43,6 +43,35 @@ static char *written;
 static bool synced;
 static bool failed;
 
+/* Why the last update could not write the spec, as last said (empty:
+ * none since the last write), when it was said, and the tries since that
+ * found the same: a failure retried every second is said when it begins,
+ * when it changes, and then every REPEAT_SAID_NS with the count; owned by
+ * the loop's thread. */
+#define REPEAT_SAID_NS (10 * 60 * 1000000000ull)
+static char failure_said[4608]; /* owner paths are up to 4200 bytes */
+static uint64_t failure_said_ns;
+static unsigned failure_repeats;
+
+/* Says why the spec could not be written (text, a full sentence), unless
+ * that was said last, less than REPEAT_SAID_NS ago. */
+static void say_failure(const char *text)
+{
+    uint64_t now = now_ns();
+    if (strcmp(text, failure_said) == 0 && now - failure_said_ns < REPEAT_SAID_NS) {
+        failure_repeats++;
+        return;
+    }
+    if (strcmp(text, failure_said) == 0)
+        slog(LOG_ERR, "%s (still so: %u more tries in the last %llu minutes)", text, failure_repeats,
+             (unsigned long long)((now - failure_said_ns) / 60000000000ull));
+    else
+        slog(LOG_ERR, "%s", text);
+    snprintf(failure_said, sizeof failure_said, "%s", text);
+    failure_said_ns = now;
+    failure_repeats = 0;
+}
+
 /* mkdir -p, for CDI_DIR (an administrator's path, like RUN_DIR). */
 static int make_dirs(const char *path, mode_t mode)
 {
@@ -190,20 +219,28 @@ void cdi_update(void)
         char who[32] = "";
         if (pid > 0)
             snprintf(who, sizeof who, " (pid %ld)", pid);
-        slog_limited(&written, LOG_ERR, "the CDI spec %s/%s is the one of the gpuslice-server%s serving %s, still "
-                     "running: not replacing it (give each server its own --cdi-dir); trying again every second",
-                     options.cdi_dir, CDI_SPEC_NAME, who, owner);
+        char why[sizeof failure_said];
+        snprintf(why, sizeof why, "the CDI spec %s/%s is the one of the gpuslice-server%s serving %s, still "
+                 "running: not replacing it (give each server its own --cdi-dir); trying again every second, "
+                 "said again if this changes, or every 10 minutes while it lasts", options.cdi_dir, CDI_SPEC_NAME,
+                 who, owner);
+        say_failure(why);
         free(text);
         failed = true;
         return;
     }
     if (write_spec(text) != 0) {
-        slog_limited(&written, LOG_ERR, "cannot write the CDI spec %s/%s: %s; trying again every second",
-                     options.cdi_dir, CDI_SPEC_NAME, strerror(errno));
+        char why[sizeof failure_said];
+        snprintf(why, sizeof why, "cannot write the CDI spec %s/%s: %s; trying again every second, said again if "
+                 "this changes, or every 10 minutes while it lasts", options.cdi_dir, CDI_SPEC_NAME, strerror(errno));
+        say_failure(why);
         free(text);
         failed = true;
         return;
     }
+    if (failure_said[0])
+        slog(LOG_INFO, "CDI spec %s/%s: written; the failure said above is over", options.cdi_dir, CDI_SPEC_NAME);
+    failure_said[0] = '\0';
     slog(LOG_INFO, "CDI spec %s/%s: %zu tenant%s", options.cdi_dir, CDI_SPEC_NAME, count, count == 1 ? "" : "s");
     free(written);
     written = text;

@@ -9,6 +9,7 @@
  */
 #include "server.h"
 #include "metrics/metrics.h"
+#include "gpuslice/rules.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -17,23 +18,6 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-/* bytes as people write them: "512 MiB", "1.5 GiB", "100 TiB". */
-static const char *bytes_text(uint64_t bytes, char out[32])
-{
-    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    double v = (double)bytes;
-    int u = 0;
-    while (v >= 1024 && u < 6) {
-        v /= 1024;
-        u++;
-    }
-    if (u == 0 || v == (double)(uint64_t)v)
-        snprintf(out, 32, "%.0f %s", v, units[u]);
-    else
-        snprintf(out, 32, "%.1f %s", v, units[u]);
-    return out;
-}
-
 void client_memory_refused(const struct client *c, const struct sched_slot *slot, uint64_t need, uint64_t cap_bytes,
                           uint64_t used_bytes)
 {
@@ -41,11 +25,12 @@ void client_memory_refused(const struct client *c, const struct sched_slot *slot
     if (slot && slot->device)
         uuid_text(slot->device->uuid, uuid);
     slog_refusal(c->tenant, "memory cap",
-                 "tenant %s pid %u GPU-%s: device memory refused at the tenant's cap: asked for %s, cap %s, in use %s "
-                 "(all its processes on the GPU, leased headroom and each context's memory included); the "
-                 "application gets CUDA_ERROR_OUT_OF_MEMORY",
-                 c->tenant->name, c->pid, uuid, bytes_text(need, want), bytes_text(cap_bytes, cap),
-                 bytes_text(used_bytes, used));
+                 "tenant %s pid %u GPU-%s: memory lease refused at the tenant's cap: the process needed %s more "
+                 "than its unused headroom, and the tenant holds %s of its %s cap (all its processes on the GPU, "
+                 "leased headroom and each context's memory included); the application gets "
+                 "CUDA_ERROR_OUT_OF_MEMORY, and the shim's line on its stderr names the call and the size it asked "
+                 "for", c->tenant->name, c->pid, uuid, gs_bytes_text(need, want), gs_bytes_text(used_bytes, used),
+                 gs_bytes_text(cap_bytes, cap));
 }
 
 /* Marks c for closing: it is closed at its next event (clients.c) (the shutdown makes
@@ -173,6 +158,6 @@ void client_cap_above_memory(const struct client *c, const uint8_t uuid[16], uin
     uuid_text(uuid, text);
     slog_refusal(c->tenant, "cap above the GPU's memory",
                  "tenant %s: its memory cap %s is more than GPU-%s has (%s, as pid %u's driver reports it): "
-                 "the cap never binds there", c->tenant->name, bytes_text(cap, capt), text,
-                 bytes_text(total, totalt), c->pid);
+                 "the cap never binds there", c->tenant->name, gs_bytes_text(cap, capt), text,
+                 gs_bytes_text(total, totalt), c->pid);
 }

@@ -1,26 +1,9 @@
 /*
  * Tenant configuration: the text of one file, tenants.d/NAME.conf, of
  * "key = value" lines. Blank lines and lines starting with '#' are ignored.
- *
- *   share = 3          weight, a decimal number from 0.001 to 1000000 (default 1)
- *   limit = 0.5        largest fraction of a GPU, 0.001 <= limit <= 1 (default 1)
- *   quantum_ms = 20    slice length in whole milliseconds, 1..1000 (default 20)
- *   memory = 4G        device memory cap per GPU, K/M/G/T suffixes, or none
- *                      (the default); 0 is refused (it would allow no
- *                      memory at all), with a message that says so
- *   gang = auto        auto, on or off: whether the tenant's slices on the
- *                      GPUs its processes use are granted together; auto
- *                      (the default) and on: once they use two or more
- *   on_server_down = wait
- *                      wait or open: what the tenant's processes do while
- *                      no server answers (default: the server's
- *                      --on-server-down)
- *   class = batch      batch or latency: a latency tenant that asks for a
- *                      GPU a batch tenant holds, and is next by its share,
- *                      has that slice revoked at once (default batch)
- *   preempt_ms = 2     latency: the most estimated device time a batch
- *                      holder of its GPUs admits ahead, 1..1000 (default:
- *                      the server's --preempt-ms)
+ * The keys, their values and defaults: config_keys below, the one list the
+ * parser, its unknown-key message, gpuslice-server --help and
+ * --help-tenant-file (and the page gpuslice-tenant(5) made from it) read.
  *
  * Numbers are decimal only ("0x10", "inf", "nan" are errors), and the
  * ranges keep every later computation finite: the scheduler divides by
@@ -140,9 +123,44 @@ static bool parse_whole(const char *text, unsigned long long max, unsigned long 
 }
 
 
-static const char *const keys[] = {"share", "limit", "quantum_ms", "memory", "gang", "on_server_down", "class",
-                                   "preempt_ms"};
+/* What each key says, in the order of the enum below (its index is the
+ * key's number). Descriptions are one sentence or more, unwrapped: the
+ * printers wrap them. */
+const struct config_key config_keys[] = {
+    {"share", "3", "weight, a decimal number from 0.001 to 1000000 (default 1): busy tenants split each GPU in "
+                   "proportion to their shares"},
+    {"limit", "0.5", "largest fraction of a GPU, 0.001 <= limit <= 1 (default 1)"},
+    {"quantum_ms", "20", "slice length in whole milliseconds, 1 to 1000 (default 20)"},
+    {"memory", "4G", "device memory cap per GPU, summed over the tenant's processes, with a K, M, G or T suffix, or "
+                     "none (the default); 0 is refused, since it would allow no memory at all"},
+    {"gang", "auto", "auto, on or off. A gang (auto, the default, or on, once its processes use two GPUs or more) "
+                     "gets its slices on all its GPUs at once and gives them back together, so that the ranks of a "
+                     "collective (NCCL) run together; off: each GPU is granted on its own (independent work per "
+                     "GPU)"},
+    {"on_server_down", "wait", "wait or open: what the tenant's processes in containers do while no server "
+                               "answers (default: the server's --on-server-down)"},
+    {"class", "batch", "batch or latency: a latency tenant that asks for a GPU a batch tenant holds, and is next "
+                       "by its share, has that slice revoked at once (default batch)"},
+    {"preempt_ms", "2", "for a latency tenant: the most estimated device time a batch holder of its GPUs admits "
+                        "ahead of the GPU, 1 to 1000 (default: the server's --preempt-ms)"},
+};
 enum { KEY_SHARE, KEY_LIMIT, KEY_QUANTUM, KEY_MEMORY, KEY_GANG, KEY_ON_SERVER_DOWN, KEY_CLASS, KEY_PREEMPT, NKEYS };
+_Static_assert(sizeof config_keys / sizeof config_keys[0] == NKEYS, "one config_keys entry per key");
+const unsigned config_nkeys = NKEYS;
+
+size_t config_key_list(char *out, size_t outlen, const char *last_sep)
+{
+    size_t n = 0;
+    if (outlen)
+        out[0] = '\0';
+    for (unsigned i = 0; i < NKEYS; i++) {
+        const char *sep = i == 0 ? "" : i == NKEYS - 1 ? last_sep : ", ";
+        int w = snprintf(out + n, outlen > n ? outlen - n : 0, "%s%s", sep, config_keys[i].name);
+        if (w > 0)
+            n += (size_t)w;
+    }
+    return n;
+}
 
 /* Applies one "key = value" line to c; false with a message in err. */
 static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], struct tenant_config *c,
@@ -158,11 +176,12 @@ static bool parse_line(char *s, const char *path, int lineno, bool seen[NKEYS], 
     char *key = trim(s), *value = trim(eq + 1);
     int k = -1;
     for (int i = 0; i < NKEYS; i++)
-        if (strcmp(key, keys[i]) == 0)
+        if (strcmp(key, config_keys[i].name) == 0)
             k = i;
     if (k < 0) {
-        snprintf(err, errlen, "%s:%d: unknown key '%s' (expected share, limit, quantum_ms, memory, gang or "
-                 "on_server_down)", path, lineno, shown(key, a));
+        char known[160];
+        config_key_list(known, sizeof known, " or ");
+        snprintf(err, errlen, "%s:%d: unknown key '%s' (expected %s)", path, lineno, shown(key, a), known);
         return false;
     }
     if (seen[k]) {

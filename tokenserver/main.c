@@ -27,6 +27,8 @@
 
 static void usage(FILE *f)
 {
+    char keys[160];
+    config_key_list(keys, sizeof keys, " and ");
     fprintf(f,
 "Usage: gpuslice-server [OPTIONS]\n"
 "\n"
@@ -35,25 +37,11 @@ static void usage(FILE *f)
 "drained slices so that busy tenants split each GPU in proportion to their\n"
 "share, none exceeds its limit, and each stays under its memory cap.\n"
 "\n"
-"Tenants are files CONFIG_DIR/NAME.conf of 'key = value' lines ('#' begins\n"
-"a comment, on its own line or after a value):\n"
-"  share = 1          weight, a decimal number from 0.001 to 1000000\n"
-"  limit = 1          largest fraction of a GPU, 0.001 <= limit <= 1\n"
-"  quantum_ms = 20    slice length, a whole number of ms from 1 to 1000\n"
-"  memory = 4G        device memory cap per GPU, summed over the tenant's\n"
-"                     processes (K/M/G/T); none if absent\n"
-"  gang = auto        auto, on or off. A gang (auto or on, once its processes\n"
-"                     use two GPUs or more) gets its slices on all its GPUs\n"
-"                     at once and gives them back together, so that the\n"
-"                     ranks of a collective (NCCL) run together; off: each\n"
-"                     GPU is granted on its own (independent work per GPU)\n"
-"  on_server_down = wait\n"
-"                     wait or open: what the tenant's processes in\n"
-"                     containers do while no server answers (default: as\n"
-"                     --on-server-down says)\n"
-"NAME is 1 to 63 letters, digits, '.', '_' and '-', not beginning with '.'\n"
-"or '-'; other files are ignored. A tenant file must be a regular file (or a\n"
-"symlink to one) of at most 64 KiB.\n"
+"Tenants are files CONFIG_DIR/NAME.conf of 'key = value' lines with the keys\n"
+"%s.\n"
+"gpuslice-server --help-tenant-file (or man 5 gpuslice-tenant) says what\n"
+"they mean, their values and defaults, and which files are tenants.\n"
+"\n"
 "Each tenant gets a socket RUN_DIR/tenants/NAME/gpuslice.sock and a file\n"
 "RUN_DIR/tenants/NAME/on-server-down that holds its policy ('wait' or\n"
 "'open'). Mount that directory, read-only, into the tenant's containers at\n"
@@ -76,7 +64,7 @@ static void usage(FILE *f)
 "One server per run directory: a server holds RUN_DIR/server.lock while it\n"
 "runs, and a second one started on the same directory exits with status 2,\n"
 "naming the first one's PID.\n"
-"\n");
+"\n", keys);
     fprintf(f,
 "Changes to CONFIG_DIR apply without a restart (inotify, or SIGHUP): new\n"
 "tenants get a socket, changed settings apply to the next grant, removed\n"
@@ -159,6 +147,7 @@ static void usage(FILE *f)
 "                         (DIR/lib/libgpuslice.so, DIR/bin/gpuslice-hook,\n"
 "                         DIR/hooks.d/gpuslice.json)\n"
 "  -h, --help             show this help\n"
+"      --help-tenant-file show the reference of tenant files\n"
 "  -V, --version          show the version\n"
 "\n");
     fprintf(f,
@@ -214,6 +203,81 @@ static void usage(FILE *f)
 "Exit status: 0 after SIGTERM/SIGINT (or an uninstall), 1 on a usage\n"
 "error, 2 if the server cannot start (directories, sockets, another\n"
 "server on RUN_DIR) or the uninstall could not finish.\n");
+}
+
+/* Prints text wrapped before column 78, continued lines from column
+ * indent; the first line goes on from column at (pads to indent, or starts
+ * a new line if at is past it). */
+static void print_wrapped(FILE *f, const char *text, int at, int indent)
+{
+    int col = at;
+    if (col > indent - 1) {
+        fputc('\n', f);
+        col = 0;
+    }
+    fprintf(f, "%*s", indent - col, "");
+    col = indent;
+    while (*text) {
+        int len = (int)strcspn(text, " ");
+        if (col > indent && col + 1 + len > 78) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+        }
+        if (col > indent) {
+            fputc(' ', f);
+            col++;
+        }
+        fprintf(f, "%.*s", len, text);
+        col += len;
+        text += len;
+        text += strspn(text, " ");
+    }
+    fputc('\n', f);
+}
+
+/* The reference of tenant files (--help-tenant-file; man 5
+ * gpuslice-tenant is made from it): the keys from the parser's table. */
+static void tenant_file_help(FILE *f)
+{
+    fputs("Tenant files of gpuslice-server\n"
+          "\n"
+          "A tenant of gpuslice-server is a file NAME.conf in one of its\n"
+          "configuration directories (--config-dir, default\n"
+          "/etc/gpuslice/tenants.d): the tenant NAME, whose processes share the\n"
+          "node's GPUs as the file says. The file holds 'key = value' lines; '#'\n"
+          "begins a comment, on its own line or after a value, and blank lines are\n"
+          "ignored. Every key is optional, and may be given once.\n"
+          "\n"
+          "Keys:\n",
+          f);
+    for (unsigned i = 0; i < config_nkeys; i++) {
+        int at = fprintf(f, "  %s = %s", config_keys[i].name, config_keys[i].example);
+        print_wrapped(f, config_keys[i].text, at, 21);
+    }
+    fputs("\n"
+          "File names:\n"
+          "NAME is 1 to 63 letters, digits, '.', '_' and '-', not beginning with '.'\n"
+          "or '-'. Other files are not tenants: names beginning with '.' (editors'\n"
+          "temporary files) are passed over in silence, and any other file whose\n"
+          "name does not end in .conf (team-a.cnf, team-a.conf.bak, team-a.yaml) is\n"
+          "logged once, at warn, as ignored. A tenant file must be a regular file\n"
+          "(or a symlink to one) of at most 64 KiB. A NAME in two directories is\n"
+          "the first directory's, in the order --config-dir gives them.\n"
+          "\n"
+          "Values and errors:\n"
+          "Numbers are decimal only ('0x10', 'inf' and 'nan' are errors). A UTF-8\n"
+          "byte order mark and CRLF line ends are accepted. A file with an error\n"
+          "is logged (file, line, reason) and changes nothing: a new tenant is not\n"
+          "created, an existing one keeps its last good settings. Changes apply\n"
+          "without a restart, once a file is complete (closed after writing, or\n"
+          "renamed into place).\n"
+          "\n"
+          "Example:\n"
+          "  # /etc/gpuslice/tenants.d/team-a.conf\n"
+          "  share = 2\n"
+          "  limit = 0.5\n"
+          "  memory = 16G\n",
+          f);
 }
 
 static bool parse_uint(const char *text, unsigned long long min, unsigned long long max, unsigned long long *out)
@@ -370,6 +434,7 @@ enum {
     OPT_HOSTNAME,
     OPT_POD_LOG_DIR,
     OPT_PREEMPT_MS,
+    OPT_HELP_TENANT_FILE,
 };
 
 /* --uninstall and its --install-dir; set from the command line. */
@@ -386,6 +451,7 @@ static int parse_options(int argc, char **argv)
         {"grace-ms", required_argument, NULL, 'g'},
         {"log-level", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
+        {"help-tenant-file", no_argument, NULL, OPT_HELP_TENANT_FILE},
         {"version", no_argument, NULL, 'V'},
         {"cdi-dir", required_argument, NULL, OPT_CDI_DIR},
         {"shim", required_argument, NULL, OPT_SHIM},
@@ -482,6 +548,7 @@ static int parse_options(int argc, char **argv)
             }
             break;
         case 'h': usage(stdout); return -1;
+        case OPT_HELP_TENANT_FILE: tenant_file_help(stdout); return -1;
         case 'V': printf("gpuslice-server %s (protocol %d)\n", GPUSLICE_VERSION, GS_PROTOCOL_VERSION); return -1;
         case OPT_MAX_CLIENTS:
         case OPT_MAX_CLIENTS_PER_TENANT:
@@ -513,7 +580,7 @@ static int parse_options(int argc, char **argv)
             }
             options.client_buffer = (unsigned)v;
             break;
-        default: usage(stderr); return 1;
+        default: fprintf(stderr, "see gpuslice-server --help\n"); return 1;
         }
     }
     struct sockaddr_storage addr;
@@ -528,8 +595,7 @@ static int parse_options(int argc, char **argv)
         return 1;
     }
     if (optind != argc) {
-        fprintf(stderr, "gpuslice-server: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
+        fprintf(stderr, "gpuslice-server: unexpected argument '%s'; see gpuslice-server --help\n", argv[optind]);
         return 1;
     }
     return 0;

@@ -209,6 +209,18 @@ const char *config_on_server_down_name(enum on_server_down p);
  * failure returns -1 and puts "PATH:LINE: reason" in err. */
 int config_parse_text(const char *text, size_t len, const char *path, struct tenant_config *out, char *err,
                       size_t errlen);
+/* A tenant file's key: its name, an example value, and what it means. */
+struct config_key {
+    const char *name;
+    const char *example;
+    const char *text;
+};
+/* Every key the parser knows, in its order (read-only). */
+extern const struct config_key config_keys[];
+extern const unsigned config_nkeys;
+/* "share, limit, ...LAST_SEPpreempt_ms" into out (truncated to outlen);
+ * the length it needs, as snprintf. */
+size_t config_key_list(char *out, size_t outlen, const char *last_sep);
 /* Whether a file name (without .conf) is a valid tenant name. */
 bool config_valid_name(const char *name);
 /* Reads FILE in the directory dir_fd (a regular file, or a symlink to one,
@@ -468,7 +480,9 @@ int client_send(struct client *c, const struct gs_msg *msg);
  * replaces it. */
 void client_notify(struct client *c, const struct gs_msg *msg);
 /* Logs a lease refused at the tenant's cap (once a minute per tenant):
- * the request, the cap and the tenant's count. */
+ * what the process lacked beyond its headroom (need: not the
+ * application's size, which only the shim knows and logs), the cap and
+ * the tenant's count. */
 void client_memory_refused(const struct client *c, const struct sched_slot *slot, uint64_t need, uint64_t cap,
                            uint64_t used);
 /* Logs (once a minute per tenant) that the tenant's memory cap is more than

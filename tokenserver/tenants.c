@@ -29,6 +29,11 @@
  * directory goes, the first other directory with a valid file of the name
  * takes it over (its settings apply, its clients stay connected); only
  * when none has one is the tenant removed.
+ *
+ * A file that is not a tenant file (not NAME.conf, or NAME not a valid
+ * name) is said so once, while it exists (not_tenant below); a name
+ * beginning with '.' (an editor's or a writer's temporary file) is passed
+ * over in silence.
  */
 #include "server.h"
 #include "metrics/metrics.h"
@@ -41,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SOCKET_NAME GS_TENANT_SOCKET
@@ -53,6 +59,59 @@ _Static_assert(CONFIG_DIRS_MAX <= 32, "a bit per configuration directory in an u
  * guards them (the server is single-threaded). */
 static uint64_t next_tenant_id = 1;
 static bool set_changed;
+
+/* The files of each configuration directory said not to be tenant files:
+ * each is said once while it exists, and forgotten when a scan of its
+ * directory no longer finds it (or an event says it went), so that it is
+ * said again if it comes back. Owned by the loop's thread; no lock guards
+ * them (the server is single-threaded). */
+struct not_tenant {
+    struct not_tenant *next;
+    bool seen; /* found by the scan under way */
+    char name[];
+};
+static struct not_tenant *not_tenants[CONFIG_DIRS_MAX];
+
+/* Whether file of directory dir is to be said not to be a tenant file
+ * now: true the first time (and if memory runs out), false while it is
+ * remembered. */
+static bool first_time_not_tenant(unsigned dir, const char *file)
+{
+    for (struct not_tenant *n = not_tenants[dir]; n; n = n->next)
+        if (strcmp(n->name, file) == 0) {
+            n->seen = true;
+            return false;
+        }
+    size_t len = strlen(file) + 1;
+    struct not_tenant *n = malloc(sizeof *n + len);
+    if (!n)
+        return true;
+    memcpy(n->name, file, len);
+    n->seen = true;
+    n->next = not_tenants[dir];
+    not_tenants[dir] = n;
+    return true;
+}
+
+/* Forgets the files of directory dir not seen since unmark_not_tenants,
+ * or (file not NULL) that one file. */
+static void forget_not_tenants(unsigned dir, const char *file)
+{
+    for (struct not_tenant **p = &not_tenants[dir]; *p;) {
+        struct not_tenant *n = *p;
+        if (file ? strcmp(n->name, file) == 0 : !n->seen) {
+            *p = n->next;
+            free(n);
+        } else
+            p = &n->next;
+    }
+}
+
+static void unmark_not_tenants(unsigned dir)
+{
+    for (struct not_tenant *n = not_tenants[dir]; n; n = n->next)
+        n->seen = false;
+}
 
 /* Rewrites the CDI spec if tenants came or went. */
 static void cdi_follow(void)
@@ -410,22 +469,37 @@ static void apply_file(unsigned dir, int conf_fd, const char *name, bool changed
     }
 }
 
-/* The tenant name of a file name NAME.conf of directory dir, or false. */
-static bool tenant_name(unsigned dir, const char *file, char name[GS_NAME_MAX])
+static bool conf_suffix(const char *file)
 {
     size_t len = strlen(file);
-    if (len <= 5 || strcmp(file + len - 5, ".conf") != 0 || file[0] == '.')
+    return len > 5 && strcmp(file + len - 5, ".conf") == 0;
+}
+
+/* The tenant name of a file name NAME.conf of directory dir, or false;
+ * with say, a file that is not a tenant file, and not a dotfile, is said
+ * so once (first_time_not_tenant). */
+static bool tenant_name(unsigned dir, const char *file, char name[GS_NAME_MAX], bool say)
+{
+    size_t len = strlen(file);
+    if (file[0] == '.')
         return false;
+    if (!conf_suffix(file)) {
+        if (say && first_time_not_tenant(dir, file))
+            slog(LOG_WARN, "%s/%s: ignored: tenant files are named NAME.conf", options.config_dirs[dir], file);
+        return false;
+    }
     if (len - 5 >= GS_NAME_MAX) {
-        slog(LOG_ERR, "%s/%s: tenant names have at most %d characters", options.config_dirs[dir], file,
-             GS_NAME_MAX - 1);
+        if (say && first_time_not_tenant(dir, file))
+            slog(LOG_ERR, "%s/%s: ignored: tenant names have at most %d characters", options.config_dirs[dir], file,
+                 GS_NAME_MAX - 1);
         return false;
     }
     memcpy(name, file, len - 5);
     name[len - 5] = '\0';
     if (!config_valid_name(name)) {
-        slog(LOG_ERR, "%s/%s: '%s' is not a valid tenant name (letters, digits, '-', '_', '.', at most %d)",
-             options.config_dirs[dir], file, name, GS_NAME_MAX - 1);
+        if (say && first_time_not_tenant(dir, file))
+            slog(LOG_ERR, "%s/%s: ignored: '%s' is not a valid tenant name (letters, digits, '-', '_', '.', at most "
+                 "%d, not beginning with '-')", options.config_dirs[dir], file, name, GS_NAME_MAX - 1);
         return false;
     }
     return true;
@@ -460,11 +534,14 @@ static bool scan_dir(unsigned d)
     }
     for (struct tenant *t = tenants; t; t = t->next)
         t->seen = false;
+    unmark_not_tenants(d);
     struct dirent *e;
     errno = 0;
     while ((e = readdir(dir))) {
         char name[GS_NAME_MAX];
-        if (tenant_name(d, e->d_name, name))
+        if (e->d_type == DT_DIR && !conf_suffix(e->d_name))
+            continue; /* a directory beside the files: no tenant file, nothing to say */
+        if (tenant_name(d, e->d_name, name, true))
             apply_file(d, dirfd(dir), name, false);
         errno = 0;
     }
@@ -476,6 +553,7 @@ static bool scan_dir(unsigned d)
              strerror(read_error));
         return false;
     }
+    forget_not_tenants(d, NULL);
     for (struct tenant *t = tenants, *next; t; t = next) {
         next = t->next;
         if (t->dir == d && !t->seen)
@@ -505,8 +583,25 @@ void tenants_scan_dir(unsigned d)
 void tenants_file_changed(unsigned d, const char *file)
 {
     char name[GS_NAME_MAX];
-    if (!tenant_name(d, file, name))
+    if (file[0] == '.')
         return;
+    if (!tenant_name(d, file, name, false)) {
+        /* Not a tenant file: said so if it is there, forgotten if it went. */
+        int fd = open_config_dir(d);
+        if (fd < 0)
+            return;
+        struct stat st;
+        if (fstatat(fd, file, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            if (!S_ISDIR(st.st_mode) || conf_suffix(file))
+                tenant_name(d, file, name, true);
+        } else if (errno == ENOENT)
+            forget_not_tenants(d, file);
+        else
+            slog(LOG_WARN, "%s/%s: %s", options.config_dirs[d], file, strerror(errno));
+        if (close(fd) != 0)
+            slog(LOG_WARN, "close: %s", strerror(errno));
+        return;
+    }
     int fd = open_config_dir(d);
     if (fd < 0)
         return;

@@ -4,6 +4,7 @@
 #include "gpuslice/rules.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,4 +54,20 @@ bool gs_parse_bytes(const char *text, uint64_t *out)
         return false;
     *out = (uint64_t)v << shift;
     return true;
+}
+
+const char *gs_bytes_text(uint64_t bytes, char out[32])
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 6) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0 || v == (double)(uint64_t)v)
+        snprintf(out, 32, "%.0f %s", v, units[u]);
+    else
+        snprintf(out, 32, "%.1f %s", v, units[u]);
+    return out;
 }

@@ -2,8 +2,8 @@
 start gpuslice-server, but nothing installed a unit or a hooks.d file),
 checked in a DESTDIR: the server, gpuslicectl, the shim, gpuslice-hook,
 the systemd unit (systemd-analyze verify, where systemd is there) whose
-ExecStart is the installed server, and the hooks.d file naming the
-installed hook and shim. The installed server and gpuslicectl answer
+ExecStart is the installed server, the hooks.d file naming the installed
+hook and shim, and the manual pages the build made. The installed server and gpuslicectl answer
 --version."""
 import json
 import os
@@ -38,6 +38,10 @@ hook = installed(opt["libexecdir"], "gpuslice-hook")
 hooks_d = installed(opt["datadir"], "containers", "oci", "hooks.d", "gpuslice.json")
 if os.path.exists(os.path.join(BUILD, "hook", "gpuslice-hook")):
     files.update({"hook": hook, "hooks.d file": hooks_d})
+# The manual pages the build made (man/meson.build), in MANDIR/man1 and man5.
+for page in sorted(os.listdir(os.path.join(BUILD, "man")) if os.path.isdir(os.path.join(BUILD, "man")) else []):
+    if page.endswith((".1", ".5")):
+        files["page " + page] = installed(opt["mandir"], "man" + page[-1], page)
 for what, path in files.items():
     checks.expect(os.path.isfile(path), "installs the %s (%s)" % (what, path[len(dest):]))
 

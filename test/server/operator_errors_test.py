@@ -65,9 +65,9 @@ for _ in range(3):
 checks.expect(all(code == 2 and "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_OUT_OF_MEMORY" in err
                   for code, err in results), "three more processes get CUDA_ERROR_OUT_OF_MEMORY from "
               "cuDevicePrimaryCtxRetain (%s)" % results[0][1][-200:])
-refusals = log_lines("device memory refused at the tenant's cap")
+refusals = log_lines("memory lease refused at the tenant's cap")
 checks.expect(len(refusals) == 1, "the refusals are one log line in the minute (%d)" % len(refusals))
-checks.expect(refusals and "tenant m pid " in refusals[0] and "asked for 300 MiB, cap 512 MiB, in use 300 MiB"
+checks.expect(refusals and "tenant m pid " in refusals[0] and "the process needed 300 MiB more than its unused headroom, and the tenant holds 300 MiB of its 512 MiB cap"
               in refusals[0] and "warn:" in refusals[0],
               "it names the tenant, the request, the cap and what is in use (%s)" % (refusals[:1] or ["none"])[0])
 first.kill()

@@ -159,7 +159,7 @@ int main(void)
     /* A free that leaves headroom beyond four chunks gives it back: a
      * WELCOME between the ledger's change and its MEM_FREE. */
     start();
-    if (gs_reserve(&gs_devs[0], 4 * MB) != CUDA_SUCCESS) /* a chunk of 8 MB */
+    if (gs_reserve(&gs_devs[0], 4 * MB, "cuMemAlloc", 4 * MB) != CUDA_SUCCESS) /* a chunk of 8 MB */
         return 1;
     gs_lease_take_anyway(&gs_devs[0], 100 * MB);
     expect_counts_agree("after a lease and memory the driver took");
@@ -174,7 +174,7 @@ int main(void)
 
     /* The idle tick gives all headroom back, the same way. */
     start();
-    if (gs_reserve(&gs_devs[0], 4 * MB) != CUDA_SUCCESS)
+    if (gs_reserve(&gs_devs[0], 4 * MB, "cuMemAlloc", 4 * MB) != CUDA_SUCCESS)
         return 1;
     gs_lease_give_idle(); /* sees the allocation: keeps the headroom */
     reconnect_on_gate = 1;
@@ -191,7 +191,7 @@ int main(void)
     /* A granted lease, and a WELCOME before its requester wakes. */
     start();
     reconnect_after_answer = true;
-    if (gs_reserve(&gs_devs[0], 32 * MB) != CUDA_SUCCESS)
+    if (gs_reserve(&gs_devs[0], 32 * MB, "cuMemAlloc", 32 * MB) != CUDA_SUCCESS)
         return 1;
     expect_counts_agree("a granted lease with a reconnection before its requester wakes");
 
@@ -200,13 +200,13 @@ int main(void)
     start();
     server_up = false;
     reconnect_after_answer = true;
-    if (gs_reserve(&gs_devs[0], 16 * MB) != CUDA_SUCCESS)
+    if (gs_reserve(&gs_devs[0], 16 * MB, "cuMemAlloc", 16 * MB) != CUDA_SUCCESS)
         return 1;
     expect_counts_agree("memory counted without the server, with a reconnection before it is counted");
 
     /* Without reconnections, every path agrees too. */
     start();
-    gs_reserve(&gs_devs[0], 700 * MB);
+    gs_reserve(&gs_devs[0], 700 * MB, "cuMemAlloc", 700 * MB);
     gs_lease_take_anyway(&gs_devs[0], 64 * MB);
     gs_lease_give(&gs_devs[0], 700 * MB);
     gs_lease_give_idle();

@@ -22,8 +22,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "Usage: gpuslicectl [--run-dir DIR] status [--json]\n"
-"       gpuslicectl [--config-dir DIR]... [--run-dir DIR] [--shim PATH] cdi\n"
-"       gpuslicectl [--run-dir DIR] top [--once | -n N] [--interval S] [--json]\n"
+"   or: gpuslicectl [--config-dir DIR]... [--run-dir DIR] [--shim PATH] cdi\n"
+"   or: gpuslicectl [--run-dir DIR] top [--once | -n N] [--interval S] [--json]\n"
 "\n"
 "status shows what gpuslice-server is doing: per GPU the tenant holding its\n"
 "time slice and the tenants waiting; per tenant its share, limit, connected\n"
@@ -239,7 +239,7 @@ int main(int argc, char **argv)
             break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("gpuslicectl %s (protocol %d)\n", GPUSLICE_VERSION, GS_PROTOCOL_VERSION); return 0;
-        default: usage(stderr); return 1;
+        default: fprintf(stderr, "see gpuslicectl --help\n"); return 1;
         }
     }
     if (optind == argc - 1 && strcmp(argv[optind], "cdi") == 0 && !top.json)
