@@ -5,7 +5,7 @@
 # packages run through python3). Optional: json-c (gpuslice-hook), ncurses
 # (gpuslicectl top's live view), pkg-config, and gRPC, protobuf-c and
 # libcurl (gpuslice-dra, with python3-grpcio, protoc and openssl for its
-# tests); the build goes on without them. ensure_tools installs what is
+# tests), help2man (the manual pages); the build goes on without them. ensure_tools installs what is
 # missing with apt-get, except with --offline or when no package source
 # can be reached: then it installs nothing, a missing required tool is an
 # error, and the optional parts are left out of the build.
@@ -93,12 +93,14 @@ ensure_tools() {
         command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
         { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc' 2>/dev/null; } || missing+=(python3-grpcio)
         command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+        # the manual pages, made from the programs' --help
+        command -v help2man >/dev/null 2>&1 || missing+=(help2man)
     fi
     [ ${#missing[@]} -eq 0 ] && return 0
     if $offline || ! command -v apt-get >/dev/null 2>&1 || ! network_reachable; then
         local required=() p
         local optional=" libjson-c-dev pkg-config libncurses-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
-                         libcurl4-openssl-dev protobuf-compiler python3-grpcio openssl "
+                         libcurl4-openssl-dev protobuf-compiler python3-grpcio openssl help2man "
         for p in "${missing[@]}"; do
             [[ $optional == *[[:space:]]"$p"[[:space:]]* ]] || required+=("$p")
         done
