@@ -5,10 +5,11 @@
 # packages run through python3). Optional: json-c (gpuslice-hook), ncurses
 # (gpuslicectl top's live view), pkg-config, and gRPC, protobuf-c and
 # libcurl (gpuslice-dra, with python3-grpcio, protoc and openssl for its
-# tests), help2man (the manual pages); the build goes on without them. ensure_tools installs what is
-# missing with apt-get, except with --offline or when no package source
-# can be reached: then it installs nothing, a missing required tool is an
-# error, and the optional parts are left out of the build.
+# tests), help2man (the manual pages); the build goes on without them.
+# ensure_tools installs what is missing with apt-get, except with --offline
+# or when no package source can be reached: then it installs nothing, a
+# missing required tool is an error, and the optional parts are left out
+# of the build.
 
 die() { echo "gpuslice: $*" >&2; exit 1; }
 
