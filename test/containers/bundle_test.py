@@ -10,7 +10,10 @@ and no network, as the DaemonSet runs it, with podman and runc:
 3. The DaemonSet's init container script (read from the bundle's
    daemonset.yaml) installs the shim, the hook and the hooks.d file from
    the image into a host directory, with --network none, a read-only root
-   and no capabilities.
+   and no capabilities. gpuslice-dra runs from the image as the
+   DaemonSet's container dra: it registers in the kubelet's directory,
+   answers GetInfo through gRPC, says why it cannot publish with no API,
+   and takes its sockets away on SIGTERM.
 4. The server runs from the image as the DaemonSet runs it: --network none,
    the host's PID namespace, read-only root, no capabilities, its run
    directory and CDI directory from the host. Two containers of the same
@@ -204,6 +207,55 @@ with Cleanup() as cleanup:
     checks.expect(out.returncode == 0 and out.stdout.strip() == "gpuslice-dra " + VERSION,
                   "gpuslice-dra --version runs in the image with --network none (%d: %s %s)"
                   % (out.returncode, out.stdout.strip(), out.stderr.strip()[-200:]))
+
+    # ... and runs as the DaemonSet runs it (its container dra: uid 0, no
+    # capability, read-only root, the kubelet's two directories, the
+    # claims' directory, the CDI directory read-only, a token): it
+    # registers in the kubelet's plugins_registry, serves its node service
+    # (GetInfo answered through gRPC by test/dra/kubelet.py, where Debian's
+    # python3-grpcio is), and takes its sockets away on SIGTERM. With no
+    # network the API is unreachable: it says so and keeps serving.
+    dra_dir = os.path.join(work, "dra")
+    dra_mounts = {"registry": "/var/lib/kubelet/plugins_registry", "plugins": "/var/lib/kubelet/plugins",
+                  "claims": "/var/lib/gpuslice/claims.d", "cdi": "/var/run/cdi", "token": "/var/run/secrets/gpuslice-dra"}
+    volumes = []
+    for name, path in dra_mounts.items():
+        os.makedirs(os.path.join(dra_dir, name))
+        volumes += ["-v", os.path.join(dra_dir, name) + ":" + path + (":ro" if name in ("cdi", "token") else "")]
+    for name in ("token", "ca.crt"):
+        open(os.path.join(dra_dir, "token", name), "w").close()
+    dra_name = "gpuslice-test-%d-dra" % os.getpid()
+    cleanup.add(lambda: subprocess.run(["podman", "rm", "-f", "-t", "2", dra_name], capture_output=True))
+    out = subprocess.run(PODMAN + ["run", "-d", "--name", dra_name] + LOCKED + volumes + [
+        "-e", "NODE_NAME=node-a", image, "/usr/bin/gpuslice-dra", "--node-name=node-a",
+        "--kubelet-dir=/var/lib/kubelet", "--claims-dir=/var/lib/gpuslice/claims.d", "--cdi-dir=/var/run/cdi",
+        "--api-server=https://127.0.0.1:6443", "--token-file=/var/run/secrets/gpuslice-dra/token",
+        "--ca-file=/var/run/secrets/gpuslice-dra/ca.crt"], capture_output=True, text=True)
+    registry = os.path.join(dra_dir, "registry", "gpuslice.io-reg.sock")
+    endpoint = os.path.join(dra_dir, "plugins", "gpuslice.io", "dra.sock")
+    deadline = time.monotonic() + 20
+    while out.returncode == 0 and time.monotonic() < deadline and not (os.path.exists(registry) and
+                                                                       os.path.exists(endpoint)):
+        time.sleep(0.1)
+    proto_dir = os.path.join(ctlib.BUILD, "test", "dra")
+    info = subprocess.run(["/usr/bin/python3", "-c", "import sys, kubelet; i = kubelet.get_info(sys.argv[1]); "
+                           "print(i.type, i.name, i.endpoint)", registry],
+                          env=dict(os.environ, PYTHONPATH=os.path.join(SOURCE, "test", "dra"),
+                                   GPUSLICE_KUBELET_PROTO_DIR=proto_dir), capture_output=True, text=True, timeout=30)
+    checks.expect(out.returncode == 0 and info.stdout.split() == ["DRAPlugin", "gpuslice.io",
+                                                                 "/var/lib/kubelet/plugins/gpuslice.io/dra.sock"]
+                  and os.path.exists(endpoint),
+                  "gpuslice-dra runs from the image under the DaemonSet's settings and mounts: registers in the "
+                  "kubelet's directory and serves its node service (%d: %s %s %s)"
+                  % (out.returncode, out.stderr.strip()[-200:], info.stdout.strip(), info.stderr.strip()[-300:]))
+    stop = subprocess.run(["podman", "stop", "-t", "10", dra_name], capture_output=True, text=True)
+    code = subprocess.run(["podman", "inspect", "--format", "{{.State.ExitCode}}", dra_name], capture_output=True,
+                          text=True).stdout.strip()
+    logs = subprocess.run(["podman", "logs", dra_name], capture_output=True, text=True).stderr
+    checks.expect(stop.returncode == 0 and code == "0" and not os.path.exists(registry) and
+                  not os.path.exists(endpoint) and "cannot publish the ResourceSlice" in logs,
+                  "... says why it cannot publish with no API, exits 0 on SIGTERM and takes its sockets away "
+                  "(exit %s; %s)" % (code, logs.strip()[-300:]))
 
     # 4. The server from the image, with no network; two tenants at 3:1.
     run_dir = os.path.join(work, "run")
