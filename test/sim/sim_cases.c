@@ -546,6 +546,33 @@ static void idle_after_fast_launches(struct world *w)
     scenario_describe(w, "idle-after-fast-launches (named case)");
 }
 
+/* A latency tenant (t0, share 3) whose two processes take and give back
+ * slices of 0.1 ms about twice a millisecond, beside t1 under a limit of
+ * 0.05 whose slices drain 80 ms of work each: after each, t1 may not run
+ * again for over a second, and the server arms the GPU's timer for that
+ * moment again at every GRANT and RELEASE of t0, to the deadline it
+ * already had. The simulated loop queued an event for every arming and
+ * dropped the superseded ones only when their time came, so thousands
+ * waited at once and the queue of 4096 filled: fresh seed 391060844 (its
+ * t1 under a limit of 0.2, stopped 430 ms while it held) failed so at
+ * 8.8 s, with nothing wrong at the server. A full queue now first drops
+ * the timer events no arming will fire (sim_world.c,
+ * drop_superseded_timers); without that every one of seeds 1-8 fails. */
+static void timer_rearmed_beside_limited_tenant(struct world *w)
+{
+    node(w, 1, ON_DOWN_OPEN);
+    /* share, limit, quantum (ms), memory (MiB), class, gang mode, gang */
+    static const struct tenant_row tenants[] = {{3, 1, 43, 0, CLASS_LATENCY, GANG_AUTO, false},
+                                                {1, 0.02, 13, 0, CLASS_BATCH, GANG_AUTO, false}};
+    add_tenants(w, tenants, sizeof tenants / sizeof tenants[0]);
+    /* tenant, app, item (us), depth, batch, host (us), start (ms), memory (MiB) */
+    static const struct proc_row procs[] = {{0, APP_SYNC, 20, 2, 4, 365, 0, 0},
+                                            {0, APP_SYNC, 20, 2, 4, 365, 0, 0},
+                                            {1, APP_SYNC, 50000, 2, 4, 95, 0, 0}};
+    add_procs(w, procs, sizeof procs / sizeof procs[0]);
+    scenario_describe(w, "timer-rearmed-beside-limited-tenant (named case)");
+}
+
 /* A gang of three ranks (t0, items of 0.8 ms) on GPUs 0, 1 and 2, and a
  * plain tenant on each: t2 on GPU 0 and t1 on GPU 1 synchronize after
  * items of 50 ms, t3 keeps a deep queue on GPU 2; t2's process is killed
@@ -869,6 +896,8 @@ const struct sim_case sim_cases[] = {
      "it held, not the least a slice costs", batch_preempted_early, NULL, 40},
     {"latency-behind-leaver", "a latency tenant is looked at when a tenant waiting ahead of it stops waiting",
      latency_behind_leaver, NULL, 0},
+    {"timer-rearmed-beside-limited-tenant", "a GPU's timer armed again and again to the deadline it has, "
+     "thousands of times before it fires, fills nothing", timer_rearmed_beside_limited_tenant, NULL, 0},
     {"sibling-frees-after-recall", "a lease within the tenant's cap is not refused for headroom a sibling took "
      "back after a recall", sibling_frees_after_recall, NULL, 0},
 };
