@@ -62,20 +62,10 @@ def bundle_path(arch):
 BUNDLE = bundle_path(ARCH)
 if not os.path.exists(BUNDLE):
     ctlib.skip("no bundle at %s: make it with scripts/bundle %s" % (BUNDLE, ARCH))
-CDI_DIR = "/etc/cdi"
-SPEC = os.path.join(CDI_DIR, "gpuslice.json")
-if os.path.exists(SPEC):
-    try:
-        with open(SPEC) as f:
-            dirs = [m["hostPath"] for d in json.load(f)["devices"] for m in d["containerEdits"]["mounts"]
-                    if m["containerPath"] == ctlib.C_RUN_DIR]
-    except (OSError, ValueError, KeyError, TypeError):
-        dirs = ["?"]
-    if dirs and not any(os.path.exists(d) for d in dirs):
-        print("removing a stale %s (its tenants' directories are gone)" % SPEC)
-        os.unlink(SPEC)
-    else:
-        ctlib.skip("%s exists: another gpuslice-server writes there" % SPEC)
+# /etc/cdi/gpuslice.json, this test's to write (made, and a stale one
+# removed, by ctlib)
+CDI_DIR = ctlib.CDI_DIR
+SPEC = ctlib.claim_cdi_spec()
 
 PODMAN = ["podman", "--runtime", "runc"]
 # What the DaemonSet's securityContext says, and no network at all (and,
@@ -174,6 +164,14 @@ with Cleanup() as cleanup:
                   "the bundle holds image.tar, kubernetes/ and bin/gpuslicectl in %s" % os.path.basename(top))
     commands = ["ctr -n k8s.io images import image.tar", "podman load -i image.tar", "kubectl apply -k kubernetes/"]
     checks.expect(all(c in readme for c in commands), "its README loads and applies it with: %s" % "; ".join(commands))
+    # the manual pages: the tenant file's always, section 1 where help2man made them
+    pages = ["man/man5/gpuslice-tenant.5"] + (["man/man1/gpuslice-server.1", "man/man1/gpuslicectl.1"]
+                                              if shutil.which("help2man") else [])
+    missing = [p for p in pages if "\n.TH " not in "\n" + open(os.path.join(top, p)).read()
+               ] if all(os.path.exists(os.path.join(top, p)) for p in pages) else pages
+    checks.expect(not missing, "the bundle holds the manual pages %s (missing or not a page: %s)"
+                  % (", ".join(pages), missing or "none"))
+    checks.expect("man -l man/man1/gpuslicectl.1" in readme, "its README says how to read them")
     static = "INTERP" not in subprocess.run(["readelf", "-l", ctl], capture_output=True, text=True).stdout
     checks.expect(static and elf_machine(ctl) == elf_machine(ctlib.SHIM),
                   "bin/gpuslicectl is a static %s executable" % elf_machine(ctl))

@@ -3,8 +3,9 @@ start gpuslice-server, but nothing installed a unit or a hooks.d file),
 checked in a DESTDIR: the server, gpuslicectl, the shim, gpuslice-hook,
 the systemd unit (systemd-analyze verify, where systemd is there) whose
 ExecStart is the installed server, the hooks.d file naming the installed
-hook and shim, and the manual pages the build made. The installed server and gpuslicectl answer
---version."""
+hook and shim, the manual pages the build made, and the examples (spin,
+infer) in LIBEXECDIR/gpuslice. The installed server and gpuslicectl answer
+--version, and the examples --help."""
 import json
 import os
 import shutil
@@ -42,6 +43,9 @@ if os.path.exists(os.path.join(BUILD, "hook", "gpuslice-hook")):
 for page in sorted(os.listdir(os.path.join(BUILD, "man")) if os.path.isdir(os.path.join(BUILD, "man")) else []):
     if page.endswith((".1", ".5")):
         files["page " + page] = installed(opt["mandir"], "man" + page[-1], page)
+# The examples an installed node runs its demonstrations with.
+for example in ("spin", "infer"):
+    files["example " + example] = installed(opt["libexecdir"], "gpuslice", example)
 for what, path in files.items():
     checks.expect(os.path.isfile(path), "installs the %s (%s)" % (what, path[len(dest):]))
 
@@ -64,5 +68,10 @@ if "hooks.d file" in files and os.path.exists(hooks_d):
 for what in ("server", "gpuslicectl"):
     r = subprocess.run([files[what], "--version"], capture_output=True, text=True)
     checks.expect(r.returncode == 0, "the installed %s runs (%s)" % (what, r.stdout.strip()))
+for example in ("spin", "infer"):
+    path = files["example " + example]
+    r = subprocess.run([path, "--help"], capture_output=True, text=True) if os.path.exists(path) else None
+    checks.expect(r is not None and r.returncode == 0 and "Usage" in r.stdout + r.stderr,
+                  "the installed %s answers --help (%s)" % (example, r and (r.stdout + r.stderr).strip()[:80]))
 shutil.rmtree(dest, ignore_errors=True)
 checks.finish()

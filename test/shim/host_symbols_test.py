@@ -1,11 +1,12 @@
 """What runs on a node's host loads on an old one: libgpuslice.so, which
 every CUDA process loads, needs no glibc symbol version above GLIBC_2.17
 and nothing from GLIBC_PRIVATE; gpuslice-hook (run by the container
-runtime) and gpuslicectl (copied to a node by an operator) are static
-executables, or else held to the same GLIBC_2.17. Read from the ELF files
-with readelf, so it judges a cross build (aarch64) as well as a native one.
-Prints the highest glibc version each needs. gpuslice-server runs in its
-image only: its highest version is printed, not judged.
+runtime), gpuslicectl (copied to a node by an operator) and
+gpuslice-server (on the host or in its image) are static executables, or
+else held to the same GLIBC_2.17. Read from the ELF files with readelf, so
+it judges a cross build (aarch64) as well as a native one. Prints the
+highest glibc version each needs; a part after --info is printed, not
+judged.
 
 Usage: host_symbols_test.py SANITIZE NAME=PATH... [--info NAME=PATH...]
 (a PATH of "" is a part this build left out: named, not judged)."""
