@@ -1,4 +1,4 @@
-# Shared by scripts/fuzz (the gate) and scripts/explore: the four libFuzzer
+# Shared by scripts/fuzz (the gate) and scripts/explore: the libFuzzer
 # targets, how each is built and what it starts from.
 #
 #   FUZZERS                      the targets' names, in the order they run
@@ -24,7 +24,7 @@
 #
 # Needs scripts/lib.sh (die, apt_install) sourced first.
 
-FUZZERS=(protocol_fuzz config_fuzz http_fuzz sched_fuzz)
+FUZZERS=(protocol_fuzz config_fuzz http_fuzz sched_fuzz claim_fuzz)
 
 fuzzer_dir() {
     case $1 in
@@ -32,6 +32,7 @@ fuzzer_dir() {
     config_fuzz) echo hardening ;;
     http_fuzz) echo metrics ;;
     sched_fuzz) echo sched ;;
+    claim_fuzz) echo dra ;;
     *) die "no fuzzer $1" ;;
     esac
 }
@@ -48,6 +49,7 @@ fuzzer_max_len() {
     config_fuzz) echo 4096 ;;
     http_fuzz) echo 16384 ;;
     sched_fuzz) echo 8192 ;;
+    claim_fuzz) echo 16384 ;;
     *) die "no fuzzer $1" ;;
     esac
 }
@@ -81,6 +83,8 @@ build_fuzzers() {
         -o "$dir/http_fuzz" &&
     clang "${flags[@]}" "${sim_flags[@]}" test/sched/sched_fuzz.c "${sim_src[@]}" include/gpuslice/protocol.c \
         tokenserver/sched.c tokenserver/sched_prepare.c tokenserver/memory.c tokenserver/histogram.c \
-        tokenserver/sched_wire.c -lm -o "$dir/sched_fuzz" ||
+        tokenserver/sched_wire.c -lm -o "$dir/sched_fuzz" &&
+    clang "${flags[@]}" -Idra -Idra/kube test/dra/claim_fuzz.c dra/kube/claim.c dra/kube/quantity.c -ljson-c -lm \
+        -o "$dir/claim_fuzz" ||
         die "building the fuzzers failed"
 }
