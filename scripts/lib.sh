@@ -94,6 +94,8 @@ ensure_tools() {
         command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
         { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc' 2>/dev/null; } || missing+=(python3-grpcio)
         command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+        # test/kubernetes/recipes_test.py renders the kustomize recipes with them
+        python3 -c 'import jsonpatch, yaml' 2>/dev/null || missing+=(python3-jsonpatch python3-yaml)
         # the manual pages, made from the programs' --help
         command -v help2man >/dev/null 2>&1 || missing+=(help2man)
     fi
@@ -101,7 +103,7 @@ ensure_tools() {
     if $offline || ! command -v apt-get >/dev/null 2>&1 || ! network_reachable; then
         local required=() p
         local optional=" libjson-c-dev pkg-config libncurses-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
-                         libcurl4-openssl-dev protobuf-compiler python3-grpcio openssl help2man "
+                         libcurl4-openssl-dev protobuf-compiler python3-grpcio openssl help2man python3-jsonpatch python3-yaml "
         for p in "${missing[@]}"; do
             [[ $optional == *[[:space:]]"$p"[[:space:]]* ]] || required+=("$p")
         done

@@ -190,6 +190,7 @@ if (!un) {
     if (mounts[flag(name)] !== host) unErrors.push(`--${name} is not the host's ${host}`)
   }
   if (JSON.stringify(spec.nodeSelector) !== JSON.stringify(dsSpec.nodeSelector)) unErrors.push('another nodeSelector')
+  if (!spec.affinity || JSON.stringify(spec.affinity) !== JSON.stringify(dsSpec.affinity)) unErrors.push('another node affinity')
   if (spec.hostPID !== true) unErrors.push('no hostPID (a server still running is stopped by its host PID)')
 }
 expect(unErrors.length === 0, `uninstall.yaml runs gpuslice-server --uninstall on the server's nodes, on the host's ` +
