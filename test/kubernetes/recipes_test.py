@@ -25,9 +25,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 DEPLOY = os.path.join(SOURCE, "deploy", "kubernetes")
 
+# Debian's python3-jsonpatch and python3-yaml (scripts/lib.sh installs
+# them) are pure Python: a python3 other than Debian's reads them from its
+# dist-packages.
 try:
     import jsonpatch  # noqa: F401
     import yaml  # noqa: F401
+except ImportError:
+    sys.path.append("/usr/lib/python3/dist-packages")
+try:
+    import jsonpatch  # noqa: F401,F811
+    import yaml  # noqa: F401,F811
 except ImportError as e:
     skip("python3-jsonpatch and python3-yaml are needed to render the kustomize recipes (%s)" % e)
 
