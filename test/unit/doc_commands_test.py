@@ -122,18 +122,22 @@ def extract(doc, text):
 
 
 def commands(block):
-    """The command lines of a block: a console block's lines after '$ '
-    (and their continuations), another's lines that are not comments or
-    blank."""
+    """The commands of a block, each with its continuation lines (a line
+    ending in a backslash) joined on: a console block's lines after '$ ',
+    another's lines that are not comments or blank."""
     lines, out, cont = block.text.splitlines(), [], False
     for l in lines:
-        if block.lang == "console":
-            if l.startswith("$ ") or cont:
-                out.append(l[2:] if l.startswith("$ ") and not cont else l)
-                cont = l.endswith("\\")
-            continue
-        if l.strip() and not l.lstrip().startswith("#"):
+        if cont:
+            out[-1] = out[-1][:-1] + " " + l.strip()
+        elif block.lang == "console":
+            if not l.startswith("$ "):
+                continue
+            out.append(l[2:])
+        elif l.strip() and not l.lstrip().startswith("#"):
             out.append(l)
+        else:
+            continue
+        cont = out[-1].endswith("\\")
     return out
 
 
