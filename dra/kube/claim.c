@@ -354,9 +354,9 @@ static int parse_claim(const struct claim_context *claim, json_object *root, con
             return rc;
         if (strcmp(driver, DRA_DRIVER_NAME) != 0)
             continue;
-        if (ours == DRA_MAX_CLAIM_DEVICES) {
+        if (ours >= DRA_MAX_CLAIM_DEVICES) {
             ours++;
-            continue; /* counted for the message below */
+            continue; /* counted for the message below, never read into out */
         }
         if ((rc = parse_result(claim, result, path, &out->devices[ours])) != 0)
             return rc;
