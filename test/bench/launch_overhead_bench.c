@@ -11,9 +11,12 @@
  * call itself. Prints ns per launch for each (median over batches) and the
  * median of the per-round differences: the gated launch path. Then the same
  * for cuCtxSetCurrent, a wrapper with no gate: the interception layer
- * alone.
+ * alone. Each of the two differences is a target (bench_util.h's
+ * BENCH-RESULT lines, declared with --targets); the exit status does not
+ * depend on them.
  *
  *   launch_overhead_bench SHIM.so [ROUNDS [BATCH]]
+ *   launch_overhead_bench --targets
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
@@ -34,8 +37,22 @@ typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned
 
 #define CALL(lib, name, type, ...) ((type)(uintptr_t)bench_sym(lib, name))(__VA_ARGS__)
 
+#define BENCHMARK "bench/launch_overhead_bench"
+static const struct bench_target targets[] = {
+    {"shim.passthrough",
+     "what the interception layer adds to a call: cuCtxSetCurrent through the shim less without it, "
+     "median of per-round differences",
+     "ns", "<=", 5},
+    {"shim.gated_launch",
+     "what the gate adds to a kernel launch with a slice held: cuLaunchKernel through the shim less "
+     "without it, median of per-round differences",
+     "ns", "<=", 20},
+};
+
 int main(int argc, char **argv)
 {
+    if (bench_declare_if_asked(argc, argv, BENCHMARK, targets, sizeof targets / sizeof targets[0]))
+        return 0;
     if (argc < 2) {
         fprintf(stderr, "usage: launch_overhead_bench SHIM.so [ROUNDS [BATCH]]\n");
         return 1;
@@ -123,7 +140,13 @@ int main(int argc, char **argv)
     printf("overhead:     %.1f ns/launch (median of per-round differences)\n", d);
     printf("ratio:        %.3f\n", with / without);
     double pass_without = bench_median(pass[0], rounds), pass_with = bench_median(pass[1], rounds);
+    double pd = bench_median(pass_diff, rounds);
     printf("pass-through (cuCtxSetCurrent): %.1f ns without, %.1f ns with, overhead %.1f ns (median of differences)\n",
-           pass_without, pass_with, bench_median(pass_diff, rounds));
+           pass_without, pass_with, pd);
+    char note[128];
+    snprintf(note, sizeof note, "%.1f ns without the shim, %.1f ns with", pass_without, pass_with);
+    bench_result(&targets[0], BENCHMARK, pd, note);
+    snprintf(note, sizeof note, "%.1f ns without the shim, %.1f ns with", without, with);
+    bench_result(&targets[1], BENCHMARK, d, note);
     return 0;
 }

@@ -10,12 +10,28 @@ the simulated NVML:
    shim, and while a third tenant's bare client sends 10 000 USAGE_QUERYs
    a second straight to the server; medians, and the server's CPU.
 
-Prints one line per figure with its target."""
+Prints one line per figure with its target, and for each target a
+BENCH-RESULT line (test/bench/bench_result.py; --targets prints their
+declarations)."""
 import os
 import statistics
 import subprocess
 import sys
 import time
+
+from bench_result import Target, Targets  # noqa: E402
+
+SHIFT_RULE = "the two baselines' difference + 20 us"
+TARGETS = Targets("bench/nvml_bench", [
+    Target("nvml.memory_info", "nvmlDeviceGetMemoryInfo in a capped tenant, median of 20000 calls", "us", "<=", 50),
+    Target("nvml.handoff_nvml_flood", "another tenant's handoff while a third tenant's process calls NVML "
+           "10000 times a second: its median's distance from the mean of two baselines without", "us", "<=",
+           rule=SHIFT_RULE),
+    Target("nvml.handoff_raw_flood", "another tenant's handoff while a third tenant's bare client sends the "
+           "server 10000 USAGE_QUERYs a second: its median's distance from the mean of two baselines without",
+           "us", "<=", rule=SHIFT_RULE),
+])
+TARGETS.declare_if_asked()
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from testlib import BUILD, SHIM, Machine, Server  # noqa: E402
@@ -46,8 +62,9 @@ for _ in range(3):  # alternated, so that the machine's load falls on both alike
 server.stop()
 without = statistics.median(p[0] for p in pairs if p[0] is not None) / 1000.0
 within = statistics.median(p[1] for p in pairs if p[1] is not None) / 1000.0
+ok = TARGETS.result("nvml.memory_info", within, note="%.2f us without the shim" % without)
 report("nvmlDeviceGetMemoryInfo, median of 20000 calls", "%.2f us in a tenant, %.2f us without the shim" % (within, without),
-       "<= 50 us", within <= 50)
+       "<= 50 us", ok)
 
 
 # 2. Handoffs of tenants a and b while tenant c queries NVML.
@@ -90,16 +107,19 @@ for label in ("nothing else", "NVML 10000/s", "raw 10000/s", "nothing else again
         "" if not flood else ""), flush=True)
 server.stop()
 base = [statistics.median(rows[k][0]) for k in ("nothing else", "nothing else again") if rows[k][0]]
-for label in ("NVML 10000/s", "raw 10000/s"):
+for label, target in (("NVML 10000/s", "nvml.handoff_nvml_flood"), ("raw 10000/s", "nvml.handoff_raw_flood")):
     s = rows[label][0]
     if not s or not base:
+        TARGETS.result(target, None, note="no samples")
         report("handoff while tenant c floods (%s)" % label, "no samples", "within the baseline's spread", False)
         continue
     med = statistics.median(s)
     # Unchanged within noise: no further from the two baselines' mean than
     # they are from each other, plus 20 us for a loaded 2-core machine.
     noise = abs(base[0] - base[-1]) + 20.0
-    ok = abs(med - statistics.mean(base)) <= noise
+    ok = TARGETS.result(target, abs(med - statistics.mean(base)), limit=noise,
+                        note="median %.0f us, baselines %s us; server CPU %.1f %%" % (
+                            med, "/".join("%.0f" % b for b in base), 100 * rows[label][1]))
     report("handoff while tenant c floods (%s)" % label,
            "%.0f us median (baselines %s; server CPU %.1f %%)" % (med, "/".join("%.0f" % b for b in base),
                                                                  100 * rows[label][1]),

@@ -1,12 +1,30 @@
 """Token-server benchmarks on fakecuda, each measured side by side in one
 run: handoff latency, device busy with 4 tenants, share error over 10 s,
 and the overrun past the deadline for a tenant that keeps 1000 x 1 ms
-kernels queued. Prints one line per figure with its target."""
+kernels queued, and what a memory cap adds to an allocation. Prints one
+line per figure with its target, and for each target a BENCH-RESULT line
+(test/bench/bench_result.py; --targets prints their declarations)."""
 import os
 import statistics
 import subprocess
 import sys
 import time
+
+from bench_result import Target, Targets  # noqa: E402
+
+TARGETS = Targets("bench/server_bench", [
+    Target("server.handoff", "handoff: a slice released -> the other tenant's blocked launch returns, median",
+           "us", "<=", 100),
+    Target("server.busy", "device busy with 4 busy tenants at the default 20 ms quantum, over 10 s", "%", ">=", 97),
+    Target("server.share_error", "share error over 10 s, two busy tenants at 3:1", "points", "<=", 2),
+    Target("server.overrun_p99", "overrun p99 past the slice's deadline, a tenant keeping 1000 x 1 ms kernels "
+           "queued against a busy one", "ms", "<=", 3, "2 ms + one kernel"),
+    Target("memory.alloc", "what a memory cap adds to a cuMemAlloc_v2 + cuMemFree_v2 pair (1 MiB) within the "
+           "process's lease, median of per-round differences", "us", "<=", 5),
+    Target("memory.alloc_async", "what a memory cap adds to a cuMemAllocAsync + cuMemFreeAsync pair (1 MiB, "
+           "default pool), median of per-round differences", "us", "<=", 5),
+])
+TARGETS.declare_if_asked()
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from testlib import BUILD, Machine, Server, tenant_shares  # noqa: E402
@@ -46,11 +64,12 @@ floor_out = subprocess.run([HANDOFF, "floor", "200"], env=machine.env, capture_o
 floor_us = int(floor_out[1]) / 1000.0 if len(floor_out) == 2 and floor_out[0] == "floor" else None
 if samples:
     med = statistics.median(samples)
+    hops = "%.0f us" % floor_us if floor_us else "failed"
+    ok = TARGETS.result("server.handoff", med, note="n=%d; the bare two hops in the same run: %s" % (len(samples), hops))
     report("handoff: release -> blocked launch returns",
-           "%.0f us median (n=%d; the bare two hops: %s)" % (med, len(samples),
-                                                             "%.0f us" % floor_us if floor_us else "failed"),
-           "<= 100 us", med <= 100)
+           "%.0f us median (n=%d; the bare two hops: %s)" % (med, len(samples), hops), "<= 100 us", ok)
 else:
+    TARGETS.result("server.handoff", None, note="no samples")
     report("handoff: release -> blocked launch returns", "no samples", "<= 100 us", False)
 
 # 2. Device busy with 4 busy tenants at the default quantum, and
@@ -65,7 +84,8 @@ meter = machine.meter(since=snap)
 for p in procs:
     p.communicate()
 util = meter["devices"][0]["utilization"]
-report("device busy, 4 busy tenants, 20 ms quantum", "%.1f %%" % (100 * util), ">= 97 %", util >= 0.97)
+ok = TARGETS.result("server.busy", 100 * util)
+report("device busy, 4 busy tenants, 20 ms quantum", "%.1f %%" % (100 * util), ">= 97 %", ok)
 server.stop()
 
 machine = Machine()
@@ -78,8 +98,9 @@ shares = tenant_shares(machine.meter(since=snap), {"a": [a.pid], "b": [b.pid]})
 for p in (a, b):
     p.communicate()
 err = max(abs(shares["a"] - 0.75), abs(shares["b"] - 0.25)) * 100
+ok = TARGETS.result("server.share_error", err, note="split %.1f/%.1f" % (100 * shares["a"], 100 * shares["b"]))
 report("share error over 10 s, tenants at 3:1", "%.2f points (%.1f/%.1f)" % (err, 100 * shares["a"], 100 * shares["b"]),
-       "<= 2 points", err <= 2)
+       "<= 2 points", ok)
 server.stop()
 
 # 4. Overrun: a tenant that keeps 1000 x 1 ms kernels queued against another.
@@ -93,8 +114,9 @@ for p in (deep, other):
     p.communicate()
 stats = {t["name"]: t["devices"][0] for t in status["tenants"] if t["devices"]}
 p99 = stats["deep"]["overrun_p99_ms"]
+ok = TARGETS.result("server.overrun_p99", p99, note="over %d slices" % stats["deep"]["overruns"])
 report("overrun p99, 1000 x 1 ms kernels queued", "%.2f ms over %d slices" % (p99, stats["deep"]["overruns"]),
-       "<= 2 ms + 1 ms", p99 <= 3.0)
+       "<= 2 ms + 1 ms", ok)
 server.stop()
 
 # 5. Memory: the added cost of an alloc+free pair under a cap, within the
@@ -109,12 +131,15 @@ print(out, end="")
 added = [float(l.split()[1]) for l in out.splitlines() if l.startswith("added:")]
 floor = [float(l.split()[1]) for l in out.splitlines() if l.startswith("floor:")]
 async_added = [float(l.split()[1]) for l in out.splitlines() if l.startswith("async-added:")]
+ok = TARGETS.result("memory.alloc", added[0] if added else None,
+                    note="a bare Unix-socket round trip: %.2f us" % floor[0] if floor else None)
 report("memory: alloc+free pair, added by the cap",
        "%.2f us median (socket round trip alone: %.2f us)" % (added[0], floor[0]) if added and floor else "failed",
-       "<= 5 us", bool(added) and added[0] <= 5)
+       "<= 5 us", ok)
+ok = TARGETS.result("memory.alloc_async", async_added[0] if async_added else None)
 report("memory: async alloc+free pair, added by the cap",
        "%.2f us median" % async_added[0] if async_added else "failed",
-       "<= 5 us", bool(async_added) and async_added[0] <= 5)
+       "<= 5 us", ok)
 server.stop()
 
 print("%d passed, %d failed" % (sum(results), len(results) - sum(results)))

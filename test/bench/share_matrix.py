@@ -22,7 +22,12 @@ ran past their deadlines) and exits 1 if any cell misses its target:
                (slices are exclusive, so a tenant's own gaps stay idle)
 
 Programs use the default scheduling (CU_CTX_SCHED_AUTO), as applications
-do: a synchronizing thread spins while it waits."""
+do: a synchronizing thread spins while it waits.
+
+At the end, one BENCH-RESULT line per target over the cells run
+(test/bench/bench_result.py; --targets prints their declarations): the
+largest split error, the lowest utilization against its bound, and the
+number of limit cells outside their band."""
 import argparse
 import os
 import sys
@@ -30,6 +35,18 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from testlib import SPIN, Machine, Server, tenant_overruns, tenant_shares  # noqa: E402
+from bench_result import Target, Targets  # noqa: E402
+
+TARGETS = Targets("bench/share_matrix", [
+    Target("share.split", "busy tenants' split of the device time against share / sum of shares, the largest "
+           "error over the share cells", "points", "<=", 2),
+    Target("share.utilization", "device busy with gpuslice against the same programs without it (or the best "
+           "any of them achieves alone, if less), the lowest ratio over the share cells", "ratio", ">=", 0.95),
+    Target("share.limit", "limit cells where a lone tenant with limit L gets outside L - 2 to L + 1 points "
+           "(of what its program can use alone, if less)", "cells", "<=", 0),
+])
+# What the cells run so far measured, for the BENCH-RESULT lines.
+worst = {"split": [], "ratio": [], "limit_missed": [], "limit_cells": 0, "failed": []}
 
 WARMUP = 0.8
 KERNELS_US = [50, 200, 500, 1000, 5000]
@@ -87,6 +104,10 @@ def share_cell(name, programs, shares, seconds):
     err = max(abs(got[t] / total - shares[t] / wsum) for t in shares)
     bound = bare_util if alone >= 0.95 else min(bare_util, alone)
     good = ok and err <= 0.02 and util >= 0.95 * bound
+    worst["split"].append((100 * err, name))
+    worst["ratio"].append((util / bound if bound else 0.0, name))
+    if not ok:
+        worst["failed"].append(name)
     print("%-34s split %-22s err %.1fpp  util %.1f%% (bare %.1f%%, alone %.1f%%, ratio %.2f)  "
           "overrun p99 %s ms  %s" % (
               name, "/".join("%.1f" % (100 * got[t] / total) for t in sorted(shares)), 100 * err, 100 * util,
@@ -100,6 +121,9 @@ def limit_cell(limit, kernel_us, sync_every, seconds):
     alone = run([(None, kernel_us, sync_every)], seconds * 0.6)[1]
     target = min(limit, alone)
     good = ok and target - 0.02 <= util <= limit + 0.01
+    worst["limit_cells"] += 1
+    if not good:
+        worst["limit_missed"].append("limit %.1f %s: %.1f %%" % (limit, pattern_name(kernel_us, sync_every), 100 * util))
     print("%-34s util %.1f%% (target %.1f%%, alone %.1f%%)  %s" % (
         "limit %.1f %s" % (limit, pattern_name(kernel_us, sync_every)), 100 * util, 100 * target, 100 * alone,
         "ok" if good else "MISS"), flush=True)
@@ -143,13 +167,36 @@ def main():
     ap.add_argument("--seconds", type=float, default=4.0, help="measured window per run (default 4)")
     ap.add_argument("--subset", action="store_true", help="only three representative cells")
     ap.add_argument("--only", default="", help="only cells whose name contains this text")
+    ap.add_argument("--targets", action="store_true", help="print the targets' declarations and exit")
     args = ap.parse_args()
+    TARGETS.declare_if_asked()
     failures = 0
     for name, fn in cells(args.subset):
         if args.only in name:
             failures += not fn(args.seconds)
     print("%d cell(s) missed" % failures)
+    report_targets("%s, %.0f s windows" % ("three representative cells" if args.subset else
+                                           "cells matching '%s'" % args.only if args.only else "every cell",
+                                           args.seconds))
     return 1 if failures else 0
+
+
+def report_targets(cells_run):
+    failed = "; programs failed in %s" % ", ".join(worst["failed"]) if worst["failed"] else ""
+    if worst["split"]:
+        err, name = max(worst["split"])
+        TARGETS.result("share.split", None if worst["failed"] else err,
+                       note="%s; %d share cells, largest in %s%s" % (cells_run, len(worst["split"]), name, failed))
+        ratio, name = min(worst["ratio"])
+        TARGETS.result("share.utilization", None if worst["failed"] else ratio,
+                       note="%s; %d share cells, lowest in %s%s" % (cells_run, len(worst["split"]), name, failed))
+    else:
+        TARGETS.result("share.split", None, note="%s: no share cell run" % cells_run)
+        TARGETS.result("share.utilization", None, note="%s: no share cell run" % cells_run)
+    missed = worst["limit_missed"]
+    TARGETS.result("share.limit", len(missed) if worst["limit_cells"] else None,
+                   note="%s; %d of %d limit cells outside%s" % (
+                       cells_run, len(missed), worst["limit_cells"], ": " + ", ".join(missed) if missed else ""))
 
 
 if __name__ == "__main__":
