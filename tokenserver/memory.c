@@ -20,7 +20,12 @@
  * (answered with MEM_FREE of their idle headroom) and the asker is told to
  * retry; once every recall is answered, or RECALL_TIMEOUT_NS has passed, a
  * lease that still does not fit is refused. One round of recalls per lease
- * that does not fit (slot.recalling), so that retries end. While a slot
+ * that does not fit (slot.recalling), so that retries end; a retry recalls
+ * only the siblings granted a lease since the round began (and not
+ * recalled since): a sibling that held no count when the round went out,
+ * leased after it and freed what it leased kept it as headroom, and the
+ * asker was refused within the tenant's cap (the simulation's named case
+ * sibling-leases-after-recall-round). While a slot
  * waits on such a round, its siblings' leases get what they need and no
  * headroom beyond it: a sibling that answered a recall and asked again at
  * once took back as headroom the room the recall made, and the asker was
@@ -110,9 +115,10 @@ static void keep_ghost(struct device_tenant *dt, uint32_t pid, uint64_t bytes)
     dt->ghosts[free_at] = (struct mem_ghost){.pid = pid, .bytes = bytes};
 }
 
-/* The tenant's other slots on the asker's GPU: with `send`, asks each that
- * holds a count for its idle headroom. Returns whether any recall is
- * unanswered (and not older than RECALL_TIMEOUT_NS). */
+/* The tenant's other slots on the asker's GPU: with `send` (the round
+ * begins), asks each that holds a count for its idle headroom; without,
+ * each granted a lease since the round began and not asked since. Returns
+ * whether any recall is unanswered (and not older than RECALL_TIMEOUT_NS). */
 static bool recall_siblings(struct sched *s, struct sched_slot *asker, bool send, uint64_t now)
 {
     bool outstanding = false;
@@ -123,10 +129,12 @@ static bool recall_siblings(struct sched *s, struct sched_slot *asker, bool send
             continue;
         if (sib->recall_sent_ns && now - sib->recall_sent_ns < RECALL_TIMEOUT_NS) {
             outstanding = true;
-        } else if (send && !sib->recall_sent_ns && sib->mem_held) {
+        } else if (!sib->recall_sent_ns && sib->mem_held &&
+                   (send || (sib->leased_ns > asker->round_ns && sib->leased_ns > sib->recalled_ns))) {
             struct sched_action a = {.type = SCHED_RECALL, .slot = sib};
             sched_emit(s, &a);
             sib->recall_sent_ns = now ? now : 1;
+            sib->recalled_ns = now;
             outstanding = true;
         }
     }
@@ -178,15 +186,22 @@ static void lease(struct sched *s, struct sched_slot *slot, struct device_tenant
         a.status = GS_LEASE_GRANTED;
         a.granted = need + extra;
         slot->recalling = false;
-    } else if (need <= cap && recall_siblings(s, slot, !slot->recalling, now)) {
-        /* One round of recalls per lease that does not fit: the first
-         * request sends them, its retries wait for the answers. */
-        slot->recalling = true;
-        a.status = GS_LEASE_RETRY;
+        slot->leased_ns = now;
     } else {
-        slot->recalling = false;
-        a.status = GS_LEASE_REFUSED;
-        dt->oom_refusals++;
+        /* One round of recalls per lease that does not fit: the first
+         * request sends them, its retries wait for the answers (and recall
+         * the siblings leased since). */
+        bool begins = !slot->recalling;
+        if (begins)
+            slot->round_ns = now;
+        if (need <= cap && recall_siblings(s, slot, begins, now)) {
+            slot->recalling = true;
+            a.status = GS_LEASE_RETRY;
+        } else {
+            slot->recalling = false;
+            a.status = GS_LEASE_REFUSED;
+            dt->oom_refusals++;
+        }
     }
     a.used = dt->mem_used;
     sched_emit(s, &a);

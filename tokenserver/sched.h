@@ -240,7 +240,10 @@ struct sched_slot {
     uint64_t mem_held;       /* device memory counted for it: what it holds
                                 plus its headroom */
     uint64_t recall_sent_ns; /* MEM_RECALL unanswered since; 0 = none */
+    uint64_t recalled_ns;    /* when a MEM_RECALL last went to it (0: never) */
+    uint64_t leased_ns;      /* when a lease was last granted it (0: never) */
     bool recalling;          /* its lease that did not fit made siblings recall */
+    uint64_t round_ns;       /* ... the round of recalls it began, since */
     bool deferred;           /* a lease waits for the recovery's end: */
     uint64_t deferred_id, deferred_need, deferred_want;
 };

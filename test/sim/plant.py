@@ -224,10 +224,14 @@ BUGS = {
         "shim/gs_gate_messages.c", "m.u.mem.bytes = d->used ? gs_lease_recall(d, now) : 0;", "m.u.mem.bytes = 0;",
         "a MEM_RECALL is answered with nothing: a sibling's headroom is never lent, and a lease within the cap is "
         "refused"),
-    "memory-extra-while-recalling": (
-        "tokenserver/memory.c", "        if (sibling_recalling(slot))\n            extra = 0;", "",
-        "a sibling's lease gets headroom out of the room a recall made for another slot's lease",
-        "case sibling-frees-after-recall 610-620"),
+    # (a sibling's lease given headroom out of the room a recall made,
+    # sibling_recalling's rule, costs the asker a round trip only since a
+    # retry recalls the siblings leased during its round: not planted)
+    "memory-retry-recalls-nobody": (
+        "tokenserver/memory.c",
+        "(send || (sib->leased_ns > asker->round_ns && sib->leased_ns > sib->recalled_ns))", "send",
+        "a lease's retry does not recall a sibling granted a lease since its round of recalls began",
+        "case sibling-leases-after-recall-round 1-1000"),
     "gate-lost-unheard": (
         "shim/gs_gate_messages.c",
         "    gs_conn_lost_locked(why);\n    struct gs_slice_event ev = {.type = GS_SLICE_DISCONNECTED, "
