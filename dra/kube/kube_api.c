@@ -314,6 +314,9 @@ int kube_api_request(struct kube_api *api, const char *method, const char *path,
     SET_OPTION(CURLOPT_SSL_VERIFYPEER, 1L);
     SET_OPTION(CURLOPT_SSL_VERIFYHOST, 2L);
     SET_OPTION(CURLOPT_CAINFO, api->ca_file);
+    /* Only the cluster's CA: libcurl also trusts the directory it was built
+     * with (Debian's: /etc/ssl/certs, every public CA) unless told not to. */
+    SET_OPTION(CURLOPT_CAPATH, (char *)NULL);
     SET_OPTION(CURLOPT_TIMEOUT_MS, api->timeout_ms);
     SET_OPTION(CURLOPT_CONNECTTIMEOUT_MS, api->timeout_ms);
     SET_OPTION(CURLOPT_NOSIGNAL, 1L);
