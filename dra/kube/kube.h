@@ -116,14 +116,17 @@ struct dra_slice_policy {
 
 /* The node's ResourceSlice as JSON (malloc'd; NULL if out of memory): one
  * device per GPU, named gpu-INDEX, allowMultipleAllocations, capacities
- * "share" and "memory" with their request policies. */
-char *dra_slice_body(const char *node_name, const struct dra_gpu *gpus, int ngpus,
+ * "share" and "memory" with their request policies; owned by the Node of
+ * uid node_uid (the controller of its ownerReferences) unless that is NULL. */
+char *dra_slice_body(const char *node_name, const char *node_uid, const struct dra_gpu *gpus, int ngpus,
                      const struct dra_slice_policy *policy);
 
 /* Creates or updates the node's ResourceSlice (named as dra_slice_body
- * names it): created if absent, replaced with the pool's next generation
- * if its devices differ, not written if they do not; read again after a
- * conflict with another writer. 0, or -1 with a message. */
+ * names it), owned by the node's Node object (read first: the API server
+ * then deletes the slice with the node): created if absent, replaced with
+ * the pool's next generation if its devices or owner differ, not written
+ * if they do not; read again after a conflict with another writer. 0, or
+ * -1 with a message. */
 int kube_slice_publish(struct kube_api *api, const char *node_name, const struct dra_gpu *gpus, int ngpus,
                        const struct dra_slice_policy *policy, char *error, size_t error_size);
 

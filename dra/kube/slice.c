@@ -2,8 +2,10 @@
  * The node's ResourceSlice (resource.k8s.io/v1): its name, its body (one
  * device per GPU with its attributes and the consumable capacities
  * "share" and "memory", their request policies made valid for the API's
- * rules), and publishing it: created when absent, replaced with the next
- * pool generation when its devices changed, left alone when they did not.
+ * rules), its owner (the Node, so that the API server deletes the slice
+ * with its node), and publishing it: created when absent, replaced with the
+ * next pool generation when its devices or owner changed, left alone when
+ * they did not.
  */
 #include "kube_internal.h"
 #include "quantity.h"
@@ -255,9 +257,10 @@ static void put_device(struct builder *b, json_object *devices, const struct dra
     put(b, device, "allowMultipleAllocations", json_object_new_boolean(1));
 }
 
-/* The slice as a JSON object (generation 1): NULL if out of memory. */
-static json_object *slice_object(const char *node_name, const struct dra_gpu *gpus, int ngpus,
-                                 const struct dra_slice_policy *policy)
+/* The slice as a JSON object (generation 1), owned by the Node of uid
+ * node_uid if one is given: NULL if out of memory. */
+static json_object *slice_object(const char *node_name, const char *node_uid, const struct dra_gpu *gpus,
+                                 int ngpus, const struct dra_slice_policy *policy)
 {
     static const struct dra_slice_policy no_policy = {0};
     if (!node_name || ngpus < 0 || (ngpus > 0 && !gpus))
@@ -274,6 +277,20 @@ static json_object *slice_object(const char *node_name, const struct dra_gpu *gp
     put_text(&b, slice, "kind", "ResourceSlice");
     json_object *metadata = put(&b, slice, "metadata", json_object_new_object());
     put_text(&b, metadata, "name", name);
+    if (node_uid) {
+        json_object *owners = put(&b, metadata, "ownerReferences", json_object_new_array());
+        json_object *owner = json_object_new_object();
+        if (owners && owner && json_object_array_add(owners, owner) == 0) {
+            put_text(&b, owner, "apiVersion", "v1");
+            put_text(&b, owner, "kind", "Node");
+            put_text(&b, owner, "name", node_name);
+            put_text(&b, owner, "uid", node_uid);
+            put(&b, owner, "controller", json_object_new_boolean(1));
+        } else {
+            json_object_put(owner);
+            b.failed = true;
+        }
+    }
     json_object *spec = put(&b, slice, "spec", json_object_new_object());
     put_text(&b, spec, "driver", DRA_DRIVER_NAME);
     put_text(&b, spec, "nodeName", node_name);
@@ -297,10 +314,10 @@ static char *to_text(json_object *object)
     return text ? strdup(text) : NULL;
 }
 
-char *dra_slice_body(const char *node_name, const struct dra_gpu *gpus, int ngpus,
+char *dra_slice_body(const char *node_name, const char *node_uid, const struct dra_gpu *gpus, int ngpus,
                      const struct dra_slice_policy *policy)
 {
-    json_object *slice = slice_object(node_name, gpus, ngpus, policy);
+    json_object *slice = slice_object(node_name, node_uid, gpus, ngpus, policy);
     if (!slice)
         return NULL;
     char *text = to_text(slice);
@@ -377,10 +394,13 @@ static bool same_json(json_object *a, json_object *b, bool quantities)
     return false;
 }
 
-/* Whether the published slice says what want says (all but the pool's
- * generation and the metadata the API server keeps). */
+/* Whether the published slice says what want says (its owner and spec, all
+ * but the pool's generation; not the metadata the API server keeps). */
 static bool slice_unchanged(json_object *published, json_object *want)
 {
+    if (!same_json(member(member(published, "metadata"), "ownerReferences"),
+                   member(member(want, "metadata"), "ownerReferences"), false))
+        return false;
     json_object *p = member(published, "spec"), *w = member(want, "spec");
     static const char *const keys[] = {"driver", "nodeName", "devices"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
@@ -393,8 +413,9 @@ static bool slice_unchanged(json_object *published, json_object *want)
 }
 
 /* Makes want the replacement of published: its metadata (resourceVersion
- * included, the managed fields left to the API server) and the next pool
- * generation. false with a message if published lacks them. */
+ * included, the managed fields left to the API server) with want's owner,
+ * and the next pool generation. false with a message if published lacks
+ * them. */
 static bool make_update(json_object *published, json_object *want, const char *name, char *error,
                         size_t error_size)
 {
@@ -415,7 +436,11 @@ static bool make_update(json_object *published, json_object *want, const char *n
         return false;
     }
     json_object_object_del(copy, "managedFields");
+    json_object_object_del(copy, "ownerReferences");
     struct builder b = {false};
+    json_object *owners = member(member(want, "metadata"), "ownerReferences");
+    if (owners)
+        put(&b, copy, "ownerReferences", json_object_get(owners));
     put(&b, want, "metadata", copy);
     put(&b, member(member(want, "spec"), "pool"), "generation", json_object_new_int64(next));
     if (b.failed) {
@@ -423,6 +448,42 @@ static bool make_update(json_object *published, json_object *want, const char *n
         return false;
     }
     return true;
+}
+
+/* The uid of the Node node_name (GET /api/v1/nodes/NAME), which owns the
+ * slice: 0, or -1 with a message (the RBAC rule it needs named on a 403). */
+static int node_uid(struct kube_api *api, const char *node_name, char *uid, size_t uid_size, char *error,
+                    size_t error_size)
+{
+    char path[SLICE_NAME_MAX + 32];
+    snprintf(path, sizeof path, "/api/v1/nodes/%s", node_name);
+    char *answer = NULL;
+    int status = kube_api_request_retrying(api, "GET", path, NULL, NULL, &answer, error, error_size);
+    int rc = -1;
+    if (status == 200) {
+        json_object *node = json_tokener_parse(answer);
+        json_object *metadata = member(node, "metadata");
+        json_object *name = member(metadata, "name"), *value = member(metadata, "uid");
+        if (!value || !json_object_is_type(value, json_type_string) || json_object_get_string_len(value) == 0 ||
+            (size_t)json_object_get_string_len(value) >= uid_size)
+            snprintf(error, error_size, "GET %s: the answer has no metadata.uid of at most %zu characters", path,
+                     uid_size - 1);
+        else if (!name || !json_object_is_type(name, json_type_string) ||
+                 strcmp(json_object_get_string(name), node_name) != 0)
+            snprintf(error, error_size, "GET %s: the answer is not of node %s", path, node_name);
+        else {
+            snprintf(uid, uid_size, "%s", json_object_get_string(value));
+            rc = 0;
+        }
+        json_object_put(node);
+    } else if (status >= 0) {
+        char message[320];
+        kube_api_answer_message(answer, message, sizeof message);
+        snprintf(error, error_size, "GET %s (the slice's owner): HTTP %d: %s%s", path, status, message,
+                 status == 403 ? " (gpuslice-dra needs \"get\" on nodes: deploy/kubernetes/dra-rbac.yaml)" : "");
+    }
+    free(answer);
+    return rc;
 }
 
 /* One write (POST or PUT) of want: the HTTP status, or -1 with a message. */
@@ -462,8 +523,11 @@ int kube_slice_publish(struct kube_api *api, const char *node_name, const struct
     char update_path[sizeof path + sizeof FIELD_MANAGER];
     snprintf(update_path, sizeof update_path, "%s" FIELD_MANAGER, path);
 
+    char owner[128];
+    if (node_uid(api, node_name, owner, sizeof owner, error, error_size) != 0)
+        return -1;
     for (int attempt = 0; attempt < PUBLISH_TRIES; attempt++) {
-        json_object *want = slice_object(node_name, gpus, ngpus, policy);
+        json_object *want = slice_object(node_name, owner, gpus, ngpus, policy);
         if (!want) {
             snprintf(error, error_size, "ResourceSlice %s: cannot build it (out of memory, or no GPUs given)", name);
             return -1;

@@ -1,7 +1,8 @@
 """A test Kubernetes API endpoint for gpuslice-dra: HTTPS on 127.0.0.1 with
 a throwaway self-signed certificate (made with the openssl command), a
 bearer token checked on every request, the ResourceClaims a test sets
-served, ResourceSlices kept (GET, LIST, POST, PUT with resourceVersion
+served, Nodes (every name is one, until a test removes or re-creates it),
+ResourceSlices kept (GET, LIST, POST, PUT with resourceVersion
 conflicts, DELETE) as the API server keeps them, and failures on demand
 (an HTTP status or a closed connection for the next requests). Every body
 it receives and every claim it serves is written to a directory, for
@@ -19,6 +20,9 @@ As a module (tests):
     api.fail_next(1, 409, method="PUT")   # the next PUT answers 409
     api.close_next(1)                     # the next request: connection closed
     api.rotate_token("new")               # the file and what is accepted
+    api.node_uid("node-a")                # the Node's uid (every name is a Node)
+    api.recreate_node("node-a")           # deleted and made again: a new uid
+    api.remove_node("node-a")             # GET answers 404 from now on
     api.slices["node-a-gpuslice.io"]      # what was published
     api.log                               # [(method, path, status), ...]
     api.recorded()                        # the files of bodies, in order
@@ -45,6 +49,7 @@ RESOURCE_API = "/apis/resource.k8s.io/v1"
 CLAIM_PATH = re.compile(r"^" + RESOURCE_API + r"/namespaces/([^/]+)/resourceclaims/([^/]+)$")
 SLICES_PATH = RESOURCE_API + "/resourceslices"
 SLICE_PATH = re.compile(r"^" + SLICES_PATH + r"/([^/]+)$")
+NODE_PATH = re.compile(r"^/api/v1/nodes/([^/]+)$")
 DECIMAL_SUFFIXES = ["", "k", "M", "G", "T", "P", "E"]
 
 
@@ -143,6 +148,9 @@ class ApiServer:
         self.claims_dir = claims_dir
         self.claims = {}
         self.slices = {}
+        # Nodes: name -> uid for those made again, None for those removed;
+        # any other name is a Node whose uid derives from its name.
+        self.nodes = {}
         self.log = []
         self.lock = threading.Lock()
         self._failures = []
@@ -191,6 +199,20 @@ class ApiServer:
     def set_claim(self, claim):
         with self.lock:
             self.claims[(claim["metadata"]["namespace"], claim["metadata"]["name"])] = claim
+
+    def node_uid(self, name):
+        with self.lock:
+            if name in self.nodes:
+                return self.nodes[name]
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, "node/" + name))
+
+    def recreate_node(self, name):
+        with self.lock:
+            self.nodes[name] = str(uuid.uuid4())
+
+    def remove_node(self, name):
+        with self.lock:
+            self.nodes[name] = None
 
     def delete_claim(self, namespace, name):
         with self.lock:
@@ -285,6 +307,15 @@ class ApiServer:
                     404, "NotFound", 'resourceclaims.resource.k8s.io "%s" not found' % m.group(2)))
             self._record("served-claim-%s-%s" % m.groups(), claim)
             return self._answer(handler, method, path, 200, claim)
+        m = NODE_PATH.match(path)
+        if m and method == "GET":
+            uid = self.node_uid(m.group(1))
+            if uid is None:
+                return self._answer(handler, method, path, 404, status_body(
+                    404, "NotFound", 'nodes "%s" not found' % m.group(1)))
+            return self._answer(handler, method, path, 200, {
+                "apiVersion": "v1", "kind": "Node", "metadata": {"name": m.group(1), "uid": uid,
+                                                                 "resourceVersion": "1"}})
         if path == SLICES_PATH and method == "GET":
             with self.lock:
                 items = list(self.slices.values())

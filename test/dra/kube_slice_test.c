@@ -1,7 +1,7 @@
 /*
  * The node's ResourceSlice body (dra/kube/slice.c): its name made a DNS
  * subdomain, the driver version as a semantic version or a string, each
- * field of a slice of two GPUs, and the request policies of many GPU sizes
+ * field of a slice of two GPUs (its owner, the Node, included), and the request policies of many GPU sizes
  * and policies checked against the API's rules for a capacity's range.
  */
 #include "check.h"
@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define NODE_UID "9a4e6f0c-31d2-4b7a-8c55-0e2f1d3b6a71"
 
 /* obj at a dotted path ("spec.pool.name"; a number is an array index). */
 static json_object *at(json_object *obj, const char *path)
@@ -157,13 +159,20 @@ static void body(void)
         .memory_min = 256ull << 20,
         .memory_step = 256ull << 20,
     };
-    char *text = dra_slice_body("node-a", gpus, 2, &policy);
+    char *text = dra_slice_body("node-a", NODE_UID, gpus, 2, &policy);
     EXPECT(text != NULL);
     json_object *slice = text ? json_tokener_parse(text) : NULL;
     EXPECT(slice != NULL);
     printf("ok: the body: %.300s...\n", text ? text : "");
     EXPECT(is_text(slice, "apiVersion", "resource.k8s.io/v1") && is_text(slice, "kind", "ResourceSlice"));
     EXPECT(is_text(slice, "metadata.name", "node-a-gpuslice.io"));
+    EXPECT(json_object_array_length(at(slice, "metadata.ownerReferences")) == 1 &&
+           is_text(slice, "metadata.ownerReferences.0.apiVersion", "v1") &&
+           is_text(slice, "metadata.ownerReferences.0.kind", "Node") &&
+           is_text(slice, "metadata.ownerReferences.0.name", "node-a") &&
+           is_text(slice, "metadata.ownerReferences.0.uid", NODE_UID) &&
+           json_object_get_boolean(at(slice, "metadata.ownerReferences.0.controller")) &&
+           !at(slice, "metadata.ownerReferences.0.blockOwnerDeletion"));
     EXPECT(is_text(slice, "spec.driver", "gpuslice.io") && is_text(slice, "spec.nodeName", "node-a"));
     EXPECT(is_text(slice, "spec.pool.name", "node-a") && is_int(slice, "spec.pool.generation", 1) &&
            is_int(slice, "spec.pool.resourceSliceCount", 1));
@@ -196,24 +205,26 @@ static void body(void)
     json_object_put(slice);
     free(text);
 
-    /* No policy: the whole GPU for a request that names nothing. */
-    text = dra_slice_body("node-a", gpus, 1, NULL);
+    /* No policy: the whole GPU for a request that names nothing; no owner. */
+    text = dra_slice_body("node-a", NULL, gpus, 1, NULL);
     slice = text ? json_tokener_parse(text) : NULL;
     EXPECT(is_text(slice, "spec.devices.0.capacity.share.requestPolicy.default", "100") &&
            is_text(slice, "spec.devices.0.capacity.share.requestPolicy.validRange.min", "1") &&
            is_text(slice, "spec.devices.0.capacity.memory.requestPolicy.default", "80Gi") &&
            is_text(slice, "spec.devices.0.capacity.memory.requestPolicy.validRange.min", "0") &&
-           !at(slice, "spec.devices.0.capacity.memory.requestPolicy.validRange.step"));
+           !at(slice, "spec.devices.0.capacity.memory.requestPolicy.validRange.step") &&
+           !at(slice, "metadata.ownerReferences"));
     json_object_put(slice);
     free(text);
 
     /* No GPUs: a slice with no devices. */
-    text = dra_slice_body("node-a", NULL, 0, &policy);
+    text = dra_slice_body("node-a", NODE_UID, NULL, 0, &policy);
     slice = text ? json_tokener_parse(text) : NULL;
     EXPECT(slice && json_object_array_length(at(slice, "spec.devices")) == 0);
     json_object_put(slice);
     free(text);
-    EXPECT(dra_slice_body(NULL, gpus, 1, &policy) == NULL && dra_slice_body("node-a", NULL, 1, &policy) == NULL);
+    EXPECT(dra_slice_body(NULL, NODE_UID, gpus, 1, &policy) == NULL &&
+           dra_slice_body("node-a", NODE_UID, NULL, 1, &policy) == NULL);
 }
 
 /* Request policies for many sizes and policies all keep the API's rules. */
@@ -234,7 +245,7 @@ static void policies(void)
         for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++) {
             struct dra_gpu gpu = {.index = 0, .uuid = "GPU-x", .product = "p", .memory_bytes = memories[m],
                                   .driver_version = "1.2.3"};
-            char *text = dra_slice_body("n", &gpu, 1, &policies[p]);
+            char *text = dra_slice_body("n", NULL, &gpu, 1, &policies[p]);
             json_object *slice = text ? json_tokener_parse(text) : NULL;
             char what[64];
             snprintf(what, sizeof what, "memory %llu policy %zu", (unsigned long long)memories[m], p);

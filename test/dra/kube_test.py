@@ -5,8 +5,10 @@ and from KUBERNETES_SERVICE_HOST/_PORT; a claim not found, of another uid,
 refused for its configuration; 503s and closed connections retried; an API
 that never answers, or whose certificate is not the CA's, reported
 unreachable; the token file reread for every request of one client; the
-node's ResourceSlice created, left alone while unchanged, replaced with the
-next generation when the GPUs change, and written again after a conflict.
+node's ResourceSlice created (owned by its Node), left alone while
+unchanged, replaced with the next generation when the GPUs change or the
+Node is made again, written again after a conflict, and not written when
+the Node cannot be read (refused, or gone).
 Then every body the endpoint received and every claim it served is
 validated against resource.k8s.io/v1 with kubernetes-models
 (kube_schema.mjs; npm packages as test/kubernetes installs them)."""
@@ -193,6 +195,10 @@ s = published()
 device = (s.get("spec", {}).get("devices") or [{}])[0]
 checks.expect(p.returncode == 0 and [w[0] for w in writes()] == ["POST"] and s["spec"]["pool"]["generation"] == 1,
               "the slice is created (rc %d %s; writes %s)" % (p.returncode, p.stderr.strip(), writes()))
+owner = {"apiVersion": "v1", "kind": "Node", "name": "node-a", "uid": api.node_uid("node-a"), "controller": True}
+checks.expect(s.get("metadata", {}).get("ownerReferences") == [owner],
+              "its owner is the Node, so that the API server deletes it with the node: %s"
+              % s.get("metadata", {}).get("ownerReferences"))
 checks.expect(device.get("name") == "gpu-0" and device["attributes"]["driverVersion"] == {"version": "580.95.5"} and
               device["attributes"]["productName"] == {"string": "fakecuda GPU"} and
               device["attributes"]["uuid"]["string"].startswith("GPU-") and
@@ -227,6 +233,26 @@ api.fail_next(2, 503, method="GET")
 p = client("publish", "node-a", env=machine("two.state", 2))
 checks.expect(p.returncode == 0 and len(writes()) == 4, "503s on the read are retried (rc %d %s)"
               % (p.returncode, p.stderr.strip()))
+
+# The Node deleted and made again under the same name: the new one owns it.
+api.recreate_node("node-a")
+p = client("publish", "node-a", env=machine("two.state", 2))
+s = published()
+checks.expect(p.returncode == 0 and len(writes()) == 5 and s["spec"]["pool"]["generation"] == 4 and
+              s["metadata"]["ownerReferences"][0]["uid"] == api.node_uid("node-a") != owner["uid"],
+              "a Node made again: the slice is replaced with the new Node as its owner (writes %s; owner %s)"
+              % (writes(), s["metadata"].get("ownerReferences")))
+# The Node cannot be read: nothing is written, and the error says why.
+api.fail_next(1, 403, method="GET")
+p = client("publish", "node-a", env=one_gpu)
+checks.expect(p.returncode == 1 and 'HTTP 403' in p.stderr and 'needs "get" on nodes' in p.stderr and
+              len(writes()) == 5, "a 403 on the Node: not published, and the RBAC rule it needs is named (rc %d: %s)"
+              % (p.returncode, p.stderr.strip()))
+api.remove_node("node-b")
+p = client("publish", "node-b", env=one_gpu)
+checks.expect(p.returncode == 1 and "/api/v1/nodes/node-b" in p.stderr and "HTTP 404" in p.stderr and
+              len(writes()) == 5 and "node-b-gpuslice.io" not in api.slices,
+              "no Node of that name: no slice for it (rc %d: %s)" % (p.returncode, p.stderr.strip()))
 p = client("publish", "Node_A", env=one_gpu)
 checks.expect(p.returncode == 1 and "is not a DNS subdomain" in p.stderr,
               "a node name that is no DNS subdomain is refused (%s)" % p.stderr.strip())
