@@ -20,21 +20,12 @@
  * FILE, --ca FILE, --timeout-ms N.
  */
 #include "kube.h"
+#include "test_slice_policy.h"
 
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The slice's request policy these runs publish. */
-static const struct dra_slice_policy policy = {
-    .share_total = 100,
-    .share_default = 10,
-    .share_min = 1,
-    .memory_default = 1ull << 30,
-    .memory_min = 256ull << 20,
-    .memory_step = 256ull << 20,
-};
 
 static int usage(void)
 {
@@ -158,7 +149,7 @@ static int publish(struct kube_api *api, const char *node)
     struct dra_gpu list[16];
     char error[1024];
     int n = dra_gpus_discover(list, 16, error, sizeof error);
-    if (n < 0 || kube_slice_publish(api, node, list, n, &policy, error, sizeof error) != 0) {
+    if (n < 0 || kube_slice_publish(api, node, list, n, &test_slice_policy, error, sizeof error) != 0) {
         fprintf(stderr, "%s\n", error);
         return 1;
     }

@@ -13,22 +13,11 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import {kubernetesSchema} from '../kubernetes/schema.mjs'
+import {expect, finish} from '../kubernetes/expect.mjs'
 
 const [recordedDir, modulesDir, leastSlices = '2'] = process.argv.slice(2)
 const schema = kubernetesSchema(modulesDir)
 const options = {maps: true, freeForm: true, quantityStrings: true}
-
-let passed = 0
-let failed = 0
-function expect (cond, what) {
-  if (cond) {
-    passed++
-    console.log('ok: ' + what)
-  } else {
-    failed++
-    console.log('FAILED: ' + what)
-  }
-}
 
 // The problems of one object: its schema's first error, then its unknown
 // fields and quantities that are not strings.
@@ -105,5 +94,4 @@ if (claimWithConfig) {
   expect(false, 'a claim with opaque configuration was recorded')
 }
 
-console.log(`${passed} passed, ${failed} failed`)
-process.exit(failed ? 1 : 0)
+finish()

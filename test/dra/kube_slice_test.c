@@ -7,6 +7,7 @@
 #include "check.h"
 #include "kube_internal.h"
 #include "quantity.h"
+#include "test_slice_policy.h"
 
 #include <json-c/json.h>
 #include <stdio.h>
@@ -151,14 +152,7 @@ static void body(void)
          .memory_bytes = 85520809984ull,
          .driver_version = "fakecuda"},
     };
-    const struct dra_slice_policy policy = {
-        .share_total = 100,
-        .share_default = 10,
-        .share_min = 1,
-        .memory_default = 1ull << 30,
-        .memory_min = 256ull << 20,
-        .memory_step = 256ull << 20,
-    };
+    const struct dra_slice_policy policy = test_slice_policy;
     char *text = dra_slice_body("node-a", NODE_UID, gpus, 2, &policy);
     EXPECT(text != NULL);
     json_object *slice = text ? json_tokener_parse(text) : NULL;

@@ -12,6 +12,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import {createRequire} from 'node:module'
+import {expect, finish} from './expect.mjs'
 
 const [deployDir, modulesDir] = process.argv.slice(2)
 const require = createRequire(path.join(modulesDir, 'package.json'))
@@ -19,18 +20,6 @@ const YAML = require('yaml')
 
 const NAME_MAX = 40
 const LABEL_VALUE_MAX = 63
-
-let passed = 0
-let failed = 0
-function expect (cond, what) {
-  if (cond) {
-    passed++
-    console.log('ok: ' + what)
-  } else {
-    failed++
-    console.log('FAILED: ' + what)
-  }
-}
 
 function yamlFiles (dir) {
   return fs.readdirSync(dir, {withFileTypes: true}).flatMap(e => {
@@ -118,5 +107,4 @@ const control = judge([{file: 'control.yaml', obj: {
 expect(!control.names[0], `negative control: a ${NAME_MAX + 1}-character name fails`)
 expect(!control.labels[0], `negative control: a ${LABEL_VALUE_MAX + 1}-character label value fails`)
 
-console.log(`${passed} passed, ${failed} failed`)
-process.exit(failed ? 1 : 0)
+finish()

@@ -11,23 +11,12 @@ import path from 'node:path'
 import {createRequire} from 'node:module'
 import {pathToFileURL} from 'node:url'
 import {kubernetesSchema} from './schema.mjs'
+import {expect, finish} from './expect.mjs'
 
 const [deployDir, modulesDir] = process.argv.slice(2)
 const require = createRequire(path.join(modulesDir, 'package.json'))
 const YAML = require('yaml')
 const cel = await import(pathToFileURL(path.join(modulesDir, 'node_modules/@marcbachmann/cel-js/lib/index.js')).href)
-
-let passed = 0
-let failed = 0
-function expect (cond, what) {
-  if (cond) {
-    passed++
-    console.log('ok: ' + what)
-  } else {
-    failed++
-    console.log('FAILED: ' + what)
-  }
-}
 
 // ---- the manifests ----------------------------------------------------------
 const docs = []
@@ -537,5 +526,4 @@ expect(claimsMount(dra) && claimsMount(serverC) && claimsMount(serverC).readOnly
        serverC.command.includes('--config-dir=/var/lib/gpuslice/claims.d') && dra.command.includes('--claims-dir=/var/lib/gpuslice/claims.d'),
        'gpuslice-dra writes the claims\' tenant files where the server reads them (its second --config-dir)')
 
-console.log(`${passed} passed, ${failed} failed`)
-process.exit(failed ? 1 : 0)
+finish()
