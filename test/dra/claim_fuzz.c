@@ -109,28 +109,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef GS_LIBFUZZER
+#include "fuzz_replay.h"
+
 int main(int argc, char **argv)
 {
     static char buf[1 << 16];
     int passed = 0, failed = 0;
     for (int i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        if (!f) {
-            perror(argv[i]);
+        long bytes = fuzz_replay_read(argv[i], buf, sizeof buf - 1);
+        if (bytes < 0)
             return 1;
-        }
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        int read_error = ferror(f);
-        fclose(f);
-        if (read_error) {
-            fprintf(stderr, "%s: read error\n", argv[i]);
-            return 1;
-        }
-        buf[n] = '\0';
-        const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
+        buf[bytes] = '\0';
+        const char *base = fuzz_replay_name(argv[i]);
         last_error[0] = '\0';
         int rc = check(buf);
-        bool want_valid = strncmp(base, "valid-", 6) == 0, want_bad = strncmp(base, "bad-", 4) == 0;
+        bool want_valid = fuzz_replay_want(base) == FUZZ_WANT_VALID, want_bad = fuzz_replay_want(base) == FUZZ_WANT_BAD;
         if ((want_valid && rc != 0) || (want_bad && rc == 0)) {
             printf("not ok: %s: %s%s\n", base, rc == 0 ? "accepted" : "refused: ", rc == 0 ? "" : last_error);
             failed++;

@@ -70,22 +70,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef GS_LIBFUZZER
+#include "fuzz_replay.h"
+
 int main(int argc, char **argv)
 {
     static uint8_t buf[CONFIG_MAX_BYTES + 1];
     int passed = 0, failed = 0;
     for (int i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        if (!f) {
-            perror(argv[i]);
+        long bytes = fuzz_replay_read(argv[i], buf, sizeof buf);
+        if (bytes < 0)
             return 1;
-        }
-        size_t n = fread(buf, 1, sizeof buf, f);
-        fclose(f);
-        const char *name = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
+        size_t n = (size_t)bytes;
+        const char *name = fuzz_replay_name(argv[i]);
         int rc = LLVMFuzzerTestOneInput(buf, n);
         printf("%s: %s\n", name, rc == 0 ? "accepted" : last_error);
-        bool want_ok = strncmp(name, "valid-", 6) == 0, want_bad = strncmp(name, "bad-", 4) == 0;
+        bool want_ok = fuzz_replay_want(name) == FUZZ_WANT_VALID, want_bad = fuzz_replay_want(name) == FUZZ_WANT_BAD;
         if ((want_ok && rc != 0) || (want_bad && rc == 0)) {
             printf("FAILED: %s should have been %s\n", name, want_ok ? "accepted" : "refused");
             failed++;

@@ -102,6 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef GS_LIBFUZZER
+#include "fuzz_replay.h"
+
 static const char *name_of(enum http_parse r)
 {
     static const char *const names[] = {"incomplete", "ok", "bad", "uri-too-long", "too-large", "bad-version"};
@@ -113,20 +115,18 @@ int main(int argc, char **argv)
     static uint8_t buf[HTTP_REQUEST_MAX * 2];
     int passed = 0, failed = 0;
     for (int i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        if (!f) {
-            perror(argv[i]);
+        long bytes = fuzz_replay_read(argv[i], buf, sizeof buf);
+        if (bytes < 0)
             return 1;
-        }
-        size_t n = fread(buf, 1, sizeof buf, f);
-        fclose(f);
-        const char *name = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
+        size_t n = (size_t)bytes;
+        const char *name = fuzz_replay_name(argv[i]);
         LLVMFuzzerTestOneInput(buf, n);
         enum http_parse got = last;
-        bool ok = strncmp(name, "valid-", 6) == 0 ? got == HTTP_OK
+        enum fuzz_want want = fuzz_replay_want(name);
+        bool ok = want == FUZZ_WANT_VALID ? got == HTTP_OK
                   : strncmp(name, "incomplete-", 11) == 0 ? got == HTTP_INCOMPLETE
-                  : strncmp(name, "bad-", 4) == 0 ? got != HTTP_OK && got != HTTP_INCOMPLETE
-                                                  : true;
+                  : want == FUZZ_WANT_BAD ? got != HTTP_OK && got != HTTP_INCOMPLETE
+                                          : true;
         printf("%s: %s%s\n", name, name_of(got), ok ? "" : "  FAILED");
         passed += ok;
         failed += !ok;

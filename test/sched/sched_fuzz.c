@@ -424,6 +424,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #ifndef GS_LIBFUZZER
 /* ---- replay and seeded mutation, without libFuzzer --------------------------------- */
 
+#include "fuzz_replay.h"
+
 /* The mutations' generator, seeded once from the command line. */
 static uint64_t seeded_state;
 
@@ -453,14 +455,10 @@ static uint64_t seeded_idle(void)
 
 static size_t read_file(const char *path, uint8_t *buf, size_t cap)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
+    long n = fuzz_replay_read(path, buf, cap);
+    if (n < 0)
         exit(1);
-    }
-    size_t n = fread(buf, 1, cap, f);
-    fclose(f);
-    return n;
+    return (size_t)n;
 }
 
 /* ---- the seed corpus (--write-corpus DIR) ------------------------------------------ */

@@ -33,18 +33,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef GS_LIBFUZZER
+#include "fuzz_replay.h"
+
 int main(int argc, char **argv)
 {
     static uint8_t buf[GS_MSG_MAX * 2];
     int files = 0;
     for (int i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        if (!f) {
-            perror(argv[i]);
+        long bytes = fuzz_replay_read(argv[i], buf, sizeof buf);
+        if (bytes < 0)
             return 1;
-        }
-        size_t n = fread(buf, 1, sizeof buf, f);
-        fclose(f);
+        size_t n = (size_t)bytes;
         LLVMFuzzerTestOneInput(buf, n);
         /* every prefix too: truncation is the commonest damage */
         for (size_t k = 0; k < n && k < 64; k++)
