@@ -880,6 +880,39 @@ static void sibling_leases_after_recall_round(struct world *w)
     scenario_describe(w, "sibling-leases-after-recall-round (named case)");
 }
 
+/* A tenant with a cap of 512 MiB whose two honest processes allocate 200
+ * and 220 MiB while a third leases, frees and declares without end and
+ * answers no recall, beside an honest pair. A lease that does not fit
+ * makes the server recall the siblings' headroom, and each retry recalls
+ * those granted a lease since its round began (tokenserver/memory.c,
+ * recall_siblings): the storm is granted leases all the time and answers
+ * none of it. What its own tenant's processes get is that tenant's own
+ * affair (hostile: not judged); what must hold is the rest: the server's
+ * invariants for every client (sim_check_sched.c), the honest pair's
+ * split, and the simulation's bounds (its event queue among them). */
+static void hostile_sibling_during_recall(struct world *w)
+{
+    node(w, 1, ON_DOWN_WAIT);
+    /* share, limit, quantum (ms), memory (MiB), class, gang mode, gang */
+    static const struct tenant_row tenants[] = {{1, 1, 20, 0, CLASS_BATCH, GANG_AUTO, false},
+                                                {3, 1, 20, 0, CLASS_BATCH, GANG_AUTO, false},
+                                                {1, 1, 20, 512, CLASS_BATCH, GANG_AUTO, false}};
+    add_tenants(w, tenants, sizeof tenants / sizeof tenants[0]);
+    /* tenant, app, item (us), depth, batch, host (us), start (ms), memory (MiB) */
+    static const struct proc_row procs[] = {{0, APP_DEEP, 500, 8, 1, 0, 0, 0},
+                                            {1, APP_DEEP, 1500, 8, 1, 0, 0, 0},
+                                            {2, APP_SYNC, 50, 4, 4, 1000, 0, 200},
+                                            {2, APP_BURSTS, 20, 3, 1, 2000, 0, 220}};
+    add_procs(w, procs, sizeof procs / sizeof procs[0]);
+    w->tenant[2].hostile = true;
+    struct sim_proc *storm = scenario_proc(w, 2, APP_HOSTILE);
+    storm->hostile = H_LEASE_STORM;
+    w->honest_pair = true;
+    w->honest_a = 0;
+    w->honest_b = 1;
+    scenario_describe(w, "hostile-sibling-during-recall (named case)");
+}
+
 const struct sim_case sim_cases[] = {
     {"gang-rank-killed-early", "a gang whose rank died before the job formed is not owed a turn",
      gang_rank_killed_early, NULL, 0},
@@ -931,6 +964,8 @@ const struct sim_case sim_cases[] = {
      "sibling leased after the round of recalls", sibling_leases_after_recall_round, NULL, 0},
     {"sibling-frees-after-recall", "a lease within the tenant's cap is not refused for headroom a sibling took "
      "back after a recall", sibling_frees_after_recall, NULL, 0},
+    {"hostile-sibling-during-recall", "a sibling that leases without end and answers no recall costs only its "
+     "own tenant", hostile_sibling_during_recall, NULL, 0},
 };
 const int sim_ncases = (int)(sizeof sim_cases / sizeof sim_cases[0]);
 
