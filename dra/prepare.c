@@ -87,13 +87,18 @@ static void format_decimal(double v, char *out, size_t size)
         *end = '\0';
 }
 
-/* The tenant file's text for the claim, or -1 with a message. */
+/* The tenant file's text for the claim, or -1 with a message. What the
+ * claim consumes of a GPU is the sum of its results there: two requests
+ * may each take a share of one GPU (each result its own shareID), and the
+ * scheduler counted both against its capacity. One tenant has one share
+ * and one cap on every GPU, so each GPU's sum must be the same. */
 static int tenant_text(const struct dra_claim *claim, const struct dra_claim_ref *ref, char *text, size_t size,
                        char *error, size_t error_size)
 {
     const struct dra_slice_policy *policy = settings.policy;
     double share = 0;
     uint64_t memory = 0;
+    const char *first = NULL;
     for (int i = 0; i < claim->ndevices; i++) {
         const struct dra_claim_device *d = &claim->devices[i];
         if (settings.node_name && strcmp(d->pool, settings.node_name) != 0) {
@@ -101,15 +106,34 @@ static int tenant_text(const struct dra_claim *claim, const struct dra_claim_ref
                 settings.node_name);
             return -1;
         }
-        double s = d->share > 0 ? d->share : policy->share_default;
-        uint64_t m = d->memory_bytes > 0 ? d->memory_bytes : policy->memory_default;
-        if (i > 0 && (s != share || m != memory)) {
+        bool summed = false; /* an earlier result on this GPU summed it */
+        for (int j = 0; j < i && !summed; j++)
+            summed = strcmp(claim->devices[j].device, d->device) == 0;
+        if (summed)
+            continue;
+        double s = 0;
+        uint64_t m = 0;
+        for (int j = i; j < claim->ndevices; j++) {
+            const struct dra_claim_device *e = &claim->devices[j];
+            if (strcmp(e->device, d->device) != 0)
+                continue;
+            uint64_t bytes = e->memory_bytes > 0 ? e->memory_bytes : policy->memory_default;
+            if (bytes > UINT64_MAX - m) {
+                say(error, error_size, ref, "the memory its results consume of %s does not fit in 64 bits",
+                    d->device);
+                return -1;
+            }
+            s += e->share > 0 ? e->share : policy->share_default;
+            m += bytes;
+        }
+        if (first && (s != share || m != memory)) {
             say(error, error_size, ref,
                 "its devices consume different capacities (%s and %s): one tenant has one share and one memory "
                 "cap on every GPU",
-                claim->devices[0].device, d->device);
+                first, d->device);
             return -1;
         }
+        first = d->device;
         share = s;
         memory = m;
     }

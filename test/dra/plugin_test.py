@@ -16,7 +16,10 @@ messages.
    those settings and its CDI spec has both. Prepared again: the same
    answer, the file untouched. Through v1beta1 too.
 3. A SliceConfig from the class and one from the claim: the claim's
-   overrides, the tenant has its limit, class and preempt_ms.
+   overrides, the tenant has its limit, class and preempt_ms. A claim of
+   two requests that each take a share of gpu-0 (20 and 2 GiB, 30 and
+   3 GiB): its tenant has their sum, 50 and 5 GiB, as the scheduler
+   counted them; each request is answered.
 4. Bad claims and configurations: each answered with an error naming the
    claim (and the field), and no tenant file made: limit out of range, an
    unknown field, a wrong kind, a claim the API does not have, another uid,
@@ -60,12 +63,13 @@ except ImportError as e:
 if not shutil.which("openssl"):
     skip("the openssl command (for the API endpoint's certificate) is missing")
 from apiserver import ApiServer  # noqa: E402
-from claims import config, slice_claim, slice_config  # noqa: E402
+from claims import allocated, claim, config, result, slice_claim, slice_config  # noqa: E402
 from draplugin import NODE, DraPlugin  # noqa: E402
 
 UID_A = "a0000000-0000-4000-8000-00000000000a"
 UID_B = "b0000000-0000-4000-8000-00000000000b"
 UID_C = "c0000000-0000-4000-8000-00000000000c"
+UID_D = "d0000000-0000-4000-8000-00000000000d"
 GIB = 1 << 30
 
 checks = Checks()
@@ -180,6 +184,26 @@ try:
                   "the claim's SliceConfig overrides the class's: limit 0.5, class latency, preempt_ms 3 (%s; %s)"
                   % (sc, {k: tc.get(k) for k in ("class", "limit", "preempt_ms")}))
     kubelet.unprepare(endpoint, [ref(UID_C, "tuned")])
+
+    # Two requests of one claim on one GPU, each its own share (shareID).
+    pair = claim("pair", allocated([
+        result("gpu-0", "20", "2Gi", request="a", share_id="5a000000-0000-4000-8000-00000000000a"),
+        result("gpu-0", "30", "3Gi", request="b", share_id="5b000000-0000-4000-8000-00000000000b")]), UID_D)
+    pair["spec"]["devices"]["requests"] = [
+        {"name": name, "exactly": {"deviceClassName": "gpuslice.io",
+                                   "capacity": {"requests": {"share": share, "memory": memory}}}}
+        for name, share, memory in (("a", "20", "2Gi"), ("b", "30", "3Gi"))]
+    api.set_claim(pair)
+    d = answer_of(kubelet.prepare(endpoint, [ref(UID_D, "pair")]), UID_D)
+    sd = settings(open(tenant_file(UID_D)).read()) if os.path.exists(tenant_file(UID_D)) else {}
+    td = tenants().get("claim-" + UID_D, {})
+    checks.expect(d["error"] == "" and [dev[0] for dev in d["devices"]] == [["a"], ["b"]] and
+                  all(dev[2] == "gpu-0" for dev in d["devices"]) and
+                  sd == {"share": "50", "memory": str(5 * GIB)} and td.get("share") == 50 and
+                  td.get("memory") == 5 * GIB,
+                  "two requests of one claim on gpu-0 (20 + 30, 2 + 3 GiB): the tenant has 50 and 5 GiB, "
+                  "each request answered (%s; %s)" % (d, sd))
+    kubelet.unprepare(endpoint, [ref(UID_D, "pair")])
 
     # ---- 4. bad claims and configurations ----------------------------------------------
     bad = [
