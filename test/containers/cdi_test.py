@@ -3,7 +3,9 @@
 end), and `podman run --device gpuslice.io/tenant=NAME` puts a container
 into a tenant. Two containers at 3:1 split 75/25, one of them as uid 65534
 on a read-only root; gpuslicectl status knows them; a process without
-LD_PRELOAD is still gated; an unknown tenant does not start and the error
+LD_PRELOAD is still gated; a container handed its tenant's device
+twice (as gpuslice-dra answers a claim of two requests) starts in it;
+an unknown tenant does not start and the error
 names it; a tenant added or removed is in (out of) the spec within 2 s and
 podman follows; a running container reconnects after the server restarts."""
 import json
@@ -53,7 +55,10 @@ with Cleanup() as cleanup:
     ctlib.measure_split(
         checks, machine, server, "CDI",
         lambda s: podman.start("a", rootfs, ctlib.spin_argv(s), args=device("a"), user=65534, read_only=True),
-        lambda s: podman.start("b", rootfs, ctlib.spin_argv(s), args=device("b")))
+        # gpuslice-dra answers each result of a claim with the tenant's
+        # device, so a container using two requests of one claim is handed
+        # the same CDI name twice: "b" is.
+        lambda s: podman.start("b", rootfs, ctlib.spin_argv(s), args=device("b") + device("b")))
     util, code, out = ctlib.measure_cap(
         checks, machine, "CDI",
         lambda s: podman.start("capped", rootfs, ctlib.escape_argv(s), args=device("capped"), user=65534,

@@ -10,8 +10,8 @@ a container runtime would start the pods' containers:
    (CUDA_ERROR_OUT_OF_MEMORY, with all it got within the cap);
 3. NVML inside each container (nvml_probe, linked against
    libnvidia-ml.so.1: fakenvml here) shows its own claim's cap as total;
-4. unprepared, the claims' devices leave the CDI spec and a container
-   asking for one does not start.
+4. unprepared, the claims' devices leave the CDI spec within 2 s and a
+   container asking for one does not start.
 
 The server writes its spec to /etc/cdi (podman 4.3 reads it; the test
 removes it at the end), reading the claims' directory as its
@@ -21,13 +21,14 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "containers"))
 import ctlib  # noqa: E402
 import runtimes  # noqa: E402
 from ctlib import Checks, Cleanup, Server  # noqa: E402
-from testlib import BUILD, FAKECUDA_DIR, MEMHOG  # noqa: E402
+from testlib import BUILD, FAKECUDA_DIR, MEMHOG, wait_for  # noqa: E402
 
 REQUIRED = os.environ.get("GPUSLICE_REQUIRE_CONTAINERS") == "1"
 try:
@@ -125,12 +126,23 @@ with Cleanup() as cleanup:
     # ---- 4. unprepared -----------------------------------------------------------------
     response = kubelet.unprepare(plugin.endpoint, refs)
     left = set()
-    if os.path.exists(spec):  # (the server removes it once it has no tenant)
-        with open(spec) as f:
-            left = {d["name"] for d in json.load(f)["devices"]}
-    checks.expect(all(response.claims[r.uid].error == "" for r in refs) and
-                  not ({"claim-" + UID_A, "claim-" + UID_B} & left),
-                  "unprepared, the claims' devices leave the CDI spec (left: %s)" % sorted(left))
+
+    def spec_left():
+        # Unprepare removes the tenant files; the server drops the tenants
+        # from its spec when it sees them go, as it does for any tenant
+        # file (and removes the spec once it has no tenant).
+        left.clear()
+        if os.path.exists(spec):
+            with open(spec) as f:
+                left.update(d["name"] for d in json.load(f)["devices"])
+        return not ({"claim-" + UID_A, "claim-" + UID_B} & left)
+
+    start = time.monotonic()
+    gone = wait_for(spec_left, timeout=2.0, step=0.01)
+    took = time.monotonic() - start
+    checks.expect(all(response.claims[r.uid].error == "" for r in refs) and gone,
+                  "unprepared, the claims' devices leave the CDI spec within 2 s (%.3f s; left: %s)"
+                  % (took, sorted(left)))
     code, out, err = podman.run("gone", rootfs, ["/bin/true"], args=devices("a"))
     checks.expect(code != 0 and "claim-" + UID_A in err,
                   "a container asking for an unprepared claim's device does not start, naming it (%d: %s)"
